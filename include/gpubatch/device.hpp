@@ -1,0 +1,88 @@
+#pragma once
+// A Vulkan device opened for compute, and the synchronous path: one request, one submission,
+// wait. Copies of a Device share the same underlying device; executors and graphs built from it
+// share its memory, kernels and pipeline cache.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpubatch/ops.hpp"
+
+namespace gpubatch {
+
+namespace detail {
+class BatchDevice;
+class GpuContext;
+}  // namespace detail
+
+struct DeviceOptions {
+  // Which device: an index into Device::available() or a substring of its name. Empty: the
+  // GPUBATCH_DEVICE environment variable, else the best (discrete, integrated, virtual, CPU).
+  std::string selector;
+  // Khronos validation layer. Unset: on when GPUBATCH_VALIDATION=1.
+  std::optional<bool> validation;
+  // Where the pipeline cache lives. Empty: GPUBATCH_CACHE_DIR, else $XDG_CACHE_HOME/gpubatch,
+  // else ~/.cache/gpubatch. "none" disables the on-disk cache.
+  std::string pipeline_cache_dir;
+};
+
+struct DeviceInfo {
+  std::uint32_t index = 0;
+  std::string name;
+  std::string type;  // "discrete", "integrated", "virtual", "cpu", "other"
+  std::string driver;
+  std::uint32_t api_version = 0;
+  std::array<std::uint8_t, 16> pipeline_cache_uuid{};
+  std::uint64_t max_buffer_bytes = 0;  // largest single buffer the device can hold
+};
+
+// Data movement and work done by a device since it was opened (all paths together).
+struct DeviceCounters {
+  std::uint64_t submissions = 0;
+  std::uint64_t dispatches = 0;
+  std::uint64_t uploads = 0;    // upload passes
+  std::uint64_t downloads = 0;  // download passes
+  std::uint64_t bytes_up = 0;
+  std::uint64_t bytes_down = 0;
+  std::uint64_t pipelines_created = 0;      // pipelines built by this process
+  std::uint64_t pipeline_cache_hits = 0;    // of those, built from the on-disk cache
+};
+
+class Device {
+ public:
+  // Opens a device; throws Error(no_device) when Vulkan offers none (the message says how to
+  // install lavapipe).
+  explicit Device(const DeviceOptions& options = {});
+  ~Device();
+  Device(const Device&);
+  Device& operator=(const Device&);
+  Device(Device&&) noexcept;
+  Device& operator=(Device&&) noexcept;
+
+  // Every device Vulkan offers, in the order selection prefers them.
+  static std::vector<DeviceInfo> available();
+
+  const DeviceInfo& info() const;
+  DeviceCounters counters() const;
+
+  // The synchronous path: validates, uploads, dispatches, downloads, with one submission, and
+  // waits. Throws Error on bad input or device failure. Safe to call from several threads.
+  Result run(const Request& request);
+
+  // Internal seams for the executor and the graph.
+  std::shared_ptr<detail::BatchDevice> batch_device() const;
+  std::shared_ptr<detail::GpuContext> context() const;
+
+ private:
+  std::shared_ptr<detail::GpuContext> context_;
+  std::shared_ptr<detail::BatchDevice> batch_device_;
+};
+
+// Messages the Khronos validation layer has printed in this process (all devices). Tests fail
+// when it moves.
+std::uint64_t validation_message_count() noexcept;
+
+}  // namespace gpubatch

@@ -1,0 +1,36 @@
+#pragma once
+// Every failure gpubatch reports is a gpubatch::Error carrying an ErrorCode, so callers can branch
+// on the cause without parsing messages; the message names the request and what was wrong.
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace gpubatch {
+
+enum class ErrorCode {
+  invalid_argument,   // bad input: empty, mismatched lengths, bad dimensions, t outside [0, 1], ...
+  request_too_large,  // a single request larger than the device can hold in one buffer
+  queue_full,         // overflow policy reject / block_for gave up
+  deadline_exceeded,  // the request's deadline passed before it ran
+  shut_down,          // submitted after shutdown, or cancelled by shutdown(cancel)
+  device_lost,        // VK_ERROR_DEVICE_LOST or a batch that never completed
+  out_of_memory,      // host or device memory exhausted
+  compile_failed,     // a shader (generated or user GLSL) failed to compile or build
+  no_device,          // no usable Vulkan device
+  invalid_config,     // a configuration key or value is wrong
+  internal,           // a Vulkan call failed in a way none of the above describes
+};
+
+std::string_view to_string(ErrorCode code) noexcept;
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, const std::string& message)
+      : std::runtime_error(std::string(to_string(code)) + ": " + message), code_(code) {}
+  ErrorCode code() const noexcept { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+}  // namespace gpubatch

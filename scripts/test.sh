@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Runs the test suite: unit and short stress tests on the release build with the Vulkan
+# validation layer on (any message fails), then the same under AddressSanitizer +
+# UndefinedBehaviorSanitizer and ThreadSanitizer. Set GPUBATCH_SKIP_SANITIZERS=1 to skip those.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+export GPUBATCH_CACHE_DIR=${GPUBATCH_CACHE_DIR:-$PWD/build/pipeline-cache}
+
+echo "== release: unit + stress (short) =="
+ctest --preset release -L 'unit|stress' -j"$jobs" --timeout 600
+
+if [ "${GPUBATCH_SKIP_SANITIZERS:-0}" != 1 ]; then
+  for preset in asan tsan; do
+    echo "== $preset =="
+    cmake --preset "$preset" >/dev/null
+    cmake --build --preset "$preset" -j"$jobs"
+    # LeakSanitizer reports what the Vulkan driver keeps for the process's lifetime; our own
+    # leaks are caught by the executor and stress suites, which run without a driver in-process
+    # where they use the fake device.
+    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+      ctest --preset "$preset" -L 'unit|stress' -j"$jobs" --timeout 900
+  done
+fi

@@ -1,0 +1,50 @@
+#pragma once
+// The narrow seam between the executor and whatever runs its batches. The executor knows nothing
+// of Vulkan: it hands a device the requests of one flush and later collects each one's result.
+// src/gpu implements it for Vulkan; tests implement it to observe batches and inject faults.
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "gpubatch/ops.hpp"
+
+namespace gpubatch::detail {
+
+// One submitted batch. Owned by the executor until every result has been taken.
+class InFlightBatch {
+ public:
+  virtual ~InFlightBatch() = default;
+  // Waits up to `timeout` for the batch to finish; true when it has. Throws Error (device_lost,
+  // ...) when the batch failed as a whole; each of its requests then fails with that error.
+  virtual bool wait_for(std::chrono::nanoseconds timeout) = 0;
+  // After a successful wait_for: moves request `index`'s result into `out`.
+  virtual void take_result(std::size_t index, Result& out) = 0;
+  // Device execution time of the batch when the device measures it, else negative.
+  virtual std::chrono::nanoseconds device_time() const { return std::chrono::nanoseconds(-1); }
+};
+
+struct TransferTotals {
+  std::uint64_t uploads = 0;    // upload passes (one per batch, however many requests)
+  std::uint64_t downloads = 0;  // download passes
+  std::uint64_t bytes_up = 0;
+  std::uint64_t bytes_down = 0;
+  std::uint64_t dispatches = 0;
+  std::uint64_t submissions = 0;
+};
+
+class BatchDevice {
+ public:
+  virtual ~BatchDevice() = default;
+  virtual std::string name() const = 0;
+  // Largest input_bytes()+output_bytes() one request may have; larger ones are refused with
+  // request_too_large before they reach submit().
+  virtual std::size_t max_request_bytes() const = 0;
+  // Packs the (already validated) requests into one submission, grouped by kernel. Throws Error
+  // when the batch cannot be submitted at all (out_of_memory, device_lost); nothing then runs.
+  virtual std::unique_ptr<InFlightBatch> submit(std::span<const Request* const> requests) = 0;
+  virtual TransferTotals transfers() const = 0;
+};
+
+}  // namespace gpubatch::detail

@@ -1,0 +1,320 @@
+#include "gpu/context.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "gpu/kernels.hpp"
+#include "gpu/memory.hpp"
+#include "gpu/vk_check.hpp"
+
+namespace gpubatch {
+namespace {
+
+std::atomic<std::uint64_t> g_validation_messages{0};
+
+VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(
+    VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT,
+    const VkDebugUtilsMessengerCallbackDataEXT* data, void*) {
+  g_validation_messages.fetch_add(1, std::memory_order_relaxed);
+  const char* text = data && data->pMessage ? data->pMessage : "(no message)";
+  if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)
+    spdlog::error("vulkan validation: {}", text);
+  else
+    spdlog::warn("vulkan validation: {}", text);
+  return VK_FALSE;
+}
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0 || std::strcmp(v, "on") == 0);
+}
+
+int type_rank(VkPhysicalDeviceType type) {
+  switch (type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return 0;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return 1;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return 2;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return 3;
+    default: return 4;
+  }
+}
+
+const char* type_name(VkPhysicalDeviceType type) {
+  switch (type) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
+    default: return "other";
+  }
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+constexpr const char* kNoDeviceHelp =
+    "no Vulkan device with compute, Vulkan 1.2, buffer device address and timeline semaphores "
+    "was found; for a CPU device install Mesa's lavapipe (apt-get install mesa-vulkan-drivers "
+    "libvulkan1), or install your GPU's Vulkan driver";
+
+struct Candidate {
+  VkPhysicalDevice physical;
+  DeviceInfo info;
+  int rank;
+  std::uint32_t queue_family;
+};
+
+// Devices gpubatch can use, in the order it prefers them.
+std::vector<Candidate> candidates(VkInstance instance) {
+  std::uint32_t count = 0;
+  vkEnumeratePhysicalDevices(instance, &count, nullptr);
+  std::vector<VkPhysicalDevice> devices(count);
+  vkEnumeratePhysicalDevices(instance, &count, devices.data());
+  std::vector<Candidate> out;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f12};
+    VkPhysicalDeviceMaintenance3Properties m3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+    VkPhysicalDeviceVulkan12Properties p12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_PROPERTIES, &m3};
+    VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &p12};
+    vkGetPhysicalDeviceProperties(devices[i], &props.properties);
+    if (props.properties.apiVersion < VK_API_VERSION_1_2) continue;
+    vkGetPhysicalDeviceProperties2(devices[i], &props);
+    vkGetPhysicalDeviceFeatures2(devices[i], &features);
+    if (!f12.bufferDeviceAddress || !f12.timelineSemaphore) continue;
+
+    std::uint32_t nfam = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(devices[i], &nfam, nullptr);
+    std::vector<VkQueueFamilyProperties> fams(nfam);
+    vkGetPhysicalDeviceQueueFamilyProperties(devices[i], &nfam, fams.data());
+    // A compute-only family, where there is one, keeps us off the queues graphics work uses.
+    std::optional<std::uint32_t> family;
+    for (std::uint32_t q = 0; q < nfam; ++q) {
+      if (!(fams[q].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+      if (!family || !(fams[q].queueFlags & VK_QUEUE_GRAPHICS_BIT)) family = q;
+      if (!(fams[q].queueFlags & VK_QUEUE_GRAPHICS_BIT)) break;
+    }
+    if (!family) continue;
+
+    Candidate c{devices[i], {}, type_rank(props.properties.deviceType), *family};
+    c.info.index = i;
+    c.info.name = props.properties.deviceName;
+    c.info.type = type_name(props.properties.deviceType);
+    c.info.driver = std::string(p12.driverName) + " " + p12.driverInfo;
+    c.info.api_version = props.properties.apiVersion;
+    std::memcpy(c.info.pipeline_cache_uuid.data(), props.properties.pipelineCacheUUID, 16);
+    c.info.max_buffer_bytes = m3.maxMemoryAllocationSize;
+    out.push_back(std::move(c));
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.rank < b.rank; });
+  return out;
+}
+
+VkInstance create_instance(bool validation, VkDebugUtilsMessengerEXT* messenger) {
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "gpubatch";
+  app.pEngineName = "gpubatch";
+  app.apiVersion = VK_API_VERSION_1_2;
+
+  std::vector<const char*> layers, extensions;
+  VkDebugUtilsMessengerCreateInfoEXT messenger_info{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  messenger_info.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                                   VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+  messenger_info.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                               VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                               VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+  messenger_info.pfnUserCallback = on_validation_message;
+  if (validation) {
+    std::uint32_t n = 0;
+    vkEnumerateInstanceLayerProperties(&n, nullptr);
+    std::vector<VkLayerProperties> available(n);
+    vkEnumerateInstanceLayerProperties(&n, available.data());
+    const bool has_layer = std::any_of(available.begin(), available.end(), [](auto& l) {
+      return std::strcmp(l.layerName, "VK_LAYER_KHRONOS_validation") == 0;
+    });
+    if (!has_layer)
+      throw Error(ErrorCode::no_device,
+                  "validation was requested but VK_LAYER_KHRONOS_validation is not installed "
+                  "(apt-get install vulkan-validationlayers)");
+    layers.push_back("VK_LAYER_KHRONOS_validation");
+    extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+  }
+  VkInstanceCreateInfo info{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  info.pNext = validation ? &messenger_info : nullptr;  // also reports instance creation itself
+  info.pApplicationInfo = &app;
+  info.enabledLayerCount = static_cast<std::uint32_t>(layers.size());
+  info.ppEnabledLayerNames = layers.data();
+  info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
+  info.ppEnabledExtensionNames = extensions.data();
+  VkInstance instance = VK_NULL_HANDLE;
+  const VkResult r = vkCreateInstance(&info, nullptr, &instance);
+  if (r == VK_ERROR_INCOMPATIBLE_DRIVER || r == VK_ERROR_INITIALIZATION_FAILED)
+    throw Error(ErrorCode::no_device, kNoDeviceHelp);
+  gpu::check_vk(r, "vkCreateInstance");
+  if (validation) {
+    auto create = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT"));
+    if (create) create(instance, &messenger_info, nullptr, messenger);
+  }
+  return instance;
+}
+
+const Candidate& choose(const std::vector<Candidate>& all, const std::string& selector) {
+  if (all.empty()) throw Error(ErrorCode::no_device, kNoDeviceHelp);
+  if (selector.empty()) return all.front();
+  const bool numeric = std::all_of(selector.begin(), selector.end(),
+                                   [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  for (const auto& c : all) {
+    if (numeric ? c.info.index == std::stoul(selector)
+                : lower(c.info.name).find(lower(selector)) != std::string::npos)
+      return c;
+  }
+  std::string names;
+  for (const auto& c : all) names += (names.empty() ? "" : ", ") + std::to_string(c.info.index) + ": " + c.info.name;
+  throw Error(ErrorCode::no_device,
+              "device selector '" + selector + "' matches none of the devices [" + names + "]");
+}
+
+}  // namespace
+
+std::uint64_t validation_message_count() noexcept {
+  return g_validation_messages.load(std::memory_order_relaxed);
+}
+
+namespace detail {
+
+std::vector<DeviceInfo> GpuContext::enumerate() {
+  VkDebugUtilsMessengerEXT none = VK_NULL_HANDLE;
+  VkInstance instance = create_instance(false, &none);
+  std::vector<DeviceInfo> out;
+  for (auto& c : candidates(instance)) out.push_back(c.info);
+  vkDestroyInstance(instance, nullptr);
+  return out;
+}
+
+std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options) {
+  std::shared_ptr<GpuContext> ctx(new GpuContext());
+  const bool validation = options.validation.value_or(env_flag("GPUBATCH_VALIDATION"));
+  ctx->instance_ = create_instance(validation, &ctx->messenger_);
+
+  std::string selector = options.selector;
+  if (selector.empty())
+    if (const char* env = std::getenv("GPUBATCH_DEVICE")) selector = env;
+  const auto all = candidates(ctx->instance_);
+  const Candidate& chosen = choose(all, selector);
+  ctx->physical_ = chosen.physical;
+  ctx->info_ = chosen.info;
+  ctx->queue_family_ = chosen.queue_family;
+
+  VkPhysicalDeviceProperties props;
+  vkGetPhysicalDeviceProperties(ctx->physical_, &props);
+  ctx->limits_ = props.limits;
+  vkGetPhysicalDeviceMemoryProperties(ctx->physical_, &ctx->memory_props_);
+  ctx->max_allocation_ = chosen.info.max_buffer_bytes;
+  {
+    std::uint32_t nfam = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_, &nfam, nullptr);
+    std::vector<VkQueueFamilyProperties> fams(nfam);
+    vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_, &nfam, fams.data());
+    if (fams[ctx->queue_family_].timestampValidBits > 0)
+      ctx->timestamp_period_ns_ = props.limits.timestampPeriod;
+  }
+
+  const float priority = 1.0f;
+  VkDeviceQueueCreateInfo queue_info{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  queue_info.queueFamilyIndex = ctx->queue_family_;
+  queue_info.queueCount = 1;
+  queue_info.pQueuePriorities = &priority;
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  f12.bufferDeviceAddress = VK_TRUE;
+  f12.timelineSemaphore = VK_TRUE;
+  std::vector<const char*> extensions;
+  {
+    std::uint32_t n = 0;
+    vkEnumerateDeviceExtensionProperties(ctx->physical_, nullptr, &n, nullptr);
+    std::vector<VkExtensionProperties> exts(n);
+    vkEnumerateDeviceExtensionProperties(ctx->physical_, nullptr, &n, exts.data());
+    for (auto& e : exts)
+      if (std::strcmp(e.extensionName, VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME) == 0) {
+        extensions.push_back(VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME);
+        ctx->creation_feedback_ = true;
+      }
+  }
+  VkDeviceCreateInfo device_info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &f12};
+  device_info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
+  device_info.ppEnabledExtensionNames = extensions.data();
+  device_info.queueCreateInfoCount = 1;
+  device_info.pQueueCreateInfos = &queue_info;
+  gpu::check_vk(vkCreateDevice(ctx->physical_, &device_info, nullptr, &ctx->device_), "vkCreateDevice");
+  vkGetDeviceQueue(ctx->device_, ctx->queue_family_, 0, &ctx->queue_);
+
+  VkSemaphoreTypeCreateInfo type_info{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
+  type_info.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+  VkSemaphoreCreateInfo sem_info{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, &type_info};
+  gpu::check_vk(vkCreateSemaphore(ctx->device_, &sem_info, nullptr, &ctx->timeline_),
+                "vkCreateSemaphore");
+
+  ctx->memory_ = std::make_unique<gpu::MemoryPool>(*ctx);
+  ctx->kernels_ = std::make_unique<gpu::Kernels>(*ctx, options.pipeline_cache_dir);
+  spdlog::debug("gpubatch: using device {} ({}, {})", ctx->info_.name, ctx->info_.type, ctx->info_.driver);
+  return ctx;
+}
+
+GpuContext::~GpuContext() {
+  if (device_) vkDeviceWaitIdle(device_);
+  kernels_.reset();
+  memory_.reset();
+  if (timeline_) vkDestroySemaphore(device_, timeline_, nullptr);
+  if (device_) vkDestroyDevice(device_, nullptr);
+  if (messenger_) {
+    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
+    if (destroy) destroy(instance_, messenger_, nullptr);
+  }
+  if (instance_) vkDestroyInstance(instance_, nullptr);
+}
+
+std::uint64_t GpuContext::submit(VkCommandBuffer commands) {
+  std::lock_guard lock(submit_mutex_);
+  const std::uint64_t value = last_signalled_ + 1;
+  VkTimelineSemaphoreSubmitInfo timeline{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+  timeline.signalSemaphoreValueCount = 1;
+  timeline.pSignalSemaphoreValues = &value;
+  VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO, &timeline};
+  info.commandBufferCount = 1;
+  info.pCommandBuffers = &commands;
+  info.signalSemaphoreCount = 1;
+  info.pSignalSemaphores = &timeline_;
+  gpu::check_vk(vkQueueSubmit(queue_, 1, &info, VK_NULL_HANDLE), "vkQueueSubmit");
+  last_signalled_ = value;
+  counters_.submissions.fetch_add(1, std::memory_order_relaxed);
+  return value;
+}
+
+bool GpuContext::wait(std::uint64_t value, std::chrono::nanoseconds timeout) {
+  VkSemaphoreWaitInfo info{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+  info.semaphoreCount = 1;
+  info.pSemaphores = &timeline_;
+  info.pValues = &value;
+  const VkResult r = vkWaitSemaphores(device_, &info, static_cast<std::uint64_t>(std::max<std::int64_t>(0, timeout.count())));
+  if (r == VK_TIMEOUT) return false;
+  gpu::check_vk(r, "vkWaitSemaphores");
+  return true;
+}
+
+std::uint64_t GpuContext::completed_value() {
+  std::uint64_t value = 0;
+  gpu::check_vk(vkGetSemaphoreCounterValue(device_, timeline_, &value), "vkGetSemaphoreCounterValue");
+  return value;
+}
+
+}  // namespace detail
+}  // namespace gpubatch

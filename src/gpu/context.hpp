@@ -1,0 +1,81 @@
+#pragma once
+// The Vulkan objects one opened device needs: instance (with the validation layer when asked),
+// the chosen physical device, a logical device with one compute queue, the timeline semaphore
+// every submission signals, and the memory pool and kernels built on them.
+#include <vulkan/vulkan.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "gpubatch/device.hpp"
+
+namespace gpubatch::gpu {
+class MemoryPool;
+class Kernels;
+}  // namespace gpubatch::gpu
+
+namespace gpubatch::detail {
+
+struct AtomicCounters {
+  std::atomic<std::uint64_t> submissions{0}, dispatches{0}, uploads{0}, downloads{0},
+      bytes_up{0}, bytes_down{0}, pipelines_created{0}, pipeline_cache_hits{0};
+};
+
+class GpuContext {
+ public:
+  static std::shared_ptr<GpuContext> create(const DeviceOptions& options);
+  static std::vector<DeviceInfo> enumerate();
+  ~GpuContext();
+  GpuContext(const GpuContext&) = delete;
+  GpuContext& operator=(const GpuContext&) = delete;
+
+  VkDevice device() const { return device_; }
+  VkPhysicalDevice physical_device() const { return physical_; }
+  std::uint32_t queue_family() const { return queue_family_; }
+  const DeviceInfo& info() const { return info_; }
+  const VkPhysicalDeviceLimits& limits() const { return limits_; }
+  const VkPhysicalDeviceMemoryProperties& memory_properties() const { return memory_props_; }
+  std::uint64_t max_allocation_bytes() const { return max_allocation_; }
+  bool creation_feedback() const { return creation_feedback_; }
+  bool timestamps_supported() const { return timestamp_period_ns_ > 0; }
+  double timestamp_period_ns() const { return timestamp_period_ns_; }
+
+  gpu::MemoryPool& memory() { return *memory_; }
+  gpu::Kernels& kernels() { return *kernels_; }
+  AtomicCounters& counters() { return counters_; }
+
+  // Submits one command buffer that signals the next timeline value, and returns that value.
+  // Thread-safe: the queue is externally synchronised, so submissions are serialised here.
+  std::uint64_t submit(VkCommandBuffer commands);
+  // Waits until the timeline reaches `value`; false on timeout. Throws Error(device_lost).
+  bool wait(std::uint64_t value, std::chrono::nanoseconds timeout);
+  std::uint64_t completed_value();
+
+ private:
+  GpuContext() = default;
+
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  VkPhysicalDevice physical_ = VK_NULL_HANDLE;
+  VkDevice device_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  std::uint32_t queue_family_ = 0;
+  VkSemaphore timeline_ = VK_NULL_HANDLE;
+  std::mutex submit_mutex_;
+  std::uint64_t last_signalled_ = 0;  // guarded by submit_mutex_
+  DeviceInfo info_;
+  VkPhysicalDeviceLimits limits_{};
+  VkPhysicalDeviceMemoryProperties memory_props_{};
+  std::uint64_t max_allocation_ = 0;
+  double timestamp_period_ns_ = 0;
+  bool creation_feedback_ = false;
+  AtomicCounters counters_;
+  std::unique_ptr<gpu::MemoryPool> memory_;
+  std::unique_ptr<gpu::Kernels> kernels_;
+};
+
+}  // namespace gpubatch::detail

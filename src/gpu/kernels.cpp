@@ -1,0 +1,164 @@
+#include "gpu/kernels.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <vector>
+
+#include "gpu/context.hpp"
+#include "gpu/vk_check.hpp"
+
+namespace gpubatch::gpu {
+
+extern const std::pair<std::string_view, std::span<const std::uint32_t>> kEmbeddedShaders[];
+extern const std::size_t kEmbeddedShaderCount;
+
+namespace {
+
+std::string hex(std::span<const std::uint8_t> bytes) {
+  static const char* digits = "0123456789abcdef";
+  std::string s;
+  for (auto b : bytes) {
+    s += digits[b >> 4];
+    s += digits[b & 15];
+  }
+  return s;
+}
+
+std::vector<char> read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return {};
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+std::filesystem::path pipeline_cache_dir(const std::string& option) {
+  std::string dir = option;
+  if (dir.empty())
+    if (const char* env = std::getenv("GPUBATCH_CACHE_DIR")) dir = env;
+  if (dir == "none") return {};
+  if (!dir.empty()) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::filesystem::path(xdg) / "gpubatch";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::filesystem::path(home) / ".cache" / "gpubatch";
+  return {};
+}
+
+Kernels::Kernels(detail::GpuContext& context, const std::string& cache_dir_option)
+    : context_(context) {
+  VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushConstantBytes};
+  VkPipelineLayoutCreateInfo layout_info{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  layout_info.pushConstantRangeCount = 1;
+  layout_info.pPushConstantRanges = &range;
+  check_vk(vkCreatePipelineLayout(context.device(), &layout_info, nullptr, &layout_),
+           "vkCreatePipelineLayout");
+
+  std::vector<char> initial;
+  if (auto dir = pipeline_cache_dir(cache_dir_option); !dir.empty()) {
+    cache_file_ = dir / ("pipelines-" + hex(context.info().pipeline_cache_uuid) + ".bin");
+    initial = read_file(cache_file_);
+  }
+  VkPipelineCacheCreateInfo cache_info{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  cache_info.initialDataSize = initial.size();
+  cache_info.pInitialData = initial.empty() ? nullptr : initial.data();
+  // A stale or foreign file is ignored by the driver; a failure here means start empty.
+  if (vkCreatePipelineCache(context.device(), &cache_info, nullptr, &cache_) != VK_SUCCESS) {
+    cache_info.initialDataSize = 0;
+    cache_info.pInitialData = nullptr;
+    check_vk(vkCreatePipelineCache(context.device(), &cache_info, nullptr, &cache_), "vkCreatePipelineCache");
+  }
+}
+
+Kernels::~Kernels() {
+  VkDevice device = context_.device();
+  for (auto& [name, pipeline] : pipelines_) vkDestroyPipeline(device, pipeline, nullptr);
+  vkDestroyPipelineCache(device, cache_, nullptr);
+  vkDestroyPipelineLayout(device, layout_, nullptr);
+}
+
+void Kernels::save_cache() {
+  if (cache_file_.empty()) return;
+  std::size_t size = 0;
+  if (vkGetPipelineCacheData(context_.device(), cache_, &size, nullptr) != VK_SUCCESS) return;
+  std::vector<char> data(size);
+  if (vkGetPipelineCacheData(context_.device(), cache_, &size, data.data()) != VK_SUCCESS) return;
+  std::error_code ec;
+  std::filesystem::create_directories(cache_file_.parent_path(), ec);
+  // Write then rename, so a reader (another process) never sees half a file.
+  auto tmp = cache_file_;
+  tmp += ".tmp" + std::to_string(reinterpret_cast<std::uintptr_t>(this));
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      spdlog::warn("gpubatch: cannot write pipeline cache {}", tmp.string());
+      return;
+    }
+    out.write(data.data(), static_cast<std::streamsize>(size));
+  }
+  std::filesystem::rename(tmp, cache_file_, ec);
+  if (ec) spdlog::warn("gpubatch: cannot write pipeline cache {}: {}", cache_file_.string(), ec.message());
+}
+
+VkPipeline Kernels::build(const std::string& key, std::span<const std::uint32_t> spirv) {
+  VkDevice device = context_.device();
+  VkShaderModuleCreateInfo module_info{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  module_info.codeSize = spirv.size_bytes();
+  module_info.pCode = spirv.data();
+  VkShaderModule module = VK_NULL_HANDLE;
+  VkResult r = vkCreateShaderModule(device, &module_info, nullptr, &module);
+  if (r != VK_SUCCESS)
+    throw Error(ErrorCode::compile_failed, "kernel '" + key + "': vkCreateShaderModule failed (VkResult " + std::to_string(r) + ")");
+
+  VkPipelineCreationFeedback feedback{};
+  VkPipelineCreationFeedbackCreateInfo feedback_info{VK_STRUCTURE_TYPE_PIPELINE_CREATION_FEEDBACK_CREATE_INFO};
+  feedback_info.pPipelineCreationFeedback = &feedback;
+  VkComputePipelineCreateInfo info{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  if (context_.creation_feedback()) info.pNext = &feedback_info;
+  info.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  info.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  info.stage.module = module;
+  info.stage.pName = "main";
+  info.layout = layout_;
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  r = vkCreateComputePipelines(device, cache_, 1, &info, nullptr, &pipeline);
+  vkDestroyShaderModule(device, module, nullptr);
+  if (r != VK_SUCCESS)
+    throw Error(r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY ? ErrorCode::out_of_memory : ErrorCode::compile_failed,
+                "kernel '" + key + "': vkCreateComputePipelines failed (VkResult " + std::to_string(r) + ")");
+  auto& counters = context_.counters();
+  counters.pipelines_created.fetch_add(1, std::memory_order_relaxed);
+  if (feedback.flags & VK_PIPELINE_CREATION_FEEDBACK_APPLICATION_PIPELINE_CACHE_HIT_BIT)
+    counters.pipeline_cache_hits.fetch_add(1, std::memory_order_relaxed);
+  return pipeline;
+}
+
+VkPipeline Kernels::get_or_build(const std::string& key, std::span<const std::uint32_t> spirv) {
+  std::lock_guard lock(mutex_);
+  if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+  VkPipeline p = build(key, spirv);
+  pipelines_.emplace(key, p);
+  save_cache();
+  return p;
+}
+
+bool Kernels::has(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  return pipelines_.count(key) != 0;
+}
+
+VkPipeline Kernels::get(std::string_view name) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = pipelines_.find(name); it != pipelines_.end()) return it->second;
+  }
+  for (std::size_t i = 0; i < kEmbeddedShaderCount; ++i)
+    if (kEmbeddedShaders[i].first == name)
+      return get_or_build(std::string(name), kEmbeddedShaders[i].second);
+  throw Error(ErrorCode::internal, "no built-in kernel named '" + std::string(name) + "'");
+}
+
+}  // namespace gpubatch::gpu

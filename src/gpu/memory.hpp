@@ -1,0 +1,98 @@
+#pragma once
+// Sub-allocation of a few large Vulkan allocations. Each block is one VkDeviceMemory bound to one
+// VkBuffer that spans it, so a sub-range is (buffer, offset) and, through its device address,
+// reachable from any kernel. Requests larger than a block get a block of their own.
+#include <vulkan/vulkan.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "gpu/range_allocator.hpp"
+
+namespace gpubatch::detail {
+class GpuContext;
+}
+
+namespace gpubatch::gpu {
+
+enum class MemoryKind {
+  device_local,  // GPU-only working memory
+  upload,        // host-visible, written by the CPU, read by the GPU (write-combined where offered)
+  readback,      // host-visible and host-cached where offered, written by the GPU, read by the CPU
+};
+
+class MemoryPool;
+struct MemoryBlock;
+
+// One sub-allocation; returns itself to the pool when destroyed. Move-only.
+class Allocation {
+ public:
+  Allocation() = default;
+  Allocation(Allocation&& other) noexcept { *this = std::move(other); }
+  Allocation& operator=(Allocation&& other) noexcept;
+  ~Allocation() { reset(); }
+  void reset();
+
+  explicit operator bool() const { return pool_ != nullptr; }
+  VkBuffer buffer() const;
+  VkDeviceSize offset() const { return offset_; }
+  VkDeviceSize size() const { return size_; }
+  std::uint64_t address() const;  // device address of the first byte
+  std::byte* mapped() const;      // null unless host-visible
+  // Makes GPU writes visible to the host where the memory is not coherent.
+  void invalidate() const;
+
+ private:
+  friend class MemoryPool;
+  MemoryPool* pool_ = nullptr;
+  MemoryBlock* block_ = nullptr;  // stable: blocks are never moved while allocations live
+  std::size_t block_index_ = 0;
+  VkDeviceSize offset_ = 0, size_ = 0;
+};
+
+struct MemoryStats {
+  std::uint64_t blocks = 0;
+  std::uint64_t reserved_bytes = 0;  // sum of block sizes
+  std::uint64_t used_bytes = 0;      // sum of live sub-allocations
+};
+
+struct MemoryBlock {
+  MemoryKind kind;
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  std::uint64_t address = 0;
+  std::byte* mapped = nullptr;
+  bool coherent = true;
+  RangeAllocator ranges;
+};
+
+class MemoryPool {
+ public:
+  static constexpr VkDeviceSize kBlockSize = 64ull << 20;
+  static constexpr VkDeviceSize kAlignment = 256;
+
+  explicit MemoryPool(detail::GpuContext& context);
+  ~MemoryPool();
+
+  // Throws Error(out_of_memory) when the device cannot provide it.
+  Allocation allocate(MemoryKind kind, VkDeviceSize size);
+  MemoryStats stats(MemoryKind kind) const;
+
+ private:
+  friend class Allocation;
+  using Block = MemoryBlock;
+  void release(const Allocation& a);
+  std::size_t create_block(MemoryKind kind, VkDeviceSize size);
+  void destroy_block(Block& b);
+  std::uint32_t memory_type(MemoryKind kind) const;
+
+  detail::GpuContext& context_;
+  mutable std::mutex mutex_;
+  std::vector<std::unique_ptr<Block>> blocks_;  // index stable; null once a dedicated block is freed
+  std::uint32_t types_[3];
+  VkDeviceSize non_coherent_atom_ = 1;
+};
+
+}  // namespace gpubatch::gpu

@@ -1,0 +1,387 @@
+#include "gpu/vulkan_batch_device.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <string>
+
+#include "gpu/batch_layout.hpp"
+#include "gpu/kernels.hpp"
+#include "gpu/memory.hpp"
+#include "gpu/vk_check.hpp"
+#include "state_math.hpp"
+
+namespace gpubatch::gpu {
+
+namespace {
+
+constexpr std::size_t kDataAlignment = 16;
+constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
+constexpr std::uint32_t ceil_div(std::uint64_t a, std::uint64_t b) {
+  return static_cast<std::uint32_t>((a + b - 1) / b);
+}
+
+// Which built-in kernel runs an op, and how its work divides into workgroups.
+const char* kernel_name(Op op) {
+  switch (op) {
+    case Op::relu: return "relu";
+    case Op::scale: return "scale";
+    case Op::add: return "add";
+    case Op::sub: return "sub";
+    case Op::mul: return "mul";
+    case Op::sigmoid: return "sigmoid";
+    case Op::tanh: return "tanh";
+    case Op::swish: return "swish";
+    case Op::gelu: return "gelu";
+    case Op::dot: return "dot_partial";
+    case Op::matmul: return "matmul";
+    case Op::lerp: return "lerp";
+    case Op::gradients: return "gradients";
+    case Op::interpolate: return "interpolate";
+  }
+  return "";
+}
+
+// Items the kernel walks for one request: elements, layers, or words of 4 layers.
+std::uint32_t work_items(const Request& r) {
+  switch (r.op) {
+    case Op::gradients: return static_cast<std::uint32_t>(r.states_a.size());
+    case Op::interpolate: return static_cast<std::uint32_t>(r.states_a.size() / 4);
+    default: return static_cast<std::uint32_t>(r.a.size());
+  }
+}
+
+std::uint32_t blocks_of(const Request& r) {
+  switch (r.op) {
+    case Op::dot: return ceil_div(r.a.size(), kDotBlock);
+    case Op::matmul: return ceil_div(r.m, kMatmulTile) * ceil_div(r.n, kMatmulTile);
+    default: return 0;  // element-wise: blocks cover the group's concatenated items
+  }
+}
+
+struct OutputSlot {
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
+  bool states = false;
+};
+
+struct Group {
+  Op op;
+  std::uint32_t first_request = 0;  // into Frame::order
+  std::uint32_t request_count = 0;
+  std::uint32_t block_count = 0;
+  std::uint32_t first_block = 0;    // into the block table
+  std::uint32_t first_segment = 0;  // into the segment table
+  bool needs_dot_final = false;
+};
+
+}  // namespace
+
+// Everything one in-flight batch owns; reused batch after batch.
+struct Frame {
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkCommandBuffer commands = VK_NULL_HANDLE;
+  VkQueryPool timestamps = VK_NULL_HANDLE;
+  Allocation upload, readback, scratch;
+  std::vector<std::uint32_t> order;   // request indices grouped by op
+  std::vector<Group> groups;
+  std::vector<OutputSlot> outputs;    // by request index
+  std::uint64_t timeline_value = 0;
+};
+
+namespace {
+
+class VulkanInFlight final : public detail::InFlightBatch {
+ public:
+  VulkanInFlight(std::shared_ptr<VulkanBatchDevice> device, Frame* frame)
+      : device_(std::move(device)), frame_(frame) {}
+
+  ~VulkanInFlight() override {
+    // The GPU may still be using the frame's memory: only a finished (or lost) batch recycles it.
+    try {
+      if (!done_) {
+        while (!device_->context().wait(frame_->timeline_value, std::chrono::seconds(1))) {
+        }
+      }
+      device_->release(frame_);
+    } catch (const Error&) {
+      // Device lost: the frame is dropped with the device; never reused.
+    }
+  }
+
+  bool wait_for(std::chrono::nanoseconds timeout) override {
+    if (done_) return true;
+    if (!device_->context().wait(frame_->timeline_value, timeout)) return false;
+    done_ = true;
+    frame_->readback.invalidate();
+    return true;
+  }
+
+  void take_result(std::size_t index, Result& out) override {
+    const OutputSlot& slot = frame_->outputs.at(index);
+    const std::byte* src = frame_->readback.mapped() + slot.offset;
+    if (slot.states) {
+      out.states.resize(slot.bytes);
+      std::memcpy(out.states.data(), src, slot.bytes);
+    } else {
+      out.values.resize(slot.bytes / sizeof(float));
+      std::memcpy(out.values.data(), src, slot.bytes);
+    }
+  }
+
+  std::chrono::nanoseconds device_time() const override {
+    auto& ctx = device_->context();
+    if (!done_ || !frame_->timestamps) return std::chrono::nanoseconds(-1);
+    std::array<std::uint64_t, 2> ticks{};
+    if (vkGetQueryPoolResults(ctx.device(), frame_->timestamps, 0, 2, sizeof(ticks), ticks.data(),
+                              sizeof(std::uint64_t), VK_QUERY_RESULT_64_BIT) != VK_SUCCESS)
+      return std::chrono::nanoseconds(-1);
+    return std::chrono::nanoseconds(
+        static_cast<std::int64_t>(double(ticks[1] - ticks[0]) * ctx.timestamp_period_ns()));
+  }
+
+ private:
+  std::shared_ptr<VulkanBatchDevice> device_;
+  Frame* frame_;
+  bool done_ = false;
+};
+
+void ensure(Allocation& a, MemoryPool& pool, MemoryKind kind, std::size_t bytes) {
+  if (a && a.size() >= bytes) return;
+  a.reset();
+  // Grow with headroom so a frame settles at its working size after a few batches.
+  a = pool.allocate(kind, std::max<std::size_t>(align_up(bytes + bytes / 2, 4096), 64 * 1024));
+}
+
+}  // namespace
+
+VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::GpuContext> context)
+    : context_(std::move(context)) {}
+
+VulkanBatchDevice::~VulkanBatchDevice() {
+  VkDevice device = context_->device();
+  for (auto& f : frames_) {
+    if (f->timestamps) vkDestroyQueryPool(device, f->timestamps, nullptr);
+    vkDestroyCommandPool(device, f->pool, nullptr);
+  }
+}
+
+std::string VulkanBatchDevice::name() const { return context_->info().name; }
+
+std::size_t VulkanBatchDevice::max_request_bytes() const {
+  // Inputs go into one staging allocation and outputs into one readback allocation; leave room
+  // for the tables beside them.
+  return context_->max_allocation_bytes() - (1u << 20);
+}
+
+detail::TransferTotals VulkanBatchDevice::transfers() const {
+  auto& c = context_->counters();
+  return {c.uploads.load(), c.downloads.load(), c.bytes_up.load(), c.bytes_down.load(),
+          c.dispatches.load(), c.submissions.load()};
+}
+
+Frame* VulkanBatchDevice::acquire() {
+  std::lock_guard lock(mutex_);
+  if (!free_.empty()) {
+    Frame* f = free_.back();
+    free_.pop_back();
+    return f;
+  }
+  auto frame = std::make_unique<Frame>();
+  VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pool_info.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
+  pool_info.queueFamilyIndex = context_->queue_family();
+  check_vk(vkCreateCommandPool(context_->device(), &pool_info, nullptr, &frame->pool), "vkCreateCommandPool");
+  VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  alloc.commandPool = frame->pool;
+  alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  alloc.commandBufferCount = 1;
+  check_vk(vkAllocateCommandBuffers(context_->device(), &alloc, &frame->commands), "vkAllocateCommandBuffers");
+  if (context_->timestamps_supported()) {
+    VkQueryPoolCreateInfo q{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    q.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    q.queryCount = 2;
+    check_vk(vkCreateQueryPool(context_->device(), &q, nullptr, &frame->timestamps), "vkCreateQueryPool");
+  }
+  frames_.push_back(std::move(frame));
+  return frames_.back().get();
+}
+
+void VulkanBatchDevice::release(Frame* frame) {
+  std::lock_guard lock(mutex_);
+  free_.push_back(frame);
+}
+
+std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const Request* const> requests) {
+  if (requests.empty()) throw Error(ErrorCode::invalid_argument, "a batch needs at least one request");
+  Frame* frame = acquire();
+  // From here the frame must go back to the pool on every path.
+  auto in_flight = std::make_unique<VulkanInFlight>(shared_from_this(), frame);
+  auto& pool = context_->memory();
+  auto& kernels = context_->kernels();
+  auto& counters = context_->counters();
+
+  // 1. Group requests by op (a stable counting sort keeps each group in arrival order).
+  std::array<std::uint32_t, kOpCount + 1> starts{};
+  for (const Request* r : requests) ++starts[static_cast<std::size_t>(r->op) + 1];
+  for (std::size_t i = 1; i <= kOpCount; ++i) starts[i] += starts[i - 1];
+  frame->order.resize(requests.size());
+  {
+    auto next = starts;
+    for (std::uint32_t i = 0; i < requests.size(); ++i)
+      frame->order[next[static_cast<std::size_t>(requests[i]->op)]++] = i;
+  }
+
+  // 2. Sizes: tables first in the upload area, then inputs; outputs in the readback area.
+  frame->groups.clear();
+  std::size_t block_entries = 0, scratch_floats = 0, input_bytes_total = 0, output_bytes_total = 0;
+  for (std::size_t op = 0; op < kOpCount; ++op) {
+    const std::uint32_t count = starts[op + 1] - starts[op];
+    if (count == 0) continue;
+    Group g{static_cast<Op>(op), starts[op], count};
+    g.first_segment = starts[op];
+    g.first_block = static_cast<std::uint32_t>(block_entries);
+    std::uint64_t blocks = 0, items = 0;
+    for (std::uint32_t j = 0; j < count; ++j) {
+      const Request& r = *requests[frame->order[g.first_request + j]];
+      blocks += blocks_of(r);
+      items += work_items(r);
+      input_bytes_total += align_up(r.a.size() * 4, kDataAlignment) + align_up(r.b.size() * 4, kDataAlignment) +
+                           align_up(r.states_a.size(), kDataAlignment) + align_up(r.states_b.size(), kDataAlignment);
+      output_bytes_total += align_up(output_bytes(r), kDataAlignment);
+      if (g.op == Op::dot && blocks_of(r) > 1) g.needs_dot_final = true;
+    }
+    if (g.op != Op::dot && g.op != Op::matmul) blocks = ceil_div(items, kWorkgroupSize);
+    if (items >= (std::uint64_t{1} << 32) || blocks >= (std::uint64_t{1} << 31))
+      throw Error(ErrorCode::request_too_large, "a batch's " + std::string(to_string(g.op)) + " group exceeds 2^32 elements");
+    g.block_count = static_cast<std::uint32_t>(blocks);
+    if (g.op == Op::dot) scratch_floats += blocks;
+    block_entries += blocks;
+    frame->groups.push_back(g);
+  }
+  const std::size_t segments_bytes = align_up(requests.size() * sizeof(SegmentRecord), kDataAlignment);
+  const std::size_t blocks_bytes = align_up(block_entries * 4, kDataAlignment);
+  const std::size_t upload_bytes = segments_bytes + blocks_bytes + input_bytes_total;
+  if (upload_bytes > context_->max_allocation_bytes() || output_bytes_total > context_->max_allocation_bytes())
+    throw Error(ErrorCode::out_of_memory, "a batch of " + std::to_string(upload_bytes) +
+                                              " bytes exceeds the device's largest allocation");
+  ensure(frame->upload, pool, MemoryKind::upload, upload_bytes);
+  ensure(frame->readback, pool, MemoryKind::readback, output_bytes_total);
+  if (scratch_floats > 0) ensure(frame->scratch, pool, MemoryKind::device_local, scratch_floats * 4);
+
+  // 3. Pack: inputs copied once, straight into staging; segment and block tables beside them.
+  std::byte* up = frame->upload.mapped();
+  const std::uint64_t up_addr = frame->upload.address();
+  const std::uint64_t down_addr = frame->readback.address();
+  auto* segments = reinterpret_cast<SegmentRecord*>(up);
+  auto* block_table = reinterpret_cast<std::uint32_t*>(up + segments_bytes);
+  std::size_t in_off = segments_bytes + blocks_bytes, out_off = 0;
+  frame->outputs.assign(requests.size(), {});
+  auto put = [&](const void* data, std::size_t bytes) -> std::uint64_t {
+    if (bytes == 0) return 0;
+    std::memcpy(up + in_off, data, bytes);
+    const std::uint64_t addr = up_addr + in_off;
+    in_off += align_up(bytes, kDataAlignment);
+    return addr;
+  };
+  for (Group& g : frame->groups) {
+    std::uint32_t item = 0, block = 0;
+    std::uint32_t* blocks = block_table + g.first_block;
+    for (std::uint32_t j = 0; j < g.request_count; ++j) {
+      const std::uint32_t seg_index = g.first_segment + j;
+      const std::uint32_t req_index = frame->order[g.first_request + j];
+      const Request& r = *requests[req_index];
+      SegmentRecord s;
+      s.a = r.op == Op::gradients || r.op == Op::interpolate ? put(r.states_a.data(), r.states_a.size())
+                                                             : put(r.a.data(), r.a.size() * 4);
+      s.b = r.op == Op::interpolate ? put(r.states_b.data(), r.states_b.size()) : put(r.b.data(), r.b.size() * 4);
+      const std::size_t out_bytes = output_bytes(r);
+      s.dst = down_addr + out_off;
+      frame->outputs[req_index] = {out_off, out_bytes, r.op == Op::interpolate};
+      out_off += align_up(out_bytes, kDataAlignment);
+      s.len = work_items(r);
+      s.p0 = r.scalar;
+      switch (r.op) {
+        case Op::dot:
+        case Op::matmul: {
+          const std::uint32_t n = blocks_of(r);
+          s.start = block;  // first block of this segment; dot's partials go to scratch[block]
+          if (r.op == Op::dot) s.u0 = n;
+          else s.u0 = r.m, s.u1 = r.k, s.u2 = r.n;
+          for (std::uint32_t t = 0; t < n; ++t) blocks[block + t] = j;
+          block += n;
+          break;
+        }
+        default: {
+          s.start = item;
+          if (r.op == Op::interpolate) {
+            s.u0 = r.mode == InterpolationMode::slerp ? 1u : 0u;
+            s.u1 = static_cast<std::uint32_t>(detail::t_to_fixed16(r.scalar));
+          }
+          // Each block's first item lies in this segment when it starts inside [item, item+len).
+          const std::uint32_t end = item + s.len;
+          for (std::uint32_t b = ceil_div(item, kWorkgroupSize); b * std::uint64_t{kWorkgroupSize} < end; ++b)
+            blocks[b] = j;
+          item = end;
+        }
+      }
+      segments[seg_index] = s;
+    }
+  }
+  // 4. Record: one dispatch per group, one command buffer, one submission.
+  VkCommandBuffer cmd = frame->commands;
+  check_vk(vkResetCommandPool(context_->device(), frame->pool, 0), "vkResetCommandPool");
+  VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  check_vk(vkBeginCommandBuffer(cmd, &begin), "vkBeginCommandBuffer");
+  if (frame->timestamps) {
+    vkCmdResetQueryPool(cmd, frame->timestamps, 0, 2);
+    vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, frame->timestamps, 0);
+  }
+  const auto table = detail::rho_gradient_table();
+  const std::uint32_t max_x = context_->limits().maxComputeWorkGroupCount[0];
+  std::uint64_t dispatches = 0;
+  auto dispatch = [&](const char* kernel, const Group& g, std::uint32_t block_count) {
+    PushConstants pc;
+    pc.segments = up_addr + g.first_segment * sizeof(SegmentRecord);
+    pc.blocks = up_addr + segments_bytes + g.first_block * 4;
+    pc.scratch = frame->scratch ? frame->scratch.address() : 0;
+    pc.block_count = block_count;
+    pc.grid_x = std::min(block_count, max_x);
+    pc.segment_count = g.request_count;
+    std::copy(table.begin(), table.end(), pc.table);
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, kernels.get(kernel));
+    vkCmdPushConstants(cmd, kernels.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
+    vkCmdDispatch(cmd, pc.grid_x, ceil_div(block_count, pc.grid_x), 1);
+    ++dispatches;
+  };
+  for (const Group& g : frame->groups) {
+    dispatch(kernel_name(g.op), g, g.block_count);
+    if (g.op == Op::dot && g.needs_dot_final) {
+      VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+      barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
+      vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                           0, 1, &barrier, 0, nullptr, 0, nullptr);
+      dispatch("dot_final", g, g.request_count);
+    }
+  }
+  VkMemoryBarrier to_host{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  to_host.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
+  to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                       &to_host, 0, nullptr, 0, nullptr);
+  if (frame->timestamps)
+    vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, frame->timestamps, 1);
+  check_vk(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
+
+  frame->timeline_value = context_->submit(cmd);
+  counters.dispatches.fetch_add(dispatches, std::memory_order_relaxed);
+  counters.uploads.fetch_add(1, std::memory_order_relaxed);
+  counters.downloads.fetch_add(1, std::memory_order_relaxed);
+  counters.bytes_up.fetch_add(upload_bytes, std::memory_order_relaxed);
+  counters.bytes_down.fetch_add(output_bytes_total, std::memory_order_relaxed);
+  return in_flight;
+}
+
+}  // namespace gpubatch::gpu

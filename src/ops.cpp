@@ -1,0 +1,188 @@
+#include "gpubatch/ops.hpp"
+
+#include <array>
+#include <cmath>
+#include <string>
+
+#include "gpubatch/error.hpp"
+
+namespace gpubatch {
+namespace {
+
+constexpr std::array<std::string_view, kOpCount> kOpNames = {
+    "relu", "scale", "add", "sub", "mul", "sigmoid", "tanh",
+    "swish", "gelu", "dot", "matmul", "lerp", "gradients", "interpolate"};
+
+[[noreturn]] void invalid(const Request& r, const std::string& why) {
+  throw Error(ErrorCode::invalid_argument, std::string(to_string(r.op)) + " request: " + why);
+}
+
+void require_data(const Request& r, std::size_t size, const char* what) {
+  if (size == 0) invalid(r, std::string(what) + " is empty");
+}
+
+void require_same_length(const Request& r) {
+  require_data(r, r.a.size(), "input a");
+  if (r.a.size() != r.b.size())
+    invalid(r, "inputs differ in length (a has " + std::to_string(r.a.size()) + ", b has " +
+                   std::to_string(r.b.size()) + " elements)");
+}
+
+void require_states(const Request& r, std::size_t size, const char* what) {
+  require_data(r, size, what);
+  if (size % kLayersPerState != 0)
+    invalid(r, std::string(what) + " has " + std::to_string(size) +
+                   " bytes, not a whole number of 16-byte states");
+}
+
+}  // namespace
+
+std::string_view to_string(Op op) noexcept {
+  auto i = static_cast<std::size_t>(op);
+  return i < kOpNames.size() ? kOpNames[i] : "unknown";
+}
+
+std::optional<Op> op_from_string(std::string_view name) noexcept {
+  for (std::size_t i = 0; i < kOpNames.size(); ++i)
+    if (kOpNames[i] == name) return static_cast<Op>(i);
+  return std::nullopt;
+}
+
+bool is_elementwise(Op op) noexcept {
+  switch (op) {
+    case Op::dot: case Op::matmul: case Op::gradients: case Op::interpolate: return false;
+    default: return true;
+  }
+}
+
+std::uint8_t pack_layer(Layer layer) {
+  if (layer.rho < -8 || layer.rho > 7)
+    throw Error(ErrorCode::invalid_argument,
+                "layer rho " + std::to_string(layer.rho) + " is outside [-8, 7]");
+  if (layer.theta < 0 || layer.theta > 15)
+    throw Error(ErrorCode::invalid_argument,
+                "layer theta " + std::to_string(layer.theta) + " is outside [0, 15]");
+  return static_cast<std::uint8_t>(((layer.rho + 8) << 4) | layer.theta);
+}
+
+Layer unpack_layer(std::uint8_t byte) noexcept { return {(byte >> 4) - 8, byte & 15}; }
+
+std::vector<std::uint8_t> pack_states(std::span<const Layer> layers) {
+  if (layers.size() % kLayersPerState != 0)
+    throw Error(ErrorCode::invalid_argument,
+                std::to_string(layers.size()) + " layers is not a whole number of 16-layer states");
+  std::vector<std::uint8_t> out;
+  out.reserve(layers.size());
+  for (const Layer& l : layers) out.push_back(pack_layer(l));
+  return out;
+}
+
+Request Request::unary(Op op, std::vector<float> x, float scalar) {
+  Request r;
+  r.op = op;
+  r.a = std::move(x);
+  r.scalar = scalar;
+  return r;
+}
+Request Request::relu(std::vector<float> x) { return unary(Op::relu, std::move(x)); }
+Request Request::scale(std::vector<float> x, float f) { return unary(Op::scale, std::move(x), f); }
+Request Request::sigmoid(std::vector<float> x) { return unary(Op::sigmoid, std::move(x)); }
+Request Request::tanh(std::vector<float> x) { return unary(Op::tanh, std::move(x)); }
+Request Request::swish(std::vector<float> x) { return unary(Op::swish, std::move(x)); }
+Request Request::gelu(std::vector<float> x) { return unary(Op::gelu, std::move(x)); }
+
+static Request binary(Op op, std::vector<float> a, std::vector<float> b, float scalar = 0.0f) {
+  Request r;
+  r.op = op;
+  r.a = std::move(a);
+  r.b = std::move(b);
+  r.scalar = scalar;
+  return r;
+}
+Request Request::add(std::vector<float> a, std::vector<float> b) { return binary(Op::add, std::move(a), std::move(b)); }
+Request Request::sub(std::vector<float> a, std::vector<float> b) { return binary(Op::sub, std::move(a), std::move(b)); }
+Request Request::mul(std::vector<float> a, std::vector<float> b) { return binary(Op::mul, std::move(a), std::move(b)); }
+Request Request::dot(std::vector<float> a, std::vector<float> b) { return binary(Op::dot, std::move(a), std::move(b)); }
+Request Request::lerp(std::vector<float> a, std::vector<float> b, float t) {
+  return binary(Op::lerp, std::move(a), std::move(b), t);
+}
+Request Request::matmul(std::vector<float> a, std::vector<float> b, std::uint32_t m,
+                        std::uint32_t k, std::uint32_t n) {
+  Request r = binary(Op::matmul, std::move(a), std::move(b));
+  r.m = m;
+  r.k = k;
+  r.n = n;
+  return r;
+}
+Request Request::gradients(std::vector<std::uint8_t> states) {
+  Request r;
+  r.op = Op::gradients;
+  r.states_a = std::move(states);
+  return r;
+}
+Request Request::interpolate(std::vector<std::uint8_t> a, std::vector<std::uint8_t> b, float t,
+                             InterpolationMode mode) {
+  Request r;
+  r.op = Op::interpolate;
+  r.states_a = std::move(a);
+  r.states_b = std::move(b);
+  r.scalar = t;
+  r.mode = mode;
+  return r;
+}
+
+void validate(const Request& r) {
+  switch (r.op) {
+    case Op::relu: case Op::scale: case Op::sigmoid: case Op::tanh: case Op::swish: case Op::gelu:
+      require_data(r, r.a.size(), "input");
+      return;
+    case Op::add: case Op::sub: case Op::mul: case Op::dot: case Op::lerp:
+      require_same_length(r);
+      return;
+    case Op::matmul: {
+      if (r.m == 0 || r.k == 0 || r.n == 0)
+        invalid(r, "dimensions " + std::to_string(r.m) + "x" + std::to_string(r.k) + " * " +
+                       std::to_string(r.k) + "x" + std::to_string(r.n) + " include a zero");
+      const auto mk = std::uint64_t{r.m} * r.k, kn = std::uint64_t{r.k} * r.n;
+      if (r.a.size() != mk)
+        invalid(r, "A has " + std::to_string(r.a.size()) + " elements, M x K = " +
+                       std::to_string(r.m) + " x " + std::to_string(r.k) + " needs " + std::to_string(mk));
+      if (r.b.size() != kn)
+        invalid(r, "B has " + std::to_string(r.b.size()) + " elements, K x N = " +
+                       std::to_string(r.k) + " x " + std::to_string(r.n) + " needs " + std::to_string(kn));
+      if (std::uint64_t{r.m} * r.n > UINT32_MAX) invalid(r, "M x N exceeds 2^32 elements");
+      return;
+    }
+    case Op::gradients:
+      require_states(r, r.states_a.size(), "states");
+      return;
+    case Op::interpolate:
+      require_states(r, r.states_a.size(), "states a");
+      require_states(r, r.states_b.size(), "states b");
+      if (r.states_a.size() != r.states_b.size())
+        invalid(r, "a has " + std::to_string(r.states_a.size() / kLayersPerState) + " states, b has " +
+                       std::to_string(r.states_b.size() / kLayersPerState));
+      if (!(r.scalar >= 0.0f && r.scalar <= 1.0f))  // also catches NaN
+        invalid(r, "t = " + std::to_string(r.scalar) + " is not in [0, 1]");
+      if (r.mode != InterpolationMode::lerp && r.mode != InterpolationMode::slerp)
+        invalid(r, "unknown interpolation mode");
+      return;
+  }
+  invalid(r, "unknown operation " + std::to_string(static_cast<int>(r.op)));
+}
+
+std::size_t input_bytes(const Request& r) noexcept {
+  return (r.a.size() + r.b.size()) * sizeof(float) + r.states_a.size() + r.states_b.size();
+}
+
+std::size_t output_bytes(const Request& r) noexcept {
+  switch (r.op) {
+    case Op::dot: return sizeof(float);
+    case Op::matmul: return std::size_t{r.m} * r.n * sizeof(float);
+    case Op::gradients: return r.states_a.size() * 2 * sizeof(float);
+    case Op::interpolate: return r.states_a.size();
+    default: return r.a.size() * sizeof(float);
+  }
+}
+
+}  // namespace gpubatch

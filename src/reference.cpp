@@ -1,0 +1,210 @@
+#include "gpubatch/reference.hpp"
+
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "gpubatch/error.hpp"
+#include "state_math.hpp"
+
+namespace gpubatch::reference {
+namespace {
+
+double sigmoid(double x) {
+  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+  const double e = std::exp(x);
+  return e / (1.0 + e);
+}
+
+// gelu's exponent argument, computed in float with the kernel's own operation order: it is part
+// of the kernel's definition, so the reference measures only the kernel's exp/sigmoid error.
+float gelu_argument(float x) {
+  volatile float x2 = x * x;  // volatile: no contraction into an FMA the kernel may not do
+  volatile float inner = 1.5957692f + 0.0713548f * x2;
+  return x * inner;
+}
+
+// The argument the kernel passes to exp(); Vulkan lets exp err by (3 + 2|z|) ulp, so for large
+// |z| the bound grows with it (docs/KERNELS.md).
+double exp_argument(Op op, float x) {
+  switch (op) {
+    case Op::tanh: return 2.0 * x;
+    case Op::gelu: return gelu_argument(x);
+    default: return x;
+  }
+}
+
+// The exact (double) value of element i of a float-producing request.
+double exact_element(const Request& r, std::size_t i) {
+  const double x = i < r.a.size() ? r.a[i] : 0.0;
+  const double y = i < r.b.size() ? r.b[i] : 0.0;
+  switch (r.op) {
+    case Op::relu: return x < 0 ? 0.0 : x;
+    case Op::scale: return x * static_cast<double>(r.scalar);
+    case Op::add: return x + y;
+    case Op::sub: return x - y;
+    case Op::mul: return x * y;
+    case Op::sigmoid: return sigmoid(x);
+    case Op::tanh: return std::tanh(x);
+    case Op::swish: return x * sigmoid(x);
+    case Op::gelu: return x * sigmoid(gelu_argument(r.a[i]));
+    case Op::lerp: return x + static_cast<double>(r.scalar) * (y - x);
+    default: return 0.0;
+  }
+}
+
+struct DotValue {
+  double value = 0.0;
+  double magnitude = 0.0;  // sum |a_i b_i|, for the error bound
+};
+
+DotValue exact_dot(const float* a, std::size_t a_stride, const float* b, std::size_t b_stride,
+                   std::size_t n) {
+  DotValue d;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double p = static_cast<double>(a[i * a_stride]) * b[i * b_stride];
+    d.value += p;
+    d.magnitude += std::fabs(p);
+  }
+  return d;
+}
+
+std::vector<double> exact_matmul(const Request& r, std::vector<double>* magnitude) {
+  std::vector<double> c(std::size_t{r.m} * r.n);
+  if (magnitude) magnitude->resize(c.size());
+  for (std::uint32_t i = 0; i < r.m; ++i)
+    for (std::uint32_t j = 0; j < r.n; ++j) {
+      const DotValue d = exact_dot(&r.a[std::size_t{i} * r.k], 1, &r.b[j], r.n, r.k);
+      c[std::size_t{i} * r.n + j] = d.value;
+      if (magnitude) (*magnitude)[std::size_t{i} * r.n + j] = d.magnitude;
+    }
+  return c;
+}
+
+std::string describe(const Request& r, std::size_t i, double got, double want, double bound) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s element %zu: got %.9g, reference %.9g (bound %.3g)",
+                std::string(to_string(r.op)).c_str(), i, got, want, bound);
+  return buf;
+}
+
+// NaN must meet NaN and an infinity the same infinity; otherwise |got - want| <= bound.
+// A reference beyond float's range must meet the infinity float rounding gives it.
+bool agrees(double got, double want, double bound) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  const double rounded = static_cast<float>(want);
+  if (std::isinf(rounded) || std::isinf(got)) return got == rounded;
+  return std::fabs(got - want) <= bound;
+}
+
+}  // namespace
+
+std::array<float, 16> rho_gradient_table() { return detail::rho_gradient_table(); }
+
+std::size_t dot_summation_depth(std::size_t n) {
+  constexpr std::size_t kBlock = 1024, kItems = 4, kTreeLevels = 8, kGroup = 256;
+  const std::size_t blocks = (n + kBlock - 1) / kBlock;
+  std::size_t depth = (kItems - 1) + kTreeLevels;
+  if (blocks > 1) depth += (blocks + kGroup - 1) / kGroup - 1 + kTreeLevels;
+  return depth;
+}
+
+Result run(const Request& r) {
+  validate(r);
+  Result out;
+  switch (r.op) {
+    case Op::dot:
+      out.values = {static_cast<float>(exact_dot(r.a.data(), 1, r.b.data(), 1, r.a.size()).value)};
+      break;
+    case Op::matmul: {
+      const auto c = exact_matmul(r, nullptr);
+      out.values.assign(c.begin(), c.end());
+      break;
+    }
+    case Op::gradients: {
+      const auto table = rho_gradient_table();
+      out.values.resize(r.states_a.size() * 2);
+      for (std::size_t i = 0; i < r.states_a.size(); ++i) {
+        out.values[2 * i] = table[r.states_a[i] >> 4];
+        out.values[2 * i + 1] = 0.0f;
+      }
+      break;
+    }
+    case Op::interpolate: {
+      const int t16 = detail::t_to_fixed16(r.scalar);
+      out.states.resize(r.states_a.size());
+      for (std::size_t i = 0; i < r.states_a.size(); ++i)
+        out.states[i] = detail::interpolate_layer(r.states_a[i], r.states_b[i], t16,
+                                                  r.mode == InterpolationMode::slerp);
+      break;
+    }
+    default:
+      out.values.resize(r.a.size());
+      for (std::size_t i = 0; i < r.a.size(); ++i)
+        out.values[i] = static_cast<float>(exact_element(r, i));
+  }
+  return out;
+}
+
+std::optional<std::string> check(const Request& r, const Result& got) {
+  const std::size_t want_values =
+      r.op == Op::interpolate ? 0 : output_bytes(r) / sizeof(float);
+  const std::size_t want_states = r.op == Op::interpolate ? r.states_a.size() : 0;
+  if (got.values.size() != want_values || got.states.size() != want_states)
+    return std::string(to_string(r.op)) + ": result has " + std::to_string(got.values.size()) +
+           " values and " + std::to_string(got.states.size()) + " state bytes, expected " +
+           std::to_string(want_values) + " and " + std::to_string(want_states);
+  constexpr double u = 0x1p-24;
+  switch (r.op) {
+    case Op::dot: {
+      const DotValue d = exact_dot(r.a.data(), 1, r.b.data(), 1, r.a.size());
+      const double bound = double(dot_summation_depth(r.a.size()) + 2) * u * d.magnitude;
+      if (!agrees(got.values[0], d.value, bound)) return describe(r, 0, got.values[0], d.value, bound);
+      return std::nullopt;
+    }
+    case Op::matmul: {
+      std::vector<double> magnitude;
+      const auto c = exact_matmul(r, &magnitude);
+      for (std::size_t i = 0; i < c.size(); ++i) {
+        const double bound = double(r.k + 2) * u * magnitude[i];
+        if (!agrees(got.values[i], c[i], bound)) return describe(r, i, got.values[i], c[i], bound);
+      }
+      return std::nullopt;
+    }
+    case Op::gradients:
+    case Op::interpolate: {
+      const Result want = run(r);
+      for (std::size_t i = 0; i < want.values.size(); ++i)
+        if (std::memcmp(&want.values[i], &got.values[i], sizeof(float)) != 0)
+          return describe(r, i, got.values[i], want.values[i], 0.0);
+      for (std::size_t i = 0; i < want.states.size(); ++i)
+        if (want.states[i] != got.states[i]) {
+          const Layer w = unpack_layer(want.states[i]), g = unpack_layer(got.states[i]);
+          return "interpolate layer " + std::to_string(i) + ": got (rho " + std::to_string(g.rho) +
+                 ", theta " + std::to_string(g.theta) + "), reference (rho " +
+                 std::to_string(w.rho) + ", theta " + std::to_string(w.theta) + ")";
+        }
+      return std::nullopt;
+    }
+    default: {
+      const bool transcendental =
+          r.op == Op::sigmoid || r.op == Op::tanh || r.op == Op::swish || r.op == Op::gelu;
+      const double floor = transcendental ? 1e-30 : FLT_MIN;
+      for (std::size_t i = 0; i < r.a.size(); ++i) {
+        const double want = exact_element(r, i);
+        double scale = std::fabs(want);
+        if (r.op == Op::lerp)
+          scale = std::fabs(double(r.a[i])) + std::fabs(double(r.scalar) * (double(r.b[i]) - r.a[i]));
+        double relative = 1e-5;
+        if (transcendental) relative += 4.0 * std::fabs(exp_argument(r.op, r.a[i])) * u;
+        const double bound = (scale == 0.0 ? 0.0 : relative * scale) + floor;
+        if (!agrees(got.values[i], want, bound)) return describe(r, i, got.values[i], want, bound);
+      }
+      return std::nullopt;
+    }
+  }
+}
+
+}  // namespace gpubatch::reference

@@ -1,0 +1,40 @@
+// main() for the Vulkan test binaries: the Khronos validation layer is on (GPUBATCH_VALIDATION=1)
+// and any message it prints fails the run, naming the tests during which it spoke. (A listener
+// must not add failures itself, so the verdict is the exit status; ctest runs one test a process.)
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "gpubatch/device.hpp"
+
+namespace {
+
+std::string g_noisy_tests;
+
+class ValidationGuard : public testing::EmptyTestEventListener {
+  void OnTestStart(const testing::TestInfo&) override { before_ = gpubatch::validation_message_count(); }
+  void OnTestEnd(const testing::TestInfo& info) override {
+    const auto after = gpubatch::validation_message_count();
+    if (after != before_)
+      g_noisy_tests += std::string(" ") + info.test_suite_name() + "." + info.name() + " (" +
+                       std::to_string(after - before_) + ")";
+  }
+  std::uint64_t before_ = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  setenv("GPUBATCH_VALIDATION", "1", 0);
+  testing::UnitTest::GetInstance()->listeners().Append(new ValidationGuard);
+  const int status = RUN_ALL_TESTS();
+  if (!g_noisy_tests.empty()) {
+    std::fprintf(stderr, "FAILED: the Vulkan validation layer printed messages during:%s\n",
+                 g_noisy_tests.c_str());
+    return 1;
+  }
+  return status;
+}

@@ -27,6 +27,9 @@ struct DeviceOptions {
   // Where the pipeline cache lives. Empty: GPUBATCH_CACHE_DIR, else $XDG_CACHE_HOME/gpubatch,
   // else ~/.cache/gpubatch. "none" disables the on-disk cache.
   std::string pipeline_cache_dir;
+  // Largest request (input + output bytes) accepted; 0: what the device can hold in one buffer.
+  // Larger requests fail with request_too_large.
+  std::uint64_t max_request_bytes = 0;
 };
 
 struct DeviceInfo {

@@ -12,7 +12,7 @@ namespace gpubatch {
 
 Device::Device(const DeviceOptions& options)
     : context_(detail::GpuContext::create(options)),
-      batch_device_(std::make_shared<gpu::VulkanBatchDevice>(context_)) {}
+      batch_device_(std::make_shared<gpu::VulkanBatchDevice>(context_, options.max_request_bytes)) {}
 
 Device::~Device() = default;
 Device::Device(const Device&) = default;

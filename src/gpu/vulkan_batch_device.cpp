@@ -155,8 +155,14 @@ void ensure(Allocation& a, MemoryPool& pool, MemoryKind kind, std::size_t bytes)
 
 }  // namespace
 
-VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::GpuContext> context)
-    : context_(std::move(context)) {}
+VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::GpuContext> context,
+                                     std::uint64_t max_request_bytes)
+    : context_(std::move(context)) {
+  // Inputs go into one staging allocation and outputs into one readback allocation; leave room
+  // for the tables beside them.
+  const std::uint64_t device_limit = context_->max_allocation_bytes() - (1u << 20);
+  max_request_bytes_ = max_request_bytes == 0 ? device_limit : std::min(max_request_bytes, device_limit);
+}
 
 VulkanBatchDevice::~VulkanBatchDevice() {
   VkDevice device = context_->device();
@@ -168,11 +174,7 @@ VulkanBatchDevice::~VulkanBatchDevice() {
 
 std::string VulkanBatchDevice::name() const { return context_->info().name; }
 
-std::size_t VulkanBatchDevice::max_request_bytes() const {
-  // Inputs go into one staging allocation and outputs into one readback allocation; leave room
-  // for the tables beside them.
-  return context_->max_allocation_bytes() - (1u << 20);
-}
+std::size_t VulkanBatchDevice::max_request_bytes() const { return max_request_bytes_; }
 
 detail::TransferTotals VulkanBatchDevice::transfers() const {
   auto& c = context_->counters();

@@ -18,7 +18,7 @@ struct Frame;
 class VulkanBatchDevice : public detail::BatchDevice,
                           public std::enable_shared_from_this<VulkanBatchDevice> {
  public:
-  explicit VulkanBatchDevice(std::shared_ptr<detail::GpuContext> context);
+  VulkanBatchDevice(std::shared_ptr<detail::GpuContext> context, std::uint64_t max_request_bytes);
   ~VulkanBatchDevice() override;
 
   std::string name() const override;
@@ -33,6 +33,7 @@ class VulkanBatchDevice : public detail::BatchDevice,
   Frame* acquire();
 
   std::shared_ptr<detail::GpuContext> context_;
+  std::uint64_t max_request_bytes_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<Frame>> frames_;
   std::vector<Frame*> free_;

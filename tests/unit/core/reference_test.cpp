@@ -1,0 +1,76 @@
+// The CPU reference itself: known values, the state rules, and that check() rejects wrong results.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "gpubatch/error.hpp"
+#include "gpubatch/reference.hpp"
+
+using namespace gpubatch;
+
+TEST(Reference, KnownValues) {
+  EXPECT_EQ(reference::run(Request::relu({-1, 0, 2})).values, (std::vector<float>{0, 0, 2}));
+  EXPECT_EQ(reference::run(Request::dot({1, 2, 3}, {4, 5, 6})).values, (std::vector<float>{32}));
+  EXPECT_EQ(reference::run(Request::matmul({1, 2, 3, 4}, {5, 6, 7, 8}, 2, 2, 2)).values,
+            (std::vector<float>{19, 22, 43, 50}));
+  EXPECT_EQ(reference::run(Request::lerp({0, 10}, {10, 20}, 0.25f)).values, (std::vector<float>{2.5f, 12.5f}));
+  EXPECT_NEAR(reference::run(Request::gelu({1.0f})).values[0], 0.8411920f, 1e-6);
+  EXPECT_NEAR(reference::run(Request::sigmoid({-100.0f})).values[0], 3.7200760e-44f, 1e-45);
+  EXPECT_EQ(reference::run(Request::sigmoid({1000.0f})).values[0], 1.0f);
+}
+
+TEST(Reference, GradientTable) {
+  const auto t = reference::rho_gradient_table();
+  // rho = -8: f jumps from 0 to 2^(-2): (2^((-8+eps)/4) - 0) / (2 eps).
+  EXPECT_NEAR(t[0], std::exp2((-8 + 0.001) / 4) / 0.002, 1e-3);
+  // Elsewhere ~ ln2/4 * 2^(rho/4).
+  for (int nibble = 1; nibble < 16; ++nibble)
+    EXPECT_NEAR(t[nibble], std::log(2.0) / 4 * std::exp2((nibble - 8) / 4.0), 1e-6) << nibble;
+  auto g = reference::run(Request::gradients(std::vector<std::uint8_t>(16, 0x8F))).values;
+  ASSERT_EQ(g.size(), 32u);
+  EXPECT_EQ(g[0], t[8]);
+  EXPECT_EQ(g[1], 0.0f) << "magnitude does not depend on theta";
+}
+
+TEST(Reference, InterpolateRules) {
+  auto one = [](Layer a, Layer b, float t, InterpolationMode mode) {
+    std::vector<std::uint8_t> sa(16, pack_layer(a)), sb(16, pack_layer(b));
+    return unpack_layer(reference::run(Request::interpolate(sa, sb, t, mode)).states[0]);
+  };
+  EXPECT_EQ(one({-8, 0}, {7, 10}, 0.0f, InterpolationMode::lerp), (Layer{-8, 0}));
+  EXPECT_EQ(one({-8, 0}, {7, 10}, 1.0f, InterpolationMode::lerp), (Layer{7, 10}));
+  EXPECT_EQ(one({0, 0}, {3, 4}, 0.5f, InterpolationMode::lerp), (Layer{2, 2})) << "1.5 rounds half up to 2";
+  EXPECT_EQ(one({0, 0}, {-3, 0}, 0.5f, InterpolationMode::lerp), (Layer{-1, 0})) << "-1.5 rounds half up to -1";
+  // SLERP: 1 -> 15 is 2 steps backwards through 0, not 14 forwards.
+  EXPECT_EQ(one({0, 1}, {0, 15}, 0.5f, InterpolationMode::slerp), (Layer{0, 0}));
+  EXPECT_EQ(one({0, 1}, {0, 15}, 0.5f, InterpolationMode::lerp), (Layer{0, 8}));
+  // 15 -> 1 goes forwards through 0: 15 + 0.75 * 2 = 16.5, half up to 17, wrapped to 1.
+  EXPECT_EQ(one({0, 15}, {0, 1}, 0.75f, InterpolationMode::slerp), (Layer{0, 1}));
+  // A difference of exactly 8 is not "more than 8": it goes the plain way.
+  EXPECT_EQ(one({0, 0}, {0, 8}, 0.25f, InterpolationMode::slerp), (Layer{0, 2}));
+}
+
+TEST(Reference, CheckRejectsWrongResults) {
+  const Request r = Request::relu({1, -2, 3});
+  Result good = reference::run(r);
+  EXPECT_FALSE(reference::check(r, good));
+  Result bad = good;
+  bad.values[2] = 3.001f;
+  ASSERT_TRUE(reference::check(r, bad));
+  EXPECT_NE(reference::check(r, bad)->find("element 2"), std::string::npos);
+  Result short_result = good;
+  short_result.values.pop_back();
+  EXPECT_TRUE(reference::check(r, short_result));
+  Result nan_result = good;
+  nan_result.values[0] = std::nanf("");
+  EXPECT_TRUE(reference::check(r, nan_result));
+  const Request s = Request::interpolate(std::vector<std::uint8_t>(16, 0x00), std::vector<std::uint8_t>(16, 0xFF), 0.5f,
+                                         InterpolationMode::lerp);
+  Result st = reference::run(s);
+  st.states[5] ^= 1;
+  EXPECT_TRUE(reference::check(s, st)) << "state ops must match exactly";
+}
+
+TEST(Reference, ValidatesFirst) {
+  EXPECT_THROW(reference::run(Request::add({1}, {1, 2})), Error);
+}

@@ -1,0 +1,118 @@
+// The Vulkan BatchDevice on its own: many requests of different kernels and lengths in one
+// submission, each result checked against the CPU reference.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "executor/batch_device.hpp"
+#include "gpubatch/reference.hpp"
+#include "test_device.hpp"
+
+using namespace gpubatch;
+
+namespace {
+
+std::vector<float> random_floats(std::size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(rng);
+  return v;
+}
+
+std::vector<std::uint8_t> random_states(std::size_t states, std::mt19937& rng) {
+  std::uniform_int_distribution<int> d(0, 255);
+  std::vector<std::uint8_t> v(states * kLayersPerState);
+  for (auto& b : v) b = static_cast<std::uint8_t>(d(rng));
+  return v;
+}
+
+Request random_request(std::mt19937& rng) {
+  std::uniform_int_distribution<int> op_pick(0, static_cast<int>(kOpCount) - 1);
+  std::uniform_int_distribution<int> len_pick(1, 3000);
+  const auto op = static_cast<Op>(op_pick(rng));
+  const std::size_t n = static_cast<std::size_t>(len_pick(rng));
+  switch (op) {
+    case Op::matmul: {
+      std::uniform_int_distribution<std::uint32_t> dim(1, 40);
+      const auto m = dim(rng), k = dim(rng), nn = dim(rng);
+      return Request::matmul(random_floats(m * k, rng), random_floats(k * nn, rng), m, k, nn);
+    }
+    case Op::gradients: return Request::gradients(random_states(n / 16 + 1, rng));
+    case Op::interpolate:
+      return Request::interpolate(random_states(n / 16 + 1, rng), random_states(n / 16 + 1, rng),
+                                  std::uniform_real_distribution<float>(0, 1)(rng),
+                                  n % 2 ? InterpolationMode::slerp : InterpolationMode::lerp);
+    case Op::add: case Op::sub: case Op::mul: case Op::dot: case Op::lerp: {
+      Request r = Request::lerp(random_floats(n, rng), random_floats(n, rng), 0.7f);
+      r.op = op;
+      return r;
+    }
+    default: return Request::unary(op, random_floats(n, rng), 0.5f);
+  }
+}
+
+}  // namespace
+
+TEST(BatchDevice, MixedKernelsAndRaggedLengthsInOneSubmission) {
+  Device& device = test_device();
+  auto batch_device = device.batch_device();
+  std::mt19937 rng(42);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Request> requests;
+    for (int i = 0; i < 300; ++i) requests.push_back(random_request(rng));
+    // Several dot requests long enough for the two-pass reduction, beside short ones.
+    requests.push_back(Request::dot(random_floats(5000, rng), random_floats(5000, rng)));
+    requests.push_back(Request::dot(random_floats(1025, rng), random_floats(1025, rng)));
+    std::vector<const Request*> pointers;
+    for (auto& r : requests) pointers.push_back(&r);
+
+    const auto before = device.counters();
+    auto in_flight = batch_device->submit(pointers);
+    ASSERT_TRUE(in_flight->wait_for(std::chrono::seconds(60)));
+    const auto after = device.counters();
+    EXPECT_EQ(after.submissions - before.submissions, 1u) << "one batch, one vkQueueSubmit";
+    EXPECT_EQ(after.uploads - before.uploads, 1u);
+    EXPECT_EQ(after.downloads - before.downloads, 1u);
+    EXPECT_LE(after.dispatches - before.dispatches, kOpCount + 1) << "one dispatch per kernel (dot: two)";
+
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      Result result;
+      in_flight->take_result(i, result);
+      const auto mismatch = reference::check(requests[i], result);
+      ASSERT_FALSE(mismatch.has_value()) << "request " << i << ": " << *mismatch;
+    }
+  }
+}
+
+TEST(BatchDevice, ManyTinySegmentsShareWorkgroups) {
+  // Segments of 1..7 elements: one workgroup spans dozens of segments (binary search path).
+  Device& device = test_device();
+  std::mt19937 rng(5);
+  std::vector<Request> requests;
+  for (int i = 0; i < 2000; ++i) requests.push_back(Request::scale(random_floats(1 + i % 7, rng), float(i)));
+  std::vector<const Request*> pointers;
+  for (auto& r : requests) pointers.push_back(&r);
+  auto in_flight = device.batch_device()->submit(pointers);
+  ASSERT_TRUE(in_flight->wait_for(std::chrono::seconds(60)));
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    Result result;
+    in_flight->take_result(i, result);
+    const auto mismatch = reference::check(requests[i], result);
+    ASSERT_FALSE(mismatch.has_value()) << "request " << i << ": " << *mismatch;
+  }
+}
+
+TEST(BatchDevice, FramesAreReusedAcrossBatches) {
+  Device& device = test_device();
+  std::mt19937 rng(3);
+  Request r = Request::relu(random_floats(1000, rng));
+  const Request* one[] = {&r};
+  device.run(r);  // warm: kernels built, frame allocated
+  const auto pools_before = device.counters();
+  for (int i = 0; i < 20; ++i) {
+    auto b = device.batch_device()->submit(one);
+    ASSERT_TRUE(b->wait_for(std::chrono::seconds(30)));
+  }
+  EXPECT_EQ(device.counters().pipelines_created, pools_before.pipelines_created)
+      << "no pipeline is created per call";
+}

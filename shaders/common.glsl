@@ -3,6 +3,12 @@
 // dispatch can read and write any number of buffers and no descriptor set is ever written.
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_buffer_reference_uvec2 : require
+#extension GL_EXT_spirv_intrinsics : require
+
+// SignedZeroInfNanPreserve (SPV_KHR_float_controls) for 32-bit floats: without it Vulkan lets the
+// compiler drop NaNs, infinities and the sign of zero (NVIDIA turns `x < 0 ? 0 : x` into a max()
+// that eats NaN). gpubatch requires shaderSignedZeroInfNanPreserveFloat32 of the device.
+spirv_execution_mode(extensions = ["SPV_KHR_float_controls"], capabilities = [4466], 4461, 32);
 
 #define WORKGROUP_SIZE 256
 

@@ -60,8 +60,8 @@ std::string lower(std::string s) {
 }
 
 constexpr const char* kNoDeviceHelp =
-    "no Vulkan device with compute, Vulkan 1.2, buffer device address and timeline semaphores "
-    "was found; for a CPU device install Mesa's lavapipe (apt-get install mesa-vulkan-drivers "
+    "no Vulkan device with compute, Vulkan 1.2, buffer device address, timeline semaphores and "
+    "shaderSignedZeroInfNanPreserveFloat32 was found; for a CPU device install Mesa's lavapipe (apt-get install mesa-vulkan-drivers "
     "libvulkan1), or install your GPU's Vulkan driver";
 
 struct Candidate {
@@ -89,6 +89,8 @@ std::vector<Candidate> candidates(VkInstance instance) {
     vkGetPhysicalDeviceProperties2(devices[i], &props);
     vkGetPhysicalDeviceFeatures2(devices[i], &features);
     if (!f12.bufferDeviceAddress || !f12.timelineSemaphore) continue;
+    // The kernels declare SignedZeroInfNanPreserve so that NaN and infinities pass as IEEE says.
+    if (!p12.shaderSignedZeroInfNanPreserveFloat32) continue;
 
     std::uint32_t nfam = 0;
     vkGetPhysicalDeviceQueueFamilyProperties(devices[i], &nfam, nullptr);

@@ -3,6 +3,7 @@
 // wait. Copies of a Device share the same underlying device; executors and graphs built from it
 // share its memory, kernels and pipeline cache.
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -30,6 +31,9 @@ struct DeviceOptions {
   // Largest request (input + output bytes) accepted; 0: what the device can hold in one buffer.
   // Larger requests fail with request_too_large.
   std::uint64_t max_request_bytes = 0;
+  // The synchronous path gives up on a submission that has not completed after this long and
+  // reports device_lost (a watchdog: a hung GPU must not hang the caller).
+  std::chrono::milliseconds batch_timeout{60000};
 };
 
 struct DeviceInfo {
@@ -82,6 +86,7 @@ class Device {
  private:
   std::shared_ptr<detail::GpuContext> context_;
   std::shared_ptr<detail::BatchDevice> batch_device_;
+  std::chrono::milliseconds batch_timeout_{60000};
 };
 
 // Messages the Khronos validation layer has printed in this process (all devices). Tests fail

@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 
+#include "gpu/fault_injection.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/memory.hpp"
 #include "gpu/vk_check.hpp"
@@ -295,13 +297,29 @@ std::uint64_t GpuContext::submit(VkCommandBuffer commands) {
   info.pCommandBuffers = &commands;
   info.signalSemaphoreCount = 1;
   info.pSignalSemaphores = &timeline_;
+  if (gpu::FaultInjector::fire(gpu::Fault::submit_device_lost))
+    gpu::throw_vk(VK_ERROR_DEVICE_LOST, "vkQueueSubmit (injected)");
   gpu::check_vk(vkQueueSubmit(queue_, 1, &info, VK_NULL_HANDLE), "vkQueueSubmit");
   last_signalled_ = value;
+  // A hung batch: the work runs, but its completion is never reported to the waiter.
+  if (gpu::FaultInjector::fire(gpu::Fault::hang)) {
+    std::lock_guard hung_lock(hung_mutex_);
+    hung_.push_back(value);
+  }
   counters_.submissions.fetch_add(1, std::memory_order_relaxed);
   return value;
 }
 
 bool GpuContext::wait(std::uint64_t value, std::chrono::nanoseconds timeout) {
+  if (gpu::FaultInjector::fire(gpu::Fault::wait_device_lost))
+    gpu::throw_vk(VK_ERROR_DEVICE_LOST, "vkWaitSemaphores (injected)");
+  {
+    std::lock_guard hung_lock(hung_mutex_);
+    if (std::find(hung_.begin(), hung_.end(), value) != hung_.end()) {
+      std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(timeout, std::chrono::seconds(1)));
+      return false;
+    }
+  }
   VkSemaphoreWaitInfo info{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
   info.semaphoreCount = 1;
   info.pSemaphores = &timeline_;

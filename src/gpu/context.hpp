@@ -67,6 +67,8 @@ class GpuContext {
   VkSemaphore timeline_ = VK_NULL_HANDLE;
   std::mutex submit_mutex_;
   std::uint64_t last_signalled_ = 0;  // guarded by submit_mutex_
+  std::mutex hung_mutex_;
+  std::vector<std::uint64_t> hung_;  // timeline values whose completion is hidden (fault injection)
   DeviceInfo info_;
   VkPhysicalDeviceLimits limits_{};
   VkPhysicalDeviceMemoryProperties memory_props_{};

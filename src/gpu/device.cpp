@@ -12,7 +12,8 @@ namespace gpubatch {
 
 Device::Device(const DeviceOptions& options)
     : context_(detail::GpuContext::create(options)),
-      batch_device_(std::make_shared<gpu::VulkanBatchDevice>(context_, options.max_request_bytes)) {}
+      batch_device_(std::make_shared<gpu::VulkanBatchDevice>(context_, options.max_request_bytes)),
+      batch_timeout_(options.batch_timeout) {}
 
 Device::~Device() = default;
 Device::Device(const Device&) = default;
@@ -41,8 +42,10 @@ Result Device::run(const Request& request) {
                     std::to_string(batch_device_->max_request_bytes()) + " bytes; split it");
   const Request* one[] = {&request};
   auto batch = batch_device_->submit(one);
-  while (!batch->wait_for(std::chrono::seconds(1))) {
-  }
+  if (!batch->wait_for(batch_timeout_))
+    throw Error(ErrorCode::device_lost, std::string(to_string(request.op)) +
+                                            " request: the device did not complete it within " +
+                                            std::to_string(batch_timeout_.count()) + " ms (watchdog)");
   Result result;
   batch->take_result(0, result);
   return result;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpu/context.hpp"
+#include "gpu/fault_injection.hpp"
 #include "gpu/vk_check.hpp"
 
 namespace gpubatch::gpu {
@@ -124,7 +125,9 @@ VkPipeline Kernels::build(const std::string& key, std::span<const std::uint32_t>
   info.stage.pName = "main";
   info.layout = layout_;
   VkPipeline pipeline = VK_NULL_HANDLE;
-  r = vkCreateComputePipelines(device, cache_, 1, &info, nullptr, &pipeline);
+  r = FaultInjector::fire(Fault::pipeline_build)
+          ? VK_ERROR_UNKNOWN
+          : vkCreateComputePipelines(device, cache_, 1, &info, nullptr, &pipeline);
   vkDestroyShaderModule(device, module, nullptr);
   if (r != VK_SUCCESS)
     throw Error(r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY ? ErrorCode::out_of_memory : ErrorCode::compile_failed,

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "gpu/context.hpp"
+#include "gpu/fault_injection.hpp"
 #include "gpu/vk_check.hpp"
 
 namespace gpubatch::gpu {
@@ -106,7 +107,9 @@ std::size_t MemoryPool::create_block(MemoryKind kind, VkDeviceSize size) {
   VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, &flags};
   alloc.allocationSize = req.size;
   alloc.memoryTypeIndex = type;
-  const VkResult r = vkAllocateMemory(device, &alloc, nullptr, &block->memory);
+  const VkResult r = FaultInjector::fire(Fault::device_out_of_memory)
+                         ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+                         : vkAllocateMemory(device, &alloc, nullptr, &block->memory);
   if (r != VK_SUCCESS) {
     vkDestroyBuffer(device, block->buffer, nullptr);
     throw Error(error_code_for(r), "allocating a " + std::to_string(size >> 20) +

@@ -1,0 +1,30 @@
+#pragma once
+// Faults on demand, for tests only (not part of the public API): the next N occurrences of an
+// event fail as the real device would make them fail. Process-wide; costs one relaxed atomic
+// load per event when nothing is armed.
+#include <atomic>
+#include <cstdint>
+
+namespace gpubatch::gpu {
+
+enum class Fault : int {
+  submit_device_lost,  // vkQueueSubmit returns VK_ERROR_DEVICE_LOST
+  wait_device_lost,    // vkWaitSemaphores returns VK_ERROR_DEVICE_LOST
+  device_out_of_memory,  // vkAllocateMemory returns VK_ERROR_OUT_OF_DEVICE_MEMORY
+  pipeline_build,      // vkCreateComputePipelines fails
+  hang,                // the submission is made but its completion is never reported
+  count_
+};
+
+class FaultInjector {
+ public:
+  // Arms `fault` for its next `times` occurrences.
+  static void arm(Fault fault, int times = 1);
+  static void disarm_all();
+  // True when this occurrence must fail (consumes one arming).
+  static bool fire(Fault fault);
+  // Occurrences that failed because of injection, per fault, since the start.
+  static std::uint64_t fired(Fault fault);
+};
+
+}  // namespace gpubatch::gpu

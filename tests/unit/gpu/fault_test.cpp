@@ -1,0 +1,85 @@
+// Device-level faults, injected: each fails the affected call with its typed error and the
+// device keeps serving afterwards.
+#include <gtest/gtest.h>
+
+#include "executor/batch_device.hpp"
+#include "gpu/fault_injection.hpp"
+#include "gpubatch/device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/reference.hpp"
+#include "test_device.hpp"
+
+using namespace gpubatch;
+using gpubatch::gpu::Fault;
+using gpubatch::gpu::FaultInjector;
+
+namespace {
+
+ErrorCode code_of(Device& device, const Request& r) {
+  try {
+    device.run(r);
+  } catch (const Error& e) {
+    return e.code();
+  }
+  return ErrorCode::internal;  // "no error" is never a fault's code
+}
+
+void expect_serves(Device& device, const Request& r) {
+  const Result got = device.run(r);
+  EXPECT_FALSE(reference::check(r, got).has_value());
+}
+
+struct Disarm {
+  ~Disarm() { FaultInjector::disarm_all(); }
+};
+
+}  // namespace
+
+TEST(Faults, DeviceLostOnSubmit) {
+  Disarm d;
+  const Request r = Request::relu({1, -2, 3});
+  expect_serves(test_device(), r);
+  FaultInjector::arm(Fault::submit_device_lost);
+  EXPECT_EQ(code_of(test_device(), r), ErrorCode::device_lost);
+  expect_serves(test_device(), r);
+}
+
+TEST(Faults, DeviceLostOnWait) {
+  Disarm d;
+  const Request r = Request::scale({1, -2, 3}, 2.0f);
+  expect_serves(test_device(), r);
+  FaultInjector::arm(Fault::wait_device_lost);
+  EXPECT_EQ(code_of(test_device(), r), ErrorCode::device_lost);
+  for (int i = 0; i < 5; ++i) expect_serves(test_device(), r);
+}
+
+TEST(Faults, OutOfDeviceMemoryOnANewBlock) {
+  Disarm d;
+  // Larger than a pool block: needs a fresh allocation, which fails.
+  const Request big = Request::relu(std::vector<float>((80u << 20) / 4, 1.0f));
+  FaultInjector::arm(Fault::device_out_of_memory);
+  EXPECT_EQ(code_of(test_device(), big), ErrorCode::out_of_memory);
+  expect_serves(test_device(), big);
+}
+
+TEST(Faults, PipelineThatFailsToBuild) {
+  Disarm d;
+  Device fresh;  // its own pipelines: tanh is not built yet
+  FaultInjector::arm(Fault::pipeline_build);
+  EXPECT_EQ(code_of(fresh, Request::tanh({0.5f})), ErrorCode::compile_failed);
+  expect_serves(fresh, Request::tanh({0.5f}));
+}
+
+TEST(Faults, HungBatchTripsTheWatchdog) {
+  Disarm d;
+  DeviceOptions options;
+  options.batch_timeout = std::chrono::milliseconds(200);
+  Device device(options);
+  const Request r = Request::relu({1, 2});
+  expect_serves(device, r);
+  FaultInjector::arm(Fault::hang);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(code_of(device, r), ErrorCode::device_lost);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30)) << "the caller is not held";
+  expect_serves(device, r);
+}

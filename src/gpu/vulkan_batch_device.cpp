@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gpu/batch_layout.hpp"
+#include "gpu/encoding.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/memory.hpp"
 #include "gpu/vk_check.hpp"
@@ -14,33 +15,6 @@
 namespace gpubatch::gpu {
 
 namespace {
-
-constexpr std::size_t kDataAlignment = 16;
-constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
-constexpr std::uint32_t ceil_div(std::uint64_t a, std::uint64_t b) {
-  return static_cast<std::uint32_t>((a + b - 1) / b);
-}
-
-// Which built-in kernel runs an op, and how its work divides into workgroups.
-const char* kernel_name(Op op) {
-  switch (op) {
-    case Op::relu: return "relu";
-    case Op::scale: return "scale";
-    case Op::add: return "add";
-    case Op::sub: return "sub";
-    case Op::mul: return "mul";
-    case Op::sigmoid: return "sigmoid";
-    case Op::tanh: return "tanh";
-    case Op::swish: return "swish";
-    case Op::gelu: return "gelu";
-    case Op::dot: return "dot_partial";
-    case Op::matmul: return "matmul";
-    case Op::lerp: return "lerp";
-    case Op::gradients: return "gradients";
-    case Op::interpolate: return "interpolate";
-  }
-  return "";
-}
 
 // Items the kernel walks for one request: elements, layers, or words of 4 layers.
 std::uint32_t work_items(const Request& r) {
@@ -53,8 +27,8 @@ std::uint32_t work_items(const Request& r) {
 
 std::uint32_t blocks_of(const Request& r) {
   switch (r.op) {
-    case Op::dot: return ceil_div(r.a.size(), kDotBlock);
-    case Op::matmul: return ceil_div(r.m, kMatmulTile) * ceil_div(r.n, kMatmulTile);
+    case Op::dot: return dot_blocks(r.a.size());
+    case Op::matmul: return matmul_blocks(r.m, r.n);
     default: return 0;  // element-wise: blocks cover the group's concatenated items
   }
 }
@@ -97,15 +71,13 @@ class VulkanInFlight final : public detail::InFlightBatch {
       : device_(std::move(device)), frame_(frame) {}
 
   ~VulkanInFlight() override {
-    // The GPU may still be using the frame's memory: only a finished (or lost) batch recycles it.
+    // Only a finished batch gives its frame back: the GPU may still be using the memory. One that
+    // has not finished (abandoned by a watchdog, or its device lost) keeps its frame out of
+    // circulation; the frame is destroyed with the device, after vkDeviceWaitIdle.
     try {
-      if (!done_) {
-        while (!device_->context().wait(frame_->timeline_value, std::chrono::seconds(1))) {
-        }
-      }
-      device_->release(frame_);
+      if (done_ || device_->context().wait(frame_->timeline_value, std::chrono::nanoseconds(0)))
+        device_->release(frame_);
     } catch (const Error&) {
-      // Device lost: the frame is dropped with the device; never reused.
     }
   }
 

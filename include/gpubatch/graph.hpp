@@ -1,0 +1,154 @@
+#pragma once
+// GpuCommandBatch: queue a graph of operations over GPU-resident buffers, then run all of it with
+// one upload pass, one submission and one download pass.
+//
+//   gpubatch::GpuCommandBatch g(device);
+//   auto x = g.upload(xs);                          // nothing runs yet
+//   auto y = g.add(g.scale(g.relu(x), 2.0f), g.upload(bias));
+//   g.execute();                                    // 1 upload pass, 1 kernel (fused), 1 download
+//   std::vector<float> out = g.read(y);
+//
+// Consecutive element-wise operations of equal length are fused into one kernel generated and
+// compiled at run time (cached by the chain's shape); intermediates that must exist in memory
+// share recycled device buffers, so a chain of any length over N floats (each operation taking
+// the previous one's result, and inputs) holds at most 3 N-float intermediates at a time,
+// besides its inputs and the results it downloads.
+//
+// Buffer lifetime: ids returned by upload() and by operations belong to the next execute().
+// After it, the results it downloaded are readable until the execute after; they cannot feed
+// operations of a later execute (upload the data again, or import it). Ids from import_buffer()
+// stay valid, on the GPU, for the batch's lifetime and are uploaded once.
+// A result is downloaded when no later operation of the same execute consumes it, or when keep()
+// asked for it. A GpuCommandBatch is used by one thread at a time; several batches may share a
+// device across threads. Every misuse throws Error(invalid_argument) naming the cause (data larger
+// than the device can hold: request_too_large).
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "gpubatch/custom_kernel.hpp"
+#include "gpubatch/device.hpp"
+
+namespace gpubatch {
+
+// One buffer of one GpuCommandBatch. A default-constructed id is invalid.
+class BufferId {
+ public:
+  BufferId() = default;
+  bool valid() const noexcept { return batch_ != 0; }
+  friend bool operator==(const BufferId&, const BufferId&) = default;
+
+ private:
+  friend class GpuCommandBatch;
+  BufferId(std::uint64_t batch, std::uint64_t generation, std::uint32_t index)
+      : batch_(batch), generation_(generation), index_(index) {}
+  std::uint64_t batch_ = 0;
+  std::uint64_t generation_ = 0;  // 0: imported; else the execute it belongs to (1, 2, ...)
+  std::uint32_t index_ = 0;
+};
+
+// How data gets to and from the kernels.
+enum class Transfers : std::uint8_t {
+  // `direct` where the device's working memory is host-visible anyway (integrated GPUs, CPU
+  // devices such as lavapipe), else `copy`.
+  automatic,
+  // Uploads are copied from staging into device-local buffers (vkCmdCopyBuffer), results copied
+  // from device-local buffers into host readback memory: best where kernels read data repeatedly
+  // and device memory is much faster than the bus (discrete GPUs).
+  copy,
+  // Kernels read uploads straight from staging memory and write downloaded results straight into
+  // readback memory, through their device addresses: no copy commands; only intermediates live in
+  // device-local buffers.
+  direct,
+};
+
+struct GraphOptions {
+  bool fuse = true;                  // fuse consecutive element-wise operations into one kernel
+  std::uint32_t max_fused_ops = 64;  // operations per generated kernel (>= 2)
+  Transfers transfers = Transfers::automatic;
+};
+
+// What one execute() did.
+struct ExecuteStats {
+  std::uint64_t operations = 0;       // operations run
+  std::uint64_t submissions = 0;      // queue submissions (0 or 1)
+  std::uint64_t uploads = 0;          // upload passes (0 or 1)
+  std::uint64_t downloads = 0;        // download passes (0 or 1)
+  std::uint64_t dispatches = 0;       // compute dispatches recorded
+  std::uint64_t fused_dispatches = 0;  // of those, generated fused kernels
+  std::uint64_t kernels_compiled = 0;  // generated kernels compiled by this execute (cache misses)
+  std::uint64_t bytes_up = 0;          // bytes written to staging: input data and kernel tables
+  std::uint64_t bytes_down = 0;        // bytes of results downloaded
+  std::uint64_t device_bytes = 0;      // device-local memory this execute's buffers needed at
+                                       // once (intermediates; with Transfers::copy also uploads
+                                       // and results; never imports)
+  bool direct = false;                 // whether it ran with Transfers::direct
+};
+
+class GpuCommandBatch {
+ public:
+  explicit GpuCommandBatch(Device& device, const GraphOptions& options = {});
+  ~GpuCommandBatch();
+  GpuCommandBatch(GpuCommandBatch&&) noexcept;
+  GpuCommandBatch& operator=(GpuCommandBatch&&) noexcept;
+  GpuCommandBatch(const GpuCommandBatch&) = delete;
+  GpuCommandBatch& operator=(const GpuCommandBatch&) = delete;
+
+  // Data for the next execute, copied now into host-visible staging memory (its only host-side
+  // copy); execute() makes it the kernels'. Empty data is refused.
+  BufferId upload(std::span<const float> data);
+  BufferId upload(std::initializer_list<float> data) { return upload(std::span<const float>(data.begin(), data.size())); }
+  // Data that stays on the GPU across executes (weights, constants): uploaded by the next
+  // execute(), never again.
+  BufferId import_buffer(std::span<const float> data);
+  BufferId import_buffer(std::initializer_list<float> data) { return import_buffer(std::span<const float>(data.begin(), data.size())); }
+
+  // Operations: each checks its inputs, queues itself and returns its result's id.
+  BufferId relu(BufferId x);
+  BufferId scale(BufferId x, float factor);
+  BufferId add(BufferId a, BufferId b);
+  BufferId sub(BufferId a, BufferId b);
+  BufferId mul(BufferId a, BufferId b);
+  BufferId sigmoid(BufferId x);
+  BufferId tanh(BufferId x);
+  BufferId swish(BufferId x);
+  BufferId gelu(BufferId x);
+  BufferId dot(BufferId a, BufferId b);  // one float
+  BufferId matmul(BufferId a, BufferId b, std::uint32_t m, std::uint32_t k, std::uint32_t n);
+  BufferId lerp(BufferId a, BufferId b, float t);
+  // Any element-wise or binary op of Op (relu ... gelu, lerp): `scalar` is scale's factor, lerp's t.
+  BufferId apply(Op op, BufferId a, BufferId b = {}, float scalar = 0.0f);
+  // A kernel registered with register_kernel() on this batch's device.
+  BufferId custom(std::string_view kernel, BufferId a, float scalar = 0.0f);
+  BufferId custom(std::string_view kernel, BufferId a, BufferId b, float scalar = 0.0f);
+
+  // Also download `id` (a result that later operations consume) at the next execute.
+  void keep(BufferId id);
+
+  // Runs everything queued since the last execute: one upload pass, one submission, the
+  // dispatches in order, one download pass; waits for it. On failure (compile_failed,
+  // out_of_memory, device_lost) nothing queued for it remains: its ids become unreadable.
+  void execute();
+
+  // A result of the last execute().
+  std::vector<float> read(BufferId id) const;
+  void read_into(BufferId id, std::span<float> out) const;  // out.size() must equal size(id)
+  std::size_t size(BufferId id) const;                       // floats
+
+  const ExecuteStats& last_execute() const;
+  const GraphOptions& options() const;
+  Device& device() const;
+
+  struct Impl;  // opaque
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  static BufferId make_id(std::uint64_t batch, std::uint64_t generation, std::uint32_t index) {
+    return BufferId(batch, generation, index);
+  }
+};
+
+}  // namespace gpubatch

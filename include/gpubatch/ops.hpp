@@ -21,6 +21,8 @@ enum class Op : std::uint8_t {
   interpolate,  // interpolate(a, b, t, mode) -> packed states
 };
 inline constexpr std::size_t kOpCount = 14;
+// The ops a Request describes by its data alone. Tests that pick random ops pick among these.
+inline constexpr std::size_t kBuiltinOpCount = 14;
 
 std::string_view to_string(Op op) noexcept;
 std::optional<Op> op_from_string(std::string_view name) noexcept;

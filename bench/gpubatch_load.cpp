@@ -1,0 +1,338 @@
+// gpubatch-load: drives an executor (or the synchronous path) with many threads and reports
+// throughput, latency percentiles and what the executor did. Every result is checked against
+// the CPU reference; `verified` is true only when all of them were, `lost` counts futures that
+// never resolved. Flags and JSON fields are the contract in docs/DESIGN.md.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <future>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpubatch/config.hpp"
+#include "gpubatch/device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/executor.hpp"
+#include "gpubatch/reference.hpp"
+
+using namespace gpubatch;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::string preset = "balanced";
+  std::string config_file;
+  int threads = 2;
+  std::uint64_t requests = 20000;
+  std::string op = "relu";
+  std::uint32_t size = 256;
+  int inflight = 64;
+  double rate = 0;  // requests/s offered in total; 0: closed loop
+  bool unbatched = false;
+  std::string device;
+  bool json = false;
+  bool progress = true;
+};
+
+// Builds requests of one kind from a small pool of random inputs (copied per request, as a
+// caller's own data would be).
+class Workload {
+ public:
+  Workload(const Options& o, unsigned seed) : op_name_(o.op), size_(o.size) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+    std::uniform_int_distribution<int> byte(0, 255);
+    const std::size_t floats = op_name_ == "matmul" ? std::size_t{size_} * size_ : size_;
+    for (int i = 0; i < kPool; ++i) {
+      std::vector<float> v(floats);
+      for (auto& x : v) x = d(rng);
+      floats_.push_back(std::move(v));
+      std::vector<std::uint8_t> s(std::size_t{size_} * kLayersPerState);
+      for (auto& b : s) b = static_cast<std::uint8_t>(byte(rng));
+      states_.push_back(std::move(s));
+    }
+  }
+
+  Request make(std::uint64_t i) const {
+    const auto& a = floats_[i % kPool];
+    const auto& b = floats_[(i + 1) % kPool];
+    const float t = static_cast<float>(i % 101) / 100.0f;
+    if (op_name_ == "gradients") return Request::gradients(states_[i % kPool]);
+    if (op_name_ == "interpolate")
+      return Request::interpolate(states_[i % kPool], states_[(i + 1) % kPool], t,
+                                  i % 2 ? InterpolationMode::slerp : InterpolationMode::lerp);
+    if (op_name_ == "matmul") return Request::matmul(a, b, size_, size_, size_);
+    const Op op = *op_from_string(op_name_);
+    switch (op) {
+      case Op::add: case Op::sub: case Op::mul: case Op::dot: {
+        Request r = Request::add(a, b);
+        r.op = op;
+        return r;
+      }
+      case Op::lerp: return Request::lerp(a, b, t);
+      case Op::scale: return Request::scale(a, 1.0f + t);
+      default: return Request::unary(op, a);
+    }
+  }
+
+ private:
+  static constexpr int kPool = 32;
+  std::string op_name_;
+  std::uint32_t size_;
+  std::vector<std::vector<float>> floats_;
+  std::vector<std::vector<std::uint8_t>> states_;
+};
+
+struct ThreadResult {
+  std::vector<double> latencies_us;
+  std::uint64_t errors = 0, mismatches = 0, lost = 0;
+  std::string first_error;
+};
+
+void record(ThreadResult& out, const Request& request, std::future<Result>& future,
+            Clock::time_point start) {
+  try {
+    const Result result = future.get();
+    out.latencies_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    if (auto mismatch = reference::check(request, result)) {
+      if (out.mismatches++ == 0) out.first_error = *mismatch;
+    }
+  } catch (const std::exception& e) {
+    if (out.errors++ == 0 && out.first_error.empty()) out.first_error = e.what();
+  }
+}
+
+struct Pending {
+  Request request;
+  std::future<Result> future;
+  Clock::time_point start;
+};
+
+// One submitting thread. Closed loop: keep `inflight` requests outstanding. Open loop: send on
+// a fixed schedule and measure from the scheduled time.
+void run_thread(const Options& o, const Workload& w, const std::function<std::future<Result>(Request)>& submit,
+                std::uint64_t count, std::atomic<std::uint64_t>& done, ThreadResult& out) {
+  out.latencies_us.reserve(count);
+  std::deque<Pending> pending;
+  const double per_thread_rate = o.rate / o.threads;
+  const auto interval = per_thread_rate > 0 ? std::chrono::duration<double>(1.0 / per_thread_rate)
+                                            : std::chrono::duration<double>(0);
+  auto next_send = Clock::now();
+  std::uint64_t sent = 0;
+  auto finish_front = [&] {
+    Pending& p = pending.front();
+    if (p.future.wait_for(std::chrono::seconds(120)) != std::future_status::ready) {
+      ++out.lost;  // never resolved: the executor broke its promise
+    } else {
+      record(out, p.request, p.future, p.start);
+    }
+    pending.pop_front();
+    done.fetch_add(1, std::memory_order_relaxed);
+  };
+  while (sent < count) {
+    if (per_thread_rate > 0) {
+      const auto now = Clock::now();
+      if (now < next_send) {
+        if (!pending.empty() &&
+            pending.front().future.wait_until(next_send) == std::future_status::ready) {
+          finish_front();
+        } else {
+          std::this_thread::sleep_until(next_send);
+        }
+        continue;
+      }
+      const auto scheduled = next_send;
+      next_send = std::chrono::time_point_cast<Clock::duration>(next_send + interval);
+      Request r = w.make(sent++);
+      Request copy = r;
+      pending.push_back({std::move(copy), submit(std::move(r)), scheduled});
+    } else {
+      if (static_cast<int>(pending.size()) >= o.inflight) finish_front();
+      Request r = w.make(sent++);
+      Request copy = r;
+      const auto start = Clock::now();
+      pending.push_back({std::move(copy), submit(std::move(r)), start});
+    }
+  }
+  while (!pending.empty()) finish_front();
+}
+
+double percentile(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  const std::size_t k = std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"gpubatch-load: load generator for the gpubatch executor"};
+  app.add_option("--preset", o.preset, "latency | balanced | throughput | adaptive")->capture_default_str();
+  app.add_option("--config", o.config_file, "TOML config file (overrides --preset)");
+  app.add_option("--threads", o.threads, "submitting threads")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--requests", o.requests, "requests in total")->check(CLI::Range(1ull, 1ull << 40))->capture_default_str();
+  app.add_option("--op", o.op, "relu scale add sub mul sigmoid tanh swish gelu dot matmul lerp gradients interpolate chain")
+      ->capture_default_str();
+  app.add_option("--size", o.size, "floats per request (states for gradients/interpolate, side for matmul)")
+      ->check(CLI::Range(1u, 1u << 28))->capture_default_str();
+  app.add_option("--inflight", o.inflight, "requests each thread keeps outstanding (closed loop)")
+      ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--rate", o.rate, "open loop: requests/s offered in total")->check(CLI::NonNegativeNumber);
+  app.add_flag("--unbatched", o.unbatched, "each request alone through the synchronous path");
+  app.add_option("--device", o.device, "device index or name substring");
+  app.add_flag("--json", o.json, "one JSON object on stdout");
+  CLI11_PARSE(app, argc, argv);
+  // The synchronous path blocks in the call: each thread has exactly one request outstanding.
+  if (o.unbatched) o.inflight = 1;
+
+  const bool known_op = o.op == "gradients" || o.op == "interpolate" || o.op == "chain" || op_from_string(o.op);
+  if (!known_op || o.op == "chain") {
+    std::cerr << "gpubatch-load: --op " << o.op
+              << (o.op == "chain" ? " is not available through the executor yet" : " is not an operation") << "\n";
+    return 2;
+  }
+
+  try {
+    DeviceOptions device_options;
+    device_options.selector = o.device;
+    Device device(device_options);
+    BatchConfig config = o.config_file.empty() ? BatchConfig::preset(o.preset) : BatchConfig::from_file(o.config_file);
+    config.apply_environment();
+    config.validate();
+    const std::string preset_label = o.unbatched ? "unbatched" : (o.config_file.empty() ? o.preset : o.config_file);
+
+    std::unique_ptr<BatchExecutor> executor;
+    std::function<std::future<Result>(Request)> submit;
+    if (o.unbatched) {
+      submit = [&device](Request r) {
+        std::promise<Result> p;
+        try {
+          p.set_value(device.run(r));
+        } catch (...) {
+          p.set_exception(std::current_exception());
+        }
+        return p.get_future();
+      };
+    } else {
+      executor = std::make_unique<BatchExecutor>(device, config);
+      auto handle = executor->handle();
+      submit = [handle](Request r) { return handle.submit(std::move(r)); };
+    }
+
+    // Warm up: kernels built, staging sized, so the timed run measures the steady state.
+    {
+      Workload w(o, 999);
+      std::vector<std::future<Result>> warm;
+      for (int i = 0; i < 8; ++i) warm.push_back(submit(w.make(i)));
+      for (auto& f : warm) f.wait();
+    }
+    const Stats before = executor ? executor->stats() : Stats{};
+    const auto counters_before = device.counters();
+
+    std::vector<Workload> workloads;
+    for (int t = 0; t < o.threads; ++t) workloads.emplace_back(o, 1000 + t);
+    std::vector<ThreadResult> results(o.threads);
+    std::atomic<std::uint64_t> done{0};
+    std::vector<std::thread> threads;
+    const auto start = Clock::now();
+    for (int t = 0; t < o.threads; ++t) {
+      const std::uint64_t share = o.requests / o.threads + (static_cast<std::uint64_t>(t) < o.requests % o.threads);
+      threads.emplace_back(run_thread, std::cref(o), std::cref(workloads[t]), std::cref(submit), share,
+                           std::ref(done), std::ref(results[t]));
+    }
+    const bool show_progress = !o.json && isatty(STDOUT_FILENO);
+    std::atomic<bool> finished{false};
+    std::thread progress;
+    if (show_progress)
+      progress = std::thread([&] {
+        while (!finished.load()) {
+          const double frac = double(done.load()) / double(o.requests);
+          const int bar = static_cast<int>(frac * 40);
+          std::printf("\r[%-40s] %5.1f%%", std::string(bar, '#').c_str(), frac * 100);
+          std::fflush(stdout);
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+        std::printf("\r%60s\r", "");
+      });
+    for (auto& t : threads) t.join();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    finished = true;
+    if (progress.joinable()) progress.join();
+    if (executor) executor->shutdown();
+
+    const Stats after = executor ? executor->stats() : Stats{};
+    const auto counters_after = device.counters();
+    std::vector<double> lat;
+    std::uint64_t errors = 0, mismatches = 0, lost = 0;
+    std::string first_error;
+    for (auto& r : results) {
+      lat.insert(lat.end(), r.latencies_us.begin(), r.latencies_us.end());
+      errors += r.errors;
+      mismatches += r.mismatches;
+      lost += r.lost;
+      if (first_error.empty()) first_error = r.first_error;
+    }
+    const double p50 = percentile(lat, 0.50), p90 = percentile(lat, 0.90), p99 = percentile(lat, 0.99);
+    const double max = lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end());
+    const std::uint64_t batches = o.unbatched ? counters_after.submissions - counters_before.submissions
+                                              : after.batches - before.batches;
+    const double mean_batch = batches ? double(o.requests) / double(batches) : 0;
+    const bool verified = errors == 0 && mismatches == 0 && lost == 0 && lat.size() == o.requests;
+    const auto d = [&](auto FlushCounts::*f) { return after.flushes.*f - before.flushes.*f; };
+
+    if (o.json) {
+      std::printf(
+          "{\"device\": \"%s\", \"preset\": \"%s\", \"op\": \"%s\", \"size\": %u, \"threads\": %d, "
+          "\"inflight\": %d, \"rate\": %.1f, \"requests\": %llu, \"seconds\": %.6f, \"throughput_rps\": %.1f, "
+          "\"latency_us\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f, \"max\": %.2f}, "
+          "\"batches\": %llu, \"mean_batch_size\": %.2f, "
+          "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
+          "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
+          "\"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s}\n",
+          device.info().name.c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
+          static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
+          static_cast<unsigned long long>(batches), mean_batch,
+          static_cast<unsigned long long>(d(&FlushCounts::size)), static_cast<unsigned long long>(d(&FlushCounts::deadline)),
+          static_cast<unsigned long long>(d(&FlushCounts::idle)), static_cast<unsigned long long>(d(&FlushCounts::shutdown)),
+          static_cast<unsigned long long>(counters_after.uploads - counters_before.uploads),
+          static_cast<unsigned long long>(counters_after.downloads - counters_before.downloads),
+          static_cast<unsigned long long>(counters_after.bytes_up - counters_before.bytes_up),
+          static_cast<unsigned long long>(counters_after.bytes_down - counters_before.bytes_down),
+          static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
+          static_cast<unsigned long long>(lost), verified ? "true" : "false");
+    } else {
+      std::printf("device      %s\n", device.info().name.c_str());
+      std::printf("workload    %s, %u per request, %d threads x %s, %llu requests\n", o.op.c_str(), o.size,
+                  o.threads, o.rate > 0 ? ("open loop " + std::to_string(o.rate) + "/s").c_str()
+                                        : (std::to_string(o.inflight) + " in flight").c_str(),
+                  static_cast<unsigned long long>(o.requests));
+      std::printf("preset      %s\n", preset_label.c_str());
+      std::printf("throughput  %.0f requests/s (%.3f s)\n", double(o.requests) / seconds, seconds);
+      std::printf("latency us  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", p50, p90, p99, max);
+      std::printf("batches     %llu, mean %.1f requests; flushes size %llu deadline %llu idle %llu shutdown %llu\n",
+                  static_cast<unsigned long long>(batches), mean_batch,
+                  static_cast<unsigned long long>(d(&FlushCounts::size)), static_cast<unsigned long long>(d(&FlushCounts::deadline)),
+                  static_cast<unsigned long long>(d(&FlushCounts::idle)), static_cast<unsigned long long>(d(&FlushCounts::shutdown)));
+      std::printf("verified    %s (errors %llu, mismatches %llu, lost %llu)%s%s\n", verified ? "yes" : "NO",
+                  static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
+                  static_cast<unsigned long long>(lost), first_error.empty() ? "" : ": ", first_error.c_str());
+    }
+    return verified ? 0 : 1;
+  } catch (const Error& e) {
+    std::cerr << "gpubatch-load: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,93 @@
+#pragma once
+// How a BatchExecutor forms batches: size and wait limits, flush policy, queue capacity and
+// back-pressure, in-flight batches. Start from a preset, override from a TOML file of the user's,
+// then from GPUBATCH_<KEY> environment variables; validate() says which key is wrong.
+//
+//   auto config = gpubatch::BatchConfig::from_file("my.toml").apply_environment();
+//
+// File keys (every one optional; `preset` first picks the base, the others override it):
+//   preset               "latency" | "balanced" | "throughput" | "adaptive"
+//   max_batch_size       requests per batch (1 .. 1048576)
+//   max_wait_us          the oldest waiting request is flushed after this long (microseconds)
+//   policy               "deadline" | "adaptive" (adaptive also flushes whenever an in-flight
+//                        slot is free)
+//   queue_capacity       requests the submission queue holds before back-pressure applies
+//   max_inflight_batches batches submitted to the device and not yet completed
+//   overflow             "block" | "block_for" | "reject": what a full queue does to a caller
+//   block_timeout_us     how long `block_for` waits before failing with queue_full
+//   max_batch_bytes      input + output bytes of one batch (a larger request goes alone)
+//   completion_threads   threads that wait for batches and resolve their futures
+//   batch_timeout_ms     a batch not complete after this long fails with device_lost
+// Environment: GPUBATCH_PRESET, GPUBATCH_MAX_BATCH_SIZE, GPUBATCH_MAX_WAIT_US, GPUBATCH_POLICY,
+// GPUBATCH_QUEUE_CAPACITY, GPUBATCH_MAX_INFLIGHT_BATCHES, GPUBATCH_OVERFLOW,
+// GPUBATCH_BLOCK_TIMEOUT_US, GPUBATCH_MAX_BATCH_BYTES, GPUBATCH_COMPLETION_THREADS,
+// GPUBATCH_BATCH_TIMEOUT_MS.
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string_view>
+
+namespace gpubatch {
+
+enum class FlushPolicy {
+  deadline,  // flush when max_batch_size requests wait or the oldest has waited max_wait
+  adaptive,  // also flush as soon as an in-flight slot is free (the GPU would otherwise idle)
+};
+
+enum class OverflowPolicy {
+  block,      // a caller waits for room in the queue
+  block_for,  // waits up to block_timeout, then the request fails with queue_full
+  reject,     // the request fails with queue_full at once
+};
+
+std::string_view to_string(FlushPolicy policy) noexcept;
+std::string_view to_string(OverflowPolicy policy) noexcept;
+std::optional<FlushPolicy> flush_policy_from_string(std::string_view name) noexcept;
+std::optional<OverflowPolicy> overflow_policy_from_string(std::string_view name) noexcept;
+
+struct BatchConfig {
+  std::size_t max_batch_size = 1024;
+  std::chrono::microseconds max_wait{5000};
+  FlushPolicy policy = FlushPolicy::deadline;
+  std::size_t queue_capacity = 16384;
+  std::size_t max_inflight_batches = 3;
+  OverflowPolicy overflow = OverflowPolicy::block;
+  std::chrono::microseconds block_timeout{10000};
+  std::size_t max_batch_bytes = std::size_t{256} << 20;
+  std::size_t completion_threads = 2;
+  std::chrono::milliseconds batch_timeout{60000};
+
+  // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms (the default), throughput
+  // 2048 / 10 ms, adaptive up to 4096, flushing whenever the device has a free slot.
+  static BatchConfig latency();
+  static BatchConfig balanced();
+  static BatchConfig throughput();
+  static BatchConfig adaptive();
+  static constexpr std::array<std::string_view, 4> preset_names{"latency", "balanced",
+                                                                "throughput", "adaptive"};
+  // Throws Error(invalid_config) naming an unknown preset.
+  static BatchConfig preset(std::string_view name);
+
+  // Reads a TOML file (keys above). Throws Error(invalid_config) naming the file and the key:
+  // unreadable file, syntax error, unknown key, wrong type, negative or out-of-range value. The
+  // result is validated.
+  static BatchConfig from_file(const std::filesystem::path& path);
+  // The same from TOML text; `source` names it in messages.
+  static BatchConfig from_string(std::string_view toml, std::string_view source = "<string>");
+
+  // Overrides fields from GPUBATCH_<KEY> variables (GPUBATCH_PRESET first replaces the whole
+  // configuration with that preset), then validates. Throws Error(invalid_config) naming the
+  // variable. Returns *this.
+  BatchConfig& apply_environment();
+  // balanced() (or `base`) with the environment applied.
+  static BatchConfig from_environment(BatchConfig base = balanced());
+
+  // Throws Error(invalid_config) naming the first key whose value is not allowed.
+  void validate() const;
+
+  friend bool operator==(const BatchConfig&, const BatchConfig&) = default;
+};
+
+}  // namespace gpubatch

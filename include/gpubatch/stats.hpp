@@ -1,0 +1,73 @@
+#pragma once
+// A snapshot of what a BatchExecutor has done: request outcomes, batches and why they were
+// flushed, latency percentiles, data moved. Counters only grow; latencies come from fixed
+// log-linear histograms (about 6% relative resolution), so percentiles are approximate.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace gpubatch {
+
+struct LatencySummary {
+  std::uint64_t count = 0;  // samples
+  std::chrono::nanoseconds mean{0};
+  std::chrono::nanoseconds p50{0};
+  std::chrono::nanoseconds p90{0};
+  std::chrono::nanoseconds p99{0};
+  std::chrono::nanoseconds max{0};
+};
+
+struct FlushCounts {
+  std::uint64_t size = 0;      // max_batch_size requests (or max_batch_bytes) were waiting
+  std::uint64_t deadline = 0;  // the oldest waiting request had waited max_wait
+  std::uint64_t idle = 0;      // adaptive: an in-flight slot was free
+  std::uint64_t shutdown = 0;  // shutdown() drained the queue
+  std::uint64_t total() const noexcept { return size + deadline + idle + shutdown; }
+};
+
+struct TransferCounts {
+  std::uint64_t uploads = 0;    // upload passes
+  std::uint64_t downloads = 0;  // download passes
+  std::uint64_t bytes_up = 0;
+  std::uint64_t bytes_down = 0;
+  std::uint64_t dispatches = 0;
+  std::uint64_t submissions = 0;
+};
+
+struct Stats {
+  // Requests. submitted = accepted into the queue; each accepted one ends completed or failed.
+  // rejected = refused at the call (invalid, too large, queue full, shut down, deadline already
+  // past); their futures hold the error.
+  std::uint64_t submitted = 0;
+  std::uint64_t completed = 0;  // resolved with a value
+  std::uint64_t failed = 0;     // accepted, then resolved with an error (any cause below)
+  std::uint64_t rejected = 0;
+  std::uint64_t expired = 0;    // of failed: deadline passed while queued (never ran)
+  std::uint64_t cancelled = 0;  // of failed: shutdown(cancel)
+  std::uint64_t device_errors = 0;  // of failed: the batch failed on the device
+  std::uint64_t queue_depth = 0;    // accepted, not yet in a batch (queue + forming batch)
+  std::uint64_t inflight_batches = 0;
+
+  // Batches.
+  std::uint64_t batches = 0;  // flushes that reached the device
+  FlushCounts flushes;
+  std::size_t max_batch_size = 0;  // from the configuration
+  double mean_batch_size = 0.0;
+  double mean_fill = 0.0;  // mean_batch_size / max_batch_size
+
+  // Latencies: queue wait (accepted -> batch submitted), device (batch submitted -> completed,
+  // one sample per batch), end to end (accepted -> future resolved).
+  LatencySummary queue_wait;
+  LatencySummary device_time;
+  LatencySummary end_to_end;
+
+  TransferCounts transfers;  // from the device: every path that used it, not only this executor
+};
+
+// Prometheus text exposition (version 0.0.4) of a snapshot; every metric name starts with
+// `prefix` (default "gpubatch").
+std::string to_prometheus(const Stats& stats, std::string_view prefix = "gpubatch");
+
+}  // namespace gpubatch

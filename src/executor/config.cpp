@@ -1,0 +1,294 @@
+// BatchConfig: presets, TOML files, environment overrides, validation.
+#include "gpubatch/config.hpp"
+
+#include <charconv>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include <toml++/toml.h>
+
+#include "gpubatch/error.hpp"
+
+namespace gpubatch {
+
+namespace {
+
+constexpr std::size_t kMaxBatchSizeLimit = std::size_t{1} << 20;
+constexpr std::size_t kMaxQueueCapacity = std::size_t{1} << 24;
+constexpr std::size_t kMaxInflightLimit = 64;
+constexpr std::size_t kMaxThreads = 64;
+constexpr std::int64_t kMaxWaitLimitUs = 60'000'000;  // a minute
+
+[[noreturn]] void bad(std::string_view key, const std::string& why) {
+  throw Error(ErrorCode::invalid_config, std::string(key) + ": " + why);
+}
+
+void check(const BatchConfig& c, std::string_view prefix);
+
+// One configuration key: how to set it from an integer or a string. `where` names the source
+// in messages ("file.toml: key max_batch_size", "GPUBATCH_MAX_BATCH_SIZE").
+enum class Kind { size, micros, millis, policy, overflow };
+struct Key {
+  std::string_view name;
+  std::string_view env;
+  Kind kind;
+};
+constexpr Key kKeys[] = {
+    {"max_batch_size", "GPUBATCH_MAX_BATCH_SIZE", Kind::size},
+    {"max_wait_us", "GPUBATCH_MAX_WAIT_US", Kind::micros},
+    {"policy", "GPUBATCH_POLICY", Kind::policy},
+    {"queue_capacity", "GPUBATCH_QUEUE_CAPACITY", Kind::size},
+    {"max_inflight_batches", "GPUBATCH_MAX_INFLIGHT_BATCHES", Kind::size},
+    {"overflow", "GPUBATCH_OVERFLOW", Kind::overflow},
+    {"block_timeout_us", "GPUBATCH_BLOCK_TIMEOUT_US", Kind::micros},
+    {"max_batch_bytes", "GPUBATCH_MAX_BATCH_BYTES", Kind::size},
+    {"completion_threads", "GPUBATCH_COMPLETION_THREADS", Kind::size},
+    {"batch_timeout_ms", "GPUBATCH_BATCH_TIMEOUT_MS", Kind::millis},
+};
+
+const Key* find_key(std::string_view name) {
+  for (const Key& k : kKeys)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+void set_integer(BatchConfig& c, const Key& key, std::int64_t v, const std::string& where) {
+  if (v < 0) bad(where, "must not be negative (got " + std::to_string(v) + ")");
+  const auto u = static_cast<std::uint64_t>(v);
+  if (key.name == "max_batch_size") c.max_batch_size = u;
+  else if (key.name == "max_wait_us") c.max_wait = std::chrono::microseconds(v);
+  else if (key.name == "queue_capacity") c.queue_capacity = u;
+  else if (key.name == "max_inflight_batches") c.max_inflight_batches = u;
+  else if (key.name == "block_timeout_us") c.block_timeout = std::chrono::microseconds(v);
+  else if (key.name == "max_batch_bytes") c.max_batch_bytes = u;
+  else if (key.name == "completion_threads") c.completion_threads = u;
+  else if (key.name == "batch_timeout_ms") c.batch_timeout = std::chrono::milliseconds(v);
+  else bad(where, "expects a string, not an integer");
+}
+
+void set_string(BatchConfig& c, const Key& key, std::string_view v, const std::string& where) {
+  if (key.kind == Kind::policy) {
+    auto p = flush_policy_from_string(v);
+    if (!p) bad(where, "unknown policy \"" + std::string(v) + "\" (deadline, adaptive)");
+    c.policy = *p;
+  } else if (key.kind == Kind::overflow) {
+    auto p = overflow_policy_from_string(v);
+    if (!p) bad(where, "unknown overflow policy \"" + std::string(v) + "\" (block, block_for, reject)");
+    c.overflow = *p;
+  } else {
+    bad(where, "expects an integer, not a string");
+  }
+}
+
+std::string node_where(std::string_view source, std::string_view key, const toml::node& node) {
+  std::string s(source);
+  if (node.source().begin.line > 0) s += ":" + std::to_string(node.source().begin.line);
+  return s + ": key " + std::string(key);
+}
+
+BatchConfig from_table(const toml::table& table, std::string_view source) {
+  BatchConfig c = BatchConfig::balanced();
+  if (const toml::node* p = table.get("preset")) {
+    const auto* s = p->as_string();
+    if (!s) bad(node_where(source, "preset", *p), "expects a string such as \"latency\"");
+    try {
+      c = BatchConfig::preset(s->get());
+    } catch (const Error& e) {
+      bad(node_where(source, "preset", *p), e.what());
+    }
+  }
+  for (auto&& [k, node] : table) {
+    const std::string_view name = k.str();
+    if (name == "preset") continue;
+    const std::string where = node_where(source, name, node);
+    const Key* key = find_key(name);
+    if (!key) bad(where, "unknown key");
+    if (const auto* i = node.as_integer()) set_integer(c, *key, i->get(), where);
+    else if (const auto* s = node.as_string()) set_string(c, *key, s->get(), where);
+    else if (node.is_floating_point()) bad(where, "expects an integer, not a floating-point number");
+    else bad(where, "has an unsupported type");
+  }
+  check(c, std::string(source) + ": ");
+  return c;
+}
+
+}  // namespace
+
+std::string_view to_string(FlushPolicy p) noexcept {
+  switch (p) {
+    case FlushPolicy::deadline: return "deadline";
+    case FlushPolicy::adaptive: return "adaptive";
+  }
+  return "?";
+}
+
+std::string_view to_string(OverflowPolicy p) noexcept {
+  switch (p) {
+    case OverflowPolicy::block: return "block";
+    case OverflowPolicy::block_for: return "block_for";
+    case OverflowPolicy::reject: return "reject";
+  }
+  return "?";
+}
+
+std::optional<FlushPolicy> flush_policy_from_string(std::string_view s) noexcept {
+  if (s == "deadline") return FlushPolicy::deadline;
+  if (s == "adaptive") return FlushPolicy::adaptive;
+  return std::nullopt;
+}
+
+std::optional<OverflowPolicy> overflow_policy_from_string(std::string_view s) noexcept {
+  if (s == "block") return OverflowPolicy::block;
+  if (s == "block_for") return OverflowPolicy::block_for;
+  if (s == "reject") return OverflowPolicy::reject;
+  return std::nullopt;
+}
+
+BatchConfig BatchConfig::latency() {
+  BatchConfig c;
+  c.max_batch_size = 256;
+  c.max_wait = std::chrono::milliseconds(1);
+  c.queue_capacity = 8192;
+  c.block_timeout = std::chrono::milliseconds(2);
+  c.max_batch_bytes = std::size_t{64} << 20;
+  return c;
+}
+
+BatchConfig BatchConfig::balanced() { return BatchConfig{}; }
+
+BatchConfig BatchConfig::throughput() {
+  BatchConfig c;
+  c.max_batch_size = 2048;
+  c.max_wait = std::chrono::milliseconds(10);
+  c.queue_capacity = 32768;
+  c.max_inflight_batches = 4;
+  c.block_timeout = std::chrono::milliseconds(20);
+  c.max_batch_bytes = std::size_t{512} << 20;
+  return c;
+}
+
+BatchConfig BatchConfig::adaptive() {
+  BatchConfig c;
+  c.max_batch_size = 4096;
+  c.max_wait = std::chrono::milliseconds(5);
+  c.policy = FlushPolicy::adaptive;
+  c.queue_capacity = 32768;
+  c.max_inflight_batches = 2;
+  c.max_batch_bytes = std::size_t{512} << 20;
+  return c;
+}
+
+BatchConfig BatchConfig::preset(std::string_view name) {
+  if (name == "latency") return latency();
+  if (name == "balanced") return balanced();
+  if (name == "throughput") return throughput();
+  if (name == "adaptive") return adaptive();
+  throw Error(ErrorCode::invalid_config,
+              "preset: unknown preset \"" + std::string(name) +
+                  "\" (latency, balanced, throughput, adaptive)");
+}
+
+BatchConfig BatchConfig::from_string(std::string_view text, std::string_view source) {
+  toml::table table;
+  try {
+    table = toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream os;
+    os << source << ":" << e.source().begin.line << ":" << e.source().begin.column << ": "
+       << e.description();
+    throw Error(ErrorCode::invalid_config, os.str());
+  }
+  return from_table(table, source);
+}
+
+BatchConfig BatchConfig::from_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw Error(ErrorCode::invalid_config, path.string() + ": cannot open the configuration file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return from_string(text.str(), path.string());
+}
+
+BatchConfig& BatchConfig::apply_environment() {
+  if (const char* p = std::getenv("GPUBATCH_PRESET"); p && *p) {
+    try {
+      *this = preset(p);
+    } catch (const Error&) {
+      bad("GPUBATCH_PRESET", "unknown preset \"" + std::string(p) +
+                                 "\" (latency, balanced, throughput, adaptive)");
+    }
+  }
+  for (const Key& key : kKeys) {
+    const char* raw = std::getenv(std::string(key.env).c_str());
+    if (!raw) continue;
+    const std::string_view v(raw);
+    const std::string where = std::string(key.env) + "=" + std::string(v);
+    if (key.kind == Kind::policy || key.kind == Kind::overflow) {
+      set_string(*this, key, v, where);
+      continue;
+    }
+    std::int64_t n = 0;
+    const char* first = v.data();
+    const char* last = v.data() + v.size();
+    if (!v.empty() && *first == '+') ++first;
+    auto [ptr, ec] = std::from_chars(first, last, n);
+    if (v.empty() || ec != std::errc() || ptr != last)
+      bad(where, "not an integer");
+    set_integer(*this, key, n, where);
+  }
+  validate();
+  return *this;
+}
+
+BatchConfig BatchConfig::from_environment(BatchConfig base) {
+  base.apply_environment();
+  return base;
+}
+
+void BatchConfig::validate() const { check(*this, ""); }
+
+namespace {
+
+void check(const BatchConfig& c, std::string_view prefix) {
+  const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
+               block_timeout, max_batch_bytes, completion_threads, batch_timeout] = c;
+  auto bad = [prefix](std::string_view key, const std::string& why) {
+    ::gpubatch::bad(std::string(prefix) + std::string(key), why);
+  };
+  auto range = [&bad](std::string_view key, std::size_t v, std::size_t lo, std::size_t hi) {
+    if (v < lo || v > hi)
+      bad(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
+                   std::to_string(v) + ")");
+  };
+  range("max_batch_size", max_batch_size, 1, kMaxBatchSizeLimit);
+  if (max_wait.count() < 0 || max_wait.count() > kMaxWaitLimitUs)
+    bad("max_wait_us", "must be in [0, " + std::to_string(kMaxWaitLimitUs) + "] (got " +
+                           std::to_string(max_wait.count()) + ")");
+  if (max_wait.count() == 0 && max_batch_size == 1)
+    bad("max_wait_us", "0 together with max_batch_size = 1 turns batching off; use Device::run "
+                       "for unbatched requests, or raise one of them");
+  range("queue_capacity", queue_capacity, 1, kMaxQueueCapacity);
+  range("max_inflight_batches", max_inflight_batches, 1, kMaxInflightLimit);
+  if (block_timeout.count() < 0 || block_timeout.count() > kMaxWaitLimitUs)
+    bad("block_timeout_us", "must be in [0, " + std::to_string(kMaxWaitLimitUs) + "] (got " +
+                                std::to_string(block_timeout.count()) + ")");
+  if (overflow == OverflowPolicy::block_for && block_timeout.count() == 0)
+    bad("block_timeout_us", "must be positive with overflow = \"block_for\" (use \"reject\")");
+  range("max_batch_bytes", max_batch_bytes, 1, std::numeric_limits<std::size_t>::max());
+  range("completion_threads", completion_threads, 1, kMaxThreads);
+  if (batch_timeout.count() < 1)
+    bad("batch_timeout_ms", "must be at least 1 (got " + std::to_string(batch_timeout.count()) + ")");
+  if (policy != FlushPolicy::deadline && policy != FlushPolicy::adaptive) bad("policy", "unknown value");
+  if (overflow != OverflowPolicy::block && overflow != OverflowPolicy::block_for &&
+      overflow != OverflowPolicy::reject)
+    bad("overflow", "unknown value");
+}
+
+}  // namespace
+
+}  // namespace gpubatch

@@ -1,0 +1,203 @@
+#pragma once
+// The executor's shared state (handles hold it by shared pointer) and its three parts:
+//   producers   enqueue(): validate, timestamp, push into the bounded MPSC queue, wake the strand
+//               only when it is idle (one flag);
+//   strand      one io_context thread: drains the queue into the forming batch, decides when to
+//               flush, submits to the device (at most max_inflight_batches at a time), keeps one
+//               timer for the oldest request's max_wait and the earliest request deadline;
+//   completion  threads that wait for the oldest submitted batch, take its results, free its
+//               slot (waking the strand), then resolve every request's future or handler.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+
+#include "executor/batch_device.hpp"
+#include "executor/histogram.hpp"
+#include "executor/mpsc_queue.hpp"
+#include "gpubatch/config.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/executor.hpp"
+#include "gpubatch/stats.hpp"
+
+namespace gpubatch::detail {
+
+using Clock = std::chrono::steady_clock;
+
+// One accepted request as it waits in the queue and the forming batch.
+struct Pending {
+  Request request;
+  Completion completion;
+  Clock::time_point enqueued{};
+  Clock::time_point deadline = Clock::time_point::max();
+  std::size_t bytes = 0;  // input + output bytes
+  bool resolved = false;  // already failed while still in the queue (deadline): skip it
+};
+
+enum class FlushReason : std::uint8_t { size, deadline, idle, shutdown };
+
+struct Batch {
+  std::uint64_t id = 0;
+  FlushReason reason = FlushReason::size;
+  std::vector<Pending> items;
+  std::vector<const Request*> requests;
+  std::unique_ptr<InFlightBatch> inflight;
+  std::exception_ptr error;  // submit() failed: nothing ran
+  Clock::time_point submitted{};
+};
+
+// Resolving one request (any Completion alternative). Never throw.
+void resolve_value(Completion& completion, Result&& result) noexcept;
+void resolve_error(Completion& completion, std::exception_ptr error, bool from_initiation) noexcept;
+// "relu request (256 floats)"
+std::string describe(const Request& request);
+
+class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
+ public:
+  ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig config);
+  ~ExecutorCore();
+  ExecutorCore(const ExecutorCore&) = delete;
+  ExecutorCore& operator=(const ExecutorCore&) = delete;
+
+  // Starts the strand and completion threads (they hold a reference to *this).
+  void start();
+
+  void enqueue(Request&& request, const SubmitOptions& options, Completion&& completion) noexcept;
+  void shutdown(ShutdownMode mode);
+  Stats stats() const;
+  const BatchConfig& config() const noexcept { return config_; }
+
+ private:
+  // ---- producers ----
+  void reject(Completion& completion, ErrorCode code, const std::string& message) noexcept;
+  void wake_if_idle() noexcept;  // fence, then post run_strand() if the strand is idle
+  void post_if_idle() noexcept;  // the same without the fence
+
+  // ---- strand ----
+  void run_strand();
+  void kick();
+  void process();
+  bool pull(Clock::time_point now);
+  void accept_into_forming(Pending&& p, Clock::time_point now);
+  std::optional<FlushReason> flush_reason(Clock::time_point now) const;
+  void flush(FlushReason reason, Clock::time_point now);
+  void expire_forming(Clock::time_point now);
+  void scan_queue_deadlines(Clock::time_point now, bool from_head);
+  Clock::time_point next_deadline() const noexcept;
+  // Expiry sweeps (forming batch and queue) run at most this often, so that many requests with
+  // staggered deadlines cost one pass per interval, not one pass per request.
+  static constexpr Clock::duration kSweepInterval = std::chrono::microseconds(200);
+  void fail_pending(Pending& p, ErrorCode code, const std::string& why) noexcept;
+  void cancel_everything();
+  void schedule_timer(Clock::time_point now);
+  void on_shutdown_requested();
+  bool slot_free() const noexcept {
+    return inflight_slots_.load(std::memory_order_seq_cst) < config_.max_inflight_batches;
+  }
+  bool strand_has_work() const noexcept;
+  std::uint64_t wake_position() const noexcept;
+  static constexpr std::uint64_t kNever = ~std::uint64_t{0};
+
+  // ---- completion ----
+  void completion_loop(std::size_t index);
+  void finish_batch(Batch& batch, std::size_t thread_index);
+  std::unique_ptr<Batch> take_batch_from_pool();
+  void return_batch_to_pool(std::unique_ptr<Batch> batch);
+
+  // ---- shutdown ----
+  void maybe_done();
+  void stop_threads_locked();
+  bool on_internal_thread() const noexcept;
+
+  const BatchConfig config_;
+  const std::shared_ptr<BatchDevice> device_;
+  const std::size_t max_request_bytes_;
+  // A request larger than its share of max_batch_bytes wakes the strand (the batch may be full
+  // by bytes long before it is full by count).
+  const std::size_t big_request_bytes_;
+
+  BlockingMpscQueue<Pending> queue_;
+  // The wake-up protocol. Producers read these (they change only when the strand goes idle):
+  // a push at a position >= wake_pos_ (the strand needs it: first request of a batch, the batch
+  // would be full, the queue is half full) or of a request with a deadline wakes an idle strand.
+  alignas(kCacheLine) std::atomic<bool> strand_awake_{false};
+  std::atomic<std::uint64_t> wake_pos_{0};
+  alignas(kCacheLine) std::atomic<bool> urgent_{false};  // a request with a deadline was pushed
+
+  // Strand state (touched only by handlers on strand_).
+  boost::asio::io_context io_{1};
+  boost::asio::strand<boost::asio::io_context::executor_type> strand_;
+  boost::asio::steady_timer timer_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+  std::vector<Pending> forming_;
+  std::optional<Pending> carry_;  // the request that did not fit max_batch_bytes
+  std::size_t forming_bytes_ = 0;
+  Clock::time_point earliest_deadline_ = Clock::time_point::max();
+  Clock::time_point queue_deadline_ = Clock::time_point::max();  // earliest in the queue, when blocked
+  std::uint64_t scanned_upto_ = 0;  // queue positions below this were scanned for deadlines
+  Clock::time_point last_sweep_{};
+  Clock::time_point timer_target_ = Clock::time_point::max();
+  bool blocked_on_slot_ = false;
+  bool closing_seen_ = false;
+  bool cancel_seen_ = false;
+  bool strand_finished_ = false;
+  std::uint64_t next_batch_id_ = 1;
+
+  // In flight.
+  alignas(kCacheLine) std::atomic<std::size_t> inflight_slots_{0};  // submitted, not yet waited
+  std::atomic<std::size_t> unresolved_batches_{0};                  // flushed, not yet resolved
+  std::mutex inflight_mutex_;
+  std::condition_variable inflight_cv_;
+  std::deque<std::unique_ptr<Batch>> inflight_queue_;
+  bool stop_completion_ = false;
+  std::mutex pool_mutex_;
+  std::vector<std::unique_ptr<Batch>> pool_;
+
+  // Shutdown.
+  std::mutex shutdown_mutex_;
+  std::condition_variable shutdown_cv_;
+  bool closing_ = false;             // queue closed
+  std::atomic<bool> cancel_{false};  // shutdown(cancel) asked
+  std::atomic<bool> strand_done_{false};
+  bool done_ = false;     // every accepted request resolved
+  bool stopped_ = false;  // threads told to stop
+  std::mutex join_mutex_;
+  std::thread io_thread_;
+  std::vector<std::thread> completion_threads_;
+
+  // Statistics. Strand counters have one writer (the strand); completion counters are kept per
+  // completion thread; producers touch only `rejected_` (on their failure path).
+  struct alignas(kCacheLine) StrandStats {
+    std::atomic<std::uint64_t> pulled{0};
+    std::atomic<std::uint64_t> dispatched{0};  // requests put into batches
+    std::atomic<std::uint64_t> expired{0};
+    std::atomic<std::uint64_t> cancelled{0};
+    std::atomic<std::uint64_t> batches{0};
+    std::atomic<std::uint64_t> flushes[4]{};
+  } strand_stats_;
+  struct alignas(kCacheLine) CompletionStats {
+    std::atomic<std::uint64_t> completed{0};
+    std::atomic<std::uint64_t> failed{0};  // device errors
+    LatencyHistogram queue_wait;
+    LatencyHistogram device_time;
+    LatencyHistogram end_to_end;
+  };
+  std::vector<std::unique_ptr<CompletionStats>> completion_stats_;
+  alignas(kCacheLine) std::atomic<std::uint64_t> rejected_{0};
+};
+
+}  // namespace gpubatch::detail

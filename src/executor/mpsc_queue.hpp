@@ -1,0 +1,357 @@
+#pragma once
+// A bounded multi-producer, single-consumer queue (Vyukov / rigtorp style): a ring of slots, each
+// with a sequence number that says whose turn it is, and cache-line separated head and tail.
+// Producers claim a position with one CAS on the tail and publish the slot with a release store;
+// the consumer never writes the tail, so producers and the consumer only meet on the slots.
+//
+// Any capacity >= 1 is allowed (a power of two replaces the division by a mask).
+//
+// The queue can be closed: close() sets a bit in the tail, after which every push returns
+// `closed`, and the consumer learns the final number of positions ever claimed, so it can drain
+// exactly what was accepted (a producer that claimed a position before the close still publishes
+// it; drain_closed() waits for that).
+//
+// BlockingMpscQueue adds waiting for room when full (the overflow policies); the wait uses a
+// mutex and a condition variable on the slow path only: a push that finds room never touches
+// them, and the consumer looks at one counter (after a fence) to know whether anyone waits.
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cassert>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+namespace gpubatch::detail {
+
+inline constexpr std::size_t kCacheLine = 64;
+
+enum class PushResult { ok, full, closed };
+
+template <typename T>
+class MpscQueue {
+  static_assert(std::is_nothrow_move_constructible_v<T>,
+                "a claimed slot must always be published: T's move must not throw");
+  static_assert(std::is_nothrow_destructible_v<T>);
+
+ public:
+  explicit MpscQueue(std::size_t capacity)
+      : capacity_(capacity),
+        pow2_(capacity != 0 && (capacity & (capacity - 1)) == 0),
+        mask_(pow2_ ? capacity - 1 : 0),
+        shift_(pow2_ ? static_cast<unsigned>(std::countr_zero(capacity)) : 0) {
+    if (capacity == 0) throw std::invalid_argument("MpscQueue capacity must be at least 1");
+    if (capacity > (std::size_t{1} << 40)) throw std::invalid_argument("MpscQueue capacity too large");
+    slots_ = static_cast<Slot*>(::operator new[](sizeof(Slot) * capacity, std::align_val_t{alignof(Slot)}));
+    for (std::size_t i = 0; i < capacity; ++i) new (&slots_[i]) Slot(0);
+  }
+
+  MpscQueue(const MpscQueue&) = delete;
+  MpscQueue& operator=(const MpscQueue&) = delete;
+
+  // Destroys the items still in the queue. No producer or consumer may be active.
+  ~MpscQueue() {
+    std::uint64_t head = head_.load(std::memory_order_relaxed);
+    const std::uint64_t tail = tail_.load(std::memory_order_relaxed) & ~kClosedBit;
+    for (; head != tail; ++head) {
+      Slot& s = slot(head);
+      if (s.seq.load(std::memory_order_acquire) == full_seq(head)) s.item()->~T();
+    }
+    for (std::size_t i = 0; i < capacity_; ++i) slots_[i].~Slot();
+    ::operator delete[](slots_, std::align_val_t{alignof(Slot)});
+  }
+
+  // Producers (any thread). Constructs the item in place only when a slot was claimed, so a
+  // failed push leaves `args` untouched (try_push(std::move(x)) keeps x on failure).
+  template <typename... Args>
+  PushResult try_emplace(Args&&... args) noexcept(std::is_nothrow_constructible_v<T, Args&&...>) {
+    std::uint64_t ignored;
+    return try_emplace_at(ignored, std::forward<Args>(args)...);
+  }
+
+  // As try_emplace; on success `position` is the item's position (0, 1, 2, ... in push order).
+  template <typename... Args>
+  PushResult try_emplace_at(std::uint64_t& position, Args&&... args) noexcept(
+      std::is_nothrow_constructible_v<T, Args&&...>) {
+    static_assert(std::is_nothrow_constructible_v<T, Args&&...>,
+                  "a claimed slot must always be published: construction must not throw");
+    std::uint64_t pos = tail_.load(std::memory_order_relaxed);
+    for (;;) {
+      if (pos & kClosedBit) return PushResult::closed;
+      Slot& s = slot(pos);
+      const std::uint64_t seq = s.seq.load(std::memory_order_acquire);
+      const auto diff = static_cast<std::int64_t>(seq - free_seq(pos));
+      if (diff == 0) {
+        if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed,
+                                        std::memory_order_relaxed)) {
+          new (s.storage) T(std::forward<Args>(args)...);
+          s.seq.store(full_seq(pos), std::memory_order_release);
+          position = pos;
+          return PushResult::ok;
+        }
+        // pos was reloaded by the failed CAS
+      } else if (diff < 0) {
+        // The slot still holds the item from one lap ago: full, unless the tail moved on.
+        const std::uint64_t now = tail_.load(std::memory_order_relaxed);
+        if (now == pos) return PushResult::full;
+        pos = now;
+      } else {
+        pos = tail_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
+  PushResult try_push(T&& item) noexcept { return try_emplace(std::move(item)); }
+  PushResult try_push(T&& item, std::uint64_t& position) noexcept {
+    return try_emplace_at(position, std::move(item));
+  }
+
+  // Consumer (one thread at a time). False when the next item is not (yet) published.
+  bool try_pop(T& out) noexcept(std::is_nothrow_move_assignable_v<T>) {
+    const std::uint64_t head = head_.load(std::memory_order_relaxed);
+    Slot& s = slot(head);
+    if (s.seq.load(std::memory_order_acquire) != full_seq(head)) return false;
+    T* p = s.item();
+    out = std::move(*p);
+    p->~T();
+    s.seq.store(free_seq(head + capacity_), std::memory_order_release);
+    head_.store(head + 1, std::memory_order_relaxed);
+    return true;
+  }
+
+  std::optional<T> try_pop() {
+    const std::uint64_t head = head_.load(std::memory_order_relaxed);
+    Slot& s = slot(head);
+    if (s.seq.load(std::memory_order_acquire) != full_seq(head)) return std::nullopt;
+    T* p = s.item();
+    std::optional<T> out(std::move(*p));
+    p->~T();
+    s.seq.store(free_seq(head + capacity_), std::memory_order_release);
+    head_.store(head + 1, std::memory_order_relaxed);
+    return out;
+  }
+
+  // Consumer: calls f(T&&) with the next item, if one is published, then releases its slot
+  // (also when f throws). Saves the move into an intermediate object.
+  template <typename F>
+  bool try_consume(F&& f) {
+    const std::uint64_t head = head_.load(std::memory_order_relaxed);
+    Slot& s = slot(head);
+    if (s.seq.load(std::memory_order_acquire) != full_seq(head)) return false;
+    struct Release {
+      MpscQueue* q;
+      Slot* s;
+      std::uint64_t head;
+      ~Release() {
+        s->item()->~T();
+        s->seq.store(q->free_seq(head + q->capacity_), std::memory_order_release);
+        q->head_.store(head + 1, std::memory_order_relaxed);
+      }
+    } release{this, &s, head};
+    std::forward<F>(f)(std::move(*s.item()));
+    return true;
+  }
+
+  // Consumer: the item at `position` (head <= position < head + capacity) when it is published,
+  // else null. It stays valid (and the consumer may modify it) until the consumer pops it.
+  T* peek(std::uint64_t position) noexcept {
+    Slot& s = slot(position);
+    return s.seq.load(std::memory_order_acquire) == full_seq(position) ? s.item() : nullptr;
+  }
+  std::uint64_t head_position() const noexcept { return head_.load(std::memory_order_relaxed); }
+
+  // Consumer: the item at `position` (head <= position < head + capacity) is published.
+  bool published(std::uint64_t position) const noexcept {
+    return slot(position).seq.load(std::memory_order_acquire) == full_seq(position);
+  }
+
+  // Consumer: the next item is published (try_pop would succeed).
+  bool ready() const noexcept {
+    const std::uint64_t head = head_.load(std::memory_order_relaxed);
+    return slot(head).seq.load(std::memory_order_acquire) == full_seq(head);
+  }
+
+  // Closes the queue: later pushes return `closed`. Returns the number of positions ever
+  // claimed; every one of them is (or is about to be) published. Idempotent.
+  std::uint64_t close() noexcept {
+    return tail_.fetch_or(kClosedBit, std::memory_order_seq_cst) & ~kClosedBit;
+  }
+  bool closed() const noexcept { return tail_.load(std::memory_order_acquire) & kClosedBit; }
+
+  // Consumer, after close(): true when every accepted item has been popped.
+  bool drained() const noexcept {
+    const std::uint64_t tail = tail_.load(std::memory_order_acquire);
+    return (tail & kClosedBit) && head_.load(std::memory_order_relaxed) == (tail & ~kClosedBit);
+  }
+  // Consumer: true while some claimed position has not been popped yet (published or not).
+  bool has_claimed() const noexcept {
+    return head_.load(std::memory_order_relaxed) !=
+           (tail_.load(std::memory_order_acquire) & ~kClosedBit);
+  }
+
+  std::size_t capacity() const noexcept { return capacity_; }
+  // Approximate when producers or the consumer are active.
+  std::size_t size_approx() const noexcept {
+    const std::uint64_t head = head_.load(std::memory_order_acquire);
+    const std::uint64_t tail = tail_.load(std::memory_order_acquire) & ~kClosedBit;
+    return tail > head ? static_cast<std::size_t>(std::min<std::uint64_t>(tail - head, capacity_)) : 0;
+  }
+  bool empty_approx() const noexcept { return size_approx() == 0; }
+  std::uint64_t pushed_approx() const noexcept {
+    return tail_.load(std::memory_order_relaxed) & ~kClosedBit;
+  }
+  std::uint64_t popped_approx() const noexcept { return head_.load(std::memory_order_relaxed); }
+
+ private:
+  static constexpr std::uint64_t kClosedBit = std::uint64_t{1} << 63;
+
+  struct alignas(kCacheLine) Slot {
+    explicit Slot(std::uint64_t s) noexcept : seq(s) {}
+    std::atomic<std::uint64_t> seq;
+    alignas(T) unsigned char storage[sizeof(T)];
+    T* item() noexcept { return std::launder(reinterpret_cast<T*>(storage)); }
+  };
+
+  Slot& slot(std::uint64_t pos) const noexcept {
+    return slots_[pow2_ ? (pos & mask_) : (pos % capacity_)];
+  }
+  // A slot's sequence says whose turn it is (rigtorp's turns): 2 * lap when free for the
+  // producer of position lap * capacity + i, 2 * lap + 1 once that producer published. (Plain
+  // position numbers, as in Vyukov's queue, cannot tell the two apart when the capacity is 1.)
+  std::uint64_t lap(std::uint64_t pos) const noexcept {
+    return pow2_ ? (pos >> shift_) : (pos / capacity_);
+  }
+  std::uint64_t free_seq(std::uint64_t pos) const noexcept { return 2 * lap(pos); }
+  std::uint64_t full_seq(std::uint64_t pos) const noexcept { return 2 * lap(pos) + 1; }
+
+  const std::size_t capacity_;
+  const bool pow2_;
+  const std::uint64_t mask_;
+  const unsigned shift_;
+  Slot* slots_ = nullptr;
+  alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};  // producers
+  alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};  // consumer
+  char pad_[kCacheLine - sizeof(std::atomic<std::uint64_t>)];
+};
+
+// MpscQueue plus waiting for room. Pushes that find room cost what MpscQueue's cost; a push that
+// finds the queue full may wait (push_wait, push_until). The consumer pops with try_pop (which
+// wakes waiters itself) or try_pop_quiet followed by one notify_space() per round of pops.
+template <typename T>
+class BlockingMpscQueue {
+ public:
+  explicit BlockingMpscQueue(std::size_t capacity) : q_(capacity) {}
+
+  PushResult try_push(T&& item) noexcept { return q_.try_push(std::move(item)); }
+  PushResult try_push(T&& item, std::uint64_t& position) noexcept {
+    return q_.try_push(std::move(item), position);
+  }
+
+  // Waits while full. Returns ok or closed.
+  PushResult push_wait(T&& item) {
+    std::uint64_t ignored;
+    return push_wait(std::move(item), ignored);
+  }
+  PushResult push_wait(T&& item, std::uint64_t& position) {
+    PushResult r = q_.try_push(std::move(item), position);
+    if (r != PushResult::full) return r;
+    return slow_push(item, nullptr, position);
+  }
+
+  // Waits while full, up to `deadline`; full when it passed with no room.
+  PushResult push_until(T&& item, std::chrono::steady_clock::time_point deadline) {
+    std::uint64_t ignored;
+    return push_until(std::move(item), deadline, ignored);
+  }
+  PushResult push_until(T&& item, std::chrono::steady_clock::time_point deadline,
+                        std::uint64_t& position) {
+    PushResult r = q_.try_push(std::move(item), position);
+    if (r != PushResult::full) return r;
+    return slow_push(item, &deadline, position);
+  }
+
+  template <typename Rep, typename Period>
+  PushResult push_for(T&& item, std::chrono::duration<Rep, Period> timeout) {
+    return push_until(std::move(item),
+                      std::chrono::steady_clock::now() +
+                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout));
+  }
+
+  // Consumer.
+  bool try_pop(T& out) {
+    if (!q_.try_pop(out)) return false;
+    notify_space();
+    return true;
+  }
+  bool try_pop_quiet(T& out) { return q_.try_pop(out); }
+  template <typename F>
+  bool try_consume_quiet(F&& f) {
+    return q_.try_consume(std::forward<F>(f));
+  }
+  // Wakes producers that wait for room, if any do. Call after a round of try_pop_quiet.
+  void notify_space() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_relaxed) != 0) {
+      { std::lock_guard<std::mutex> lock(mutex_); }
+      cv_.notify_all();
+    }
+  }
+
+  // Closes the queue and wakes every waiting producer (they return closed).
+  std::uint64_t close() {
+    const std::uint64_t n = q_.close();
+    { std::lock_guard<std::mutex> lock(mutex_); }
+    cv_.notify_all();
+    return n;
+  }
+
+  MpscQueue<T>& raw() noexcept { return q_; }
+  const MpscQueue<T>& raw() const noexcept { return q_; }
+  bool closed() const noexcept { return q_.closed(); }
+  bool ready() const noexcept { return q_.ready(); }
+  bool published(std::uint64_t position) const noexcept { return q_.published(position); }
+  bool drained() const noexcept { return q_.drained(); }
+  bool has_claimed() const noexcept { return q_.has_claimed(); }
+  std::size_t size_approx() const noexcept { return q_.size_approx(); }
+  std::size_t capacity() const noexcept { return q_.capacity(); }
+  std::size_t waiters() const noexcept { return waiters_.load(std::memory_order_relaxed); }
+
+ private:
+  PushResult slow_push(T& item, const std::chrono::steady_clock::time_point* deadline,
+                       std::uint64_t& position) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    PushResult r;
+    for (;;) {
+      r = q_.try_push(std::move(item), position);
+      if (r != PushResult::full) break;
+      if (deadline) {
+        if (cv_.wait_until(lock, *deadline) == std::cv_status::timeout) {
+          r = q_.try_push(std::move(item), position);
+          break;
+        }
+      } else {
+        cv_.wait(lock);
+      }
+    }
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
+    return r;
+  }
+
+  MpscQueue<T> q_;
+  alignas(kCacheLine) std::atomic<std::size_t> waiters_{0};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+};
+
+}  // namespace gpubatch::detail

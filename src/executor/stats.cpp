@@ -1,0 +1,124 @@
+// Prometheus text exposition of a Stats snapshot.
+#include <cstdio>
+#include <string>
+
+#include "gpubatch/stats.hpp"
+
+namespace gpubatch {
+
+namespace {
+
+class Writer {
+ public:
+  explicit Writer(std::string_view prefix) : prefix_(prefix) {}
+
+  void header(std::string_view name, std::string_view type, std::string_view help) {
+    out_ += "# HELP ";
+    out_ += prefix_;
+    out_ += '_';
+    out_ += name;
+    out_ += ' ';
+    out_ += help;
+    out_ += "\n# TYPE ";
+    out_ += prefix_;
+    out_ += '_';
+    out_ += name;
+    out_ += ' ';
+    out_ += type;
+    out_ += '\n';
+  }
+  void sample(std::string_view name, std::string_view labels, double value) {
+    out_ += prefix_;
+    out_ += '_';
+    out_ += name;
+    if (!labels.empty()) {
+      out_ += '{';
+      out_ += labels;
+      out_ += '}';
+    }
+    out_ += ' ';
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", value);
+    out_ += buf;
+    out_ += '\n';
+  }
+  void sample(std::string_view name, std::string_view labels, std::uint64_t value) {
+    out_ += prefix_;
+    out_ += '_';
+    out_ += name;
+    if (!labels.empty()) {
+      out_ += '{';
+      out_ += labels;
+      out_ += '}';
+    }
+    out_ += ' ';
+    out_ += std::to_string(value);
+    out_ += '\n';
+  }
+  void latency(std::string_view name, std::string_view help, const LatencySummary& s) {
+    header(name, "summary", help);
+    auto seconds = [](std::chrono::nanoseconds d) { return static_cast<double>(d.count()) * 1e-9; };
+    sample(name, "quantile=\"0.5\"", seconds(s.p50));
+    sample(name, "quantile=\"0.9\"", seconds(s.p90));
+    sample(name, "quantile=\"0.99\"", seconds(s.p99));
+    sample(std::string(name) + "_sum", "",
+           seconds(s.mean) * static_cast<double>(s.count));
+    sample(std::string(name) + "_count", "", s.count);
+    header(std::string(name) + "_max", "gauge", std::string("Largest sample of ") + std::string(name) + ".");
+    sample(std::string(name) + "_max", "", seconds(s.max));
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  std::string_view prefix_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string to_prometheus(const Stats& s, std::string_view prefix) {
+  Writer w(prefix);
+  w.header("requests_submitted_total", "counter", "Requests accepted into the queue.");
+  w.sample("requests_submitted_total", "", s.submitted);
+  w.header("requests_total", "counter", "Requests by how they ended.");
+  w.sample("requests_total", "outcome=\"completed\"", s.completed);
+  w.sample("requests_total", "outcome=\"failed\"", s.failed);
+  w.sample("requests_total", "outcome=\"rejected\"", s.rejected);
+  w.header("request_failures_total", "counter", "Accepted requests that failed, by cause.");
+  w.sample("request_failures_total", "cause=\"deadline\"", s.expired);
+  w.sample("request_failures_total", "cause=\"cancelled\"", s.cancelled);
+  w.sample("request_failures_total", "cause=\"device\"", s.device_errors);
+  w.header("queue_depth", "gauge", "Accepted requests not yet in a submitted batch.");
+  w.sample("queue_depth", "", s.queue_depth);
+  w.header("inflight_batches", "gauge", "Batches submitted to the device and not yet complete.");
+  w.sample("inflight_batches", "", s.inflight_batches);
+  w.header("batches_total", "counter", "Batches submitted to the device.");
+  w.sample("batches_total", "", s.batches);
+  w.header("flushes_total", "counter", "Batch flushes by reason.");
+  w.sample("flushes_total", "reason=\"size\"", s.flushes.size);
+  w.sample("flushes_total", "reason=\"deadline\"", s.flushes.deadline);
+  w.sample("flushes_total", "reason=\"idle\"", s.flushes.idle);
+  w.sample("flushes_total", "reason=\"shutdown\"", s.flushes.shutdown);
+  w.header("batch_size_mean", "gauge", "Mean requests per batch.");
+  w.sample("batch_size_mean", "", s.mean_batch_size);
+  w.header("batch_fill_mean", "gauge", "Mean batch size divided by max_batch_size.");
+  w.sample("batch_fill_mean", "", s.mean_fill);
+  w.header("batch_size_max", "gauge", "Configured max_batch_size.");
+  w.sample("batch_size_max", "", static_cast<std::uint64_t>(s.max_batch_size));
+  w.latency("queue_wait_seconds", "Time from acceptance to the batch's submission.", s.queue_wait);
+  w.latency("device_seconds", "Time from a batch's submission to its completion.", s.device_time);
+  w.latency("end_to_end_seconds", "Time from acceptance to the result.", s.end_to_end);
+  w.header("transfers_total", "counter", "Upload and download passes on the device.");
+  w.sample("transfers_total", "direction=\"up\"", s.transfers.uploads);
+  w.sample("transfers_total", "direction=\"down\"", s.transfers.downloads);
+  w.header("transfer_bytes_total", "counter", "Bytes moved to and from the device.");
+  w.sample("transfer_bytes_total", "direction=\"up\"", s.transfers.bytes_up);
+  w.sample("transfer_bytes_total", "direction=\"down\"", s.transfers.bytes_down);
+  w.header("device_dispatches_total", "counter", "Compute dispatches recorded on the device.");
+  w.sample("device_dispatches_total", "", s.transfers.dispatches);
+  w.header("device_submissions_total", "counter", "Queue submissions on the device.");
+  w.sample("device_submissions_total", "", s.transfers.submissions);
+  return w.take();
+}
+
+}  // namespace gpubatch

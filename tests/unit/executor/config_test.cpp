@@ -1,0 +1,207 @@
+// BatchConfig: presets, preset files, user files, environment, validation.
+#include "gpubatch/config.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include "gpubatch/error.hpp"
+
+namespace {
+
+using gpubatch::BatchConfig;
+using gpubatch::Error;
+using gpubatch::ErrorCode;
+using gpubatch::FlushPolicy;
+using gpubatch::OverflowPolicy;
+using namespace std::chrono_literals;
+
+// Expects Error(invalid_config) whose message mentions `needle`.
+template <typename F>
+void expect_invalid(F&& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected invalid_config mentioning \"" << needle << "\"";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_config) << e.what();
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
+        << "message \"" << e.what() << "\" does not mention \"" << needle << "\"";
+  }
+}
+
+TEST(BatchConfig, PresetsHaveTheDesignNumbers) {
+  EXPECT_EQ(BatchConfig::latency().max_batch_size, 256u);
+  EXPECT_EQ(BatchConfig::latency().max_wait, 1ms);
+  EXPECT_EQ(BatchConfig::balanced().max_batch_size, 1024u);
+  EXPECT_EQ(BatchConfig::balanced().max_wait, 5ms);
+  EXPECT_EQ(BatchConfig::throughput().max_batch_size, 2048u);
+  EXPECT_EQ(BatchConfig::throughput().max_wait, 10ms);
+  EXPECT_EQ(BatchConfig::adaptive().max_batch_size, 4096u);
+  EXPECT_EQ(BatchConfig::adaptive().policy, FlushPolicy::adaptive);
+  EXPECT_EQ(BatchConfig{}, BatchConfig::balanced());
+  for (auto name : BatchConfig::preset_names) {
+    EXPECT_NO_THROW(BatchConfig::preset(name).validate()) << name;
+  }
+  EXPECT_EQ(BatchConfig::preset("throughput"), BatchConfig::throughput());
+}
+
+TEST(BatchConfig, UnknownPresetIsNamed) {
+  expect_invalid([] { BatchConfig::preset("fastest"); }, "fastest");
+}
+
+#ifdef GPUBATCH_CONFIG_DIR
+TEST(BatchConfig, ShippedPresetFilesEqualTheBuiltInPresets) {
+  for (auto name : BatchConfig::preset_names) {
+    const auto path = std::filesystem::path(GPUBATCH_CONFIG_DIR) / (std::string(name) + ".toml");
+    ASSERT_TRUE(std::filesystem::exists(path)) << path;
+    EXPECT_EQ(BatchConfig::from_file(path), BatchConfig::preset(name)) << path;
+  }
+}
+#endif
+
+TEST(BatchConfig, FileStartsFromAPresetAndOverridesKeys) {
+  const auto c = BatchConfig::from_string(R"(
+    preset = "latency"
+    max_wait_us = 250
+    overflow = "reject"
+    max_inflight_batches = 5
+  )");
+  BatchConfig expected = BatchConfig::latency();
+  expected.max_wait = 250us;
+  expected.overflow = OverflowPolicy::reject;
+  expected.max_inflight_batches = 5;
+  EXPECT_EQ(c, expected);
+}
+
+TEST(BatchConfig, FileWithoutPresetStartsFromBalanced) {
+  const auto c = BatchConfig::from_string("max_batch_size = 64\npolicy = \"adaptive\"\n");
+  BatchConfig expected = BatchConfig::balanced();
+  expected.max_batch_size = 64;
+  expected.policy = FlushPolicy::adaptive;
+  EXPECT_EQ(c, expected);
+}
+
+TEST(BatchConfig, FromFileReadsAFile) {
+  const auto path = std::filesystem::temp_directory_path() / "gpubatch_config_test.toml";
+  {
+    std::ofstream out(path);
+    out << "preset = \"throughput\"\nqueue_capacity = 1000\n";
+  }
+  auto c = BatchConfig::from_file(path);
+  EXPECT_EQ(c.max_batch_size, 2048u);
+  EXPECT_EQ(c.queue_capacity, 1000u);
+  std::filesystem::remove(path);
+  expect_invalid([&] { BatchConfig::from_file(path); }, path.string());
+}
+
+TEST(BatchConfig, BadFilesNameTheKey) {
+  expect_invalid([] { BatchConfig::from_string("max_batchsize = 3", "my.toml"); }, "max_batchsize");
+  expect_invalid([] { BatchConfig::from_string("max_batchsize = 3", "my.toml"); }, "my.toml");
+  expect_invalid([] { BatchConfig::from_string("max_batch_size = -4"); }, "max_batch_size");
+  expect_invalid([] { BatchConfig::from_string("max_batch_size = -4"); }, "negative");
+  expect_invalid([] { BatchConfig::from_string("queue_capacity = 0"); }, "queue_capacity");
+  expect_invalid([] { BatchConfig::from_string("max_wait_us = \"5ms\""); }, "max_wait_us");
+  expect_invalid([] { BatchConfig::from_string("max_wait_us = 1.5"); }, "max_wait_us");
+  expect_invalid([] { BatchConfig::from_string("policy = \"eager\""); }, "eager");
+  expect_invalid([] { BatchConfig::from_string("overflow = 3"); }, "overflow");
+  expect_invalid([] { BatchConfig::from_string("preset = \"nope\""); }, "nope");
+  expect_invalid([] { BatchConfig::from_string("max_batch_size = ="); }, "<string>");
+  expect_invalid([] { BatchConfig::from_string("max_wait_us = 0\nmax_batch_size = 1"); },
+                 "max_wait_us");
+}
+
+TEST(BatchConfig, ValidateNamesTheKey) {
+  auto bad = [](auto mutate, const std::string& key) {
+    BatchConfig c;
+    mutate(c);
+    expect_invalid([&] { c.validate(); }, key);
+  };
+  bad([](BatchConfig& c) { c.max_batch_size = 0; }, "max_batch_size");
+  bad([](BatchConfig& c) { c.max_wait = -1us; }, "max_wait_us");
+  bad([](BatchConfig& c) { c.queue_capacity = 0; }, "queue_capacity");
+  bad([](BatchConfig& c) { c.max_inflight_batches = 0; }, "max_inflight_batches");
+  bad([](BatchConfig& c) { c.max_batch_bytes = 0; }, "max_batch_bytes");
+  bad([](BatchConfig& c) { c.completion_threads = 0; }, "completion_threads");
+  bad([](BatchConfig& c) { c.batch_timeout = 0ms; }, "batch_timeout_ms");
+  bad([](BatchConfig& c) {
+        c.overflow = OverflowPolicy::block_for;
+        c.block_timeout = 0us;
+      },
+      "block_timeout_us");
+  bad([](BatchConfig& c) {
+        c.max_wait = 0us;
+        c.max_batch_size = 1;
+      },
+      "max_wait_us");
+  BatchConfig ok;
+  ok.max_wait = 0us;  // greedy flush: fine while batches may hold more than one request
+  EXPECT_NO_THROW(ok.validate());
+}
+
+class EnvGuard {
+ public:
+  EnvGuard(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~EnvGuard() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(BatchConfig, EnvironmentOverridesKeys) {
+  EnvGuard a("GPUBATCH_MAX_BATCH_SIZE", "77");
+  EnvGuard b("GPUBATCH_MAX_WAIT_US", "1234");
+  EnvGuard c("GPUBATCH_OVERFLOW", "block_for");
+  EnvGuard d("GPUBATCH_POLICY", "adaptive");
+  BatchConfig config = BatchConfig::latency();
+  config.apply_environment();
+  EXPECT_EQ(config.max_batch_size, 77u);
+  EXPECT_EQ(config.max_wait, 1234us);
+  EXPECT_EQ(config.overflow, OverflowPolicy::block_for);
+  EXPECT_EQ(config.policy, FlushPolicy::adaptive);
+  EXPECT_EQ(config.queue_capacity, BatchConfig::latency().queue_capacity);
+}
+
+TEST(BatchConfig, EnvironmentPresetComesFirst) {
+  EnvGuard a("GPUBATCH_PRESET", "throughput");
+  EnvGuard b("GPUBATCH_QUEUE_CAPACITY", "4096");
+  const auto config = BatchConfig::from_environment(BatchConfig::latency());
+  BatchConfig expected = BatchConfig::throughput();
+  expected.queue_capacity = 4096;
+  EXPECT_EQ(config, expected);
+}
+
+TEST(BatchConfig, BadEnvironmentNamesTheVariable) {
+  {
+    EnvGuard a("GPUBATCH_MAX_BATCH_SIZE", "12x");
+    expect_invalid([] { BatchConfig::from_environment(); }, "GPUBATCH_MAX_BATCH_SIZE");
+  }
+  {
+    EnvGuard a("GPUBATCH_QUEUE_CAPACITY", "-5");
+    expect_invalid([] { BatchConfig::from_environment(); }, "GPUBATCH_QUEUE_CAPACITY");
+  }
+  {
+    EnvGuard a("GPUBATCH_QUEUE_CAPACITY", "0");
+    expect_invalid([] { BatchConfig::from_environment(); }, "queue_capacity");
+  }
+  {
+    EnvGuard a("GPUBATCH_PRESET", "speedy");
+    expect_invalid([] { BatchConfig::from_environment(); }, "GPUBATCH_PRESET");
+  }
+  {
+    EnvGuard a("GPUBATCH_OVERFLOW", "drop");
+    expect_invalid([] { BatchConfig::from_environment(); }, "GPUBATCH_OVERFLOW");
+  }
+}
+
+}  // namespace

@@ -1,0 +1,244 @@
+#pragma once
+// A BatchDevice for executor tests: runs every request with the CPU reference at submit time and
+// completes the batch after an optional delay. It records what it saw (batch sizes, ops, a marker
+// per request) and injects faults: throw on submit, throw on wait, pause (no batch completes
+// until resume()).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "executor/batch_device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/ops.hpp"
+#include "gpubatch/reference.hpp"
+
+namespace gpubatch::testing {
+
+class FakeDevice : public detail::BatchDevice {
+ public:
+  struct Options {
+    std::chrono::microseconds delay{0};  // completion this long after submit
+    std::size_t max_request_bytes = std::size_t{1} << 30;
+    bool record_markers = true;  // remember a[0] of each request (NaN when a is empty)
+  };
+
+  FakeDevice() : FakeDevice(Options{}) {}
+  explicit FakeDevice(Options options) : state_(std::make_shared<State>()), options_(options) {
+    state_->delay = options.delay;
+  }
+
+  std::string name() const override { return "fake device"; }
+  std::size_t max_request_bytes() const override { return options_.max_request_bytes; }
+
+  std::unique_ptr<detail::InFlightBatch> submit(
+      std::span<const Request* const> requests) override {
+    std::vector<Result> results(requests.size());
+    std::vector<std::optional<std::string>> errors(requests.size());
+    std::uint64_t up = 0, down = 0;
+    std::vector<Op> ops;
+    ops.reserve(requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      const Request& r = *requests[i];
+      up += input_bytes(r);
+      down += output_bytes(r);
+      ops.push_back(r.op);
+      try {
+        if (fail_marker_ && !r.a.empty() && r.a[0] == *fail_marker_)
+          throw Error(ErrorCode::internal, "fake device: injected fault for one request");
+        results[i] = reference::run(r);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    }
+    std::unique_lock<std::mutex> lock(state_->m);
+    if (state_->fail_submit > 0) {
+      --state_->fail_submit;
+      ++state_->submit_faults;
+      throw Error(state_->fail_submit_code, "fake device: injected fault on submit");
+    }
+    state_->batch_sizes.push_back(requests.size());
+    state_->batch_ops.push_back(ops);
+    if (options_.record_markers) {
+      for (const Request* r : requests)
+        state_->markers.push_back(r->a.empty() ? std::numeric_limits<float>::quiet_NaN() : r->a[0]);
+    }
+    state_->requests_seen += requests.size();
+    state_->totals.uploads += 1;
+    state_->totals.downloads += 1;
+    state_->totals.bytes_up += up;
+    state_->totals.bytes_down += down;
+    std::sort(ops.begin(), ops.end());
+    state_->totals.dispatches +=
+        static_cast<std::uint64_t>(std::unique(ops.begin(), ops.end()) - ops.begin());
+    state_->totals.submissions += 1;
+    ++state_->inflight;
+    state_->max_inflight = std::max(state_->max_inflight, state_->inflight);
+    std::optional<ErrorCode> wait_fault;
+    if (state_->fail_wait > 0) {
+      --state_->fail_wait;
+      wait_fault = state_->fail_wait_code;
+    }
+    const auto ready = std::chrono::steady_clock::now() + state_->delay;
+    state_->cv.notify_all();
+    return std::make_unique<Batch>(state_, std::move(results), std::move(errors), ready, wait_fault);
+  }
+
+  detail::TransferTotals transfers() const override {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->totals;
+  }
+
+  // ---- control ----
+  void pause() {
+    std::lock_guard<std::mutex> lock(state_->m);
+    state_->paused = true;
+  }
+  void resume() {
+    {
+      std::lock_guard<std::mutex> lock(state_->m);
+      state_->paused = false;
+    }
+    state_->cv.notify_all();
+  }
+  void set_delay(std::chrono::microseconds d) {
+    std::lock_guard<std::mutex> lock(state_->m);
+    state_->delay = d;
+  }
+  void fail_next_submit(ErrorCode code = ErrorCode::device_lost, int count = 1) {
+    std::lock_guard<std::mutex> lock(state_->m);
+    state_->fail_submit = count;
+    state_->fail_submit_code = code;
+  }
+  void fail_next_wait(ErrorCode code = ErrorCode::device_lost, int count = 1) {
+    std::lock_guard<std::mutex> lock(state_->m);
+    state_->fail_wait = count;
+    state_->fail_wait_code = code;
+  }
+
+  // take_result() throws for requests whose a[0] equals `marker` (set before use).
+  void fail_results_with_marker(float marker) { fail_marker_ = marker; }
+
+  // ---- observation ----
+  std::vector<std::size_t> batch_sizes() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->batch_sizes;
+  }
+  std::vector<std::vector<Op>> batch_ops() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->batch_ops;
+  }
+  std::vector<float> markers() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->markers;
+  }
+  std::size_t batches() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->batch_sizes.size();
+  }
+  std::size_t requests_seen() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->requests_seen;
+  }
+  std::size_t inflight() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->inflight;
+  }
+  std::size_t max_inflight() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->max_inflight;
+  }
+  int submit_faults() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->submit_faults;
+  }
+  // Waits until at least n batches were submitted; false on timeout.
+  bool wait_for_batches(std::size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(30)) const {
+    std::unique_lock<std::mutex> lock(state_->m);
+    return state_->cv.wait_for(lock, timeout, [&] { return state_->batch_sizes.size() >= n; });
+  }
+  // Waits until n batches are in flight (submitted, not yet released by the executor).
+  bool wait_for_inflight(std::size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(30)) const {
+    std::unique_lock<std::mutex> lock(state_->m);
+    return state_->cv.wait_for(lock, timeout, [&] { return state_->inflight >= n; });
+  }
+
+ private:
+  struct State {
+    mutable std::mutex m;
+    std::condition_variable cv;
+    bool paused = false;
+    std::chrono::microseconds delay{0};
+    int fail_submit = 0;
+    ErrorCode fail_submit_code = ErrorCode::device_lost;
+    int fail_wait = 0;
+    ErrorCode fail_wait_code = ErrorCode::device_lost;
+    int submit_faults = 0;
+    std::vector<std::size_t> batch_sizes;
+    std::vector<std::vector<Op>> batch_ops;
+    std::vector<float> markers;
+    std::size_t requests_seen = 0;
+    std::size_t inflight = 0;
+    std::size_t max_inflight = 0;
+    detail::TransferTotals totals;
+  };
+
+  class Batch : public detail::InFlightBatch {
+   public:
+    Batch(std::shared_ptr<State> state, std::vector<Result> results,
+          std::vector<std::optional<std::string>> errors,
+          std::chrono::steady_clock::time_point ready, std::optional<ErrorCode> wait_fault)
+        : state_(std::move(state)),
+          results_(std::move(results)),
+          errors_(std::move(errors)),
+          ready_(ready),
+          wait_fault_(wait_fault) {}
+    ~Batch() override {
+      {
+        std::lock_guard<std::mutex> lock(state_->m);
+        --state_->inflight;
+      }
+      state_->cv.notify_all();
+    }
+
+    bool wait_for(std::chrono::nanoseconds timeout) override {
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      std::unique_lock<std::mutex> lock(state_->m);
+      for (;;) {
+        const auto now = std::chrono::steady_clock::now();
+        if (!state_->paused && now >= ready_) break;
+        if (now >= deadline) return false;
+        state_->cv.wait_until(lock, state_->paused ? deadline : std::min(deadline, ready_));
+      }
+      if (wait_fault_) throw Error(*wait_fault_, "fake device: injected fault on wait");
+      return true;
+    }
+
+    void take_result(std::size_t index, Result& out) override {
+      if (errors_.at(index)) throw Error(ErrorCode::internal, *errors_[index]);
+      out = std::move(results_.at(index));
+    }
+
+   private:
+    std::shared_ptr<State> state_;
+    std::vector<Result> results_;
+    std::vector<std::optional<std::string>> errors_;
+    std::chrono::steady_clock::time_point ready_;
+    std::optional<ErrorCode> wait_fault_;
+  };
+
+  std::shared_ptr<State> state_;
+  Options options_;
+  std::optional<float> fail_marker_;
+};
+
+}  // namespace gpubatch::testing

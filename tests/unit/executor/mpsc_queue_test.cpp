@@ -1,0 +1,312 @@
+// The bounded MPSC queue, tested as a library of its own.
+#include "executor/mpsc_queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using gpubatch::detail::BlockingMpscQueue;
+using gpubatch::detail::MpscQueue;
+using gpubatch::detail::PushResult;
+using namespace std::chrono_literals;
+
+TEST(MpscQueue, SingleThreadFifoFullAndEmpty) {
+  MpscQueue<int> q(4);
+  EXPECT_EQ(q.capacity(), 4u);
+  int out = -1;
+  EXPECT_FALSE(q.try_pop(out));
+  EXPECT_FALSE(q.ready());
+  for (int i = 1; i <= 4; ++i) EXPECT_EQ(q.try_push(int{i}), PushResult::ok);
+  EXPECT_EQ(q.size_approx(), 4u);
+  EXPECT_EQ(q.try_push(5), PushResult::full);
+  for (int i = 1; i <= 4; ++i) {
+    ASSERT_TRUE(q.try_pop(out));
+    EXPECT_EQ(out, i);
+  }
+  EXPECT_FALSE(q.try_pop(out));
+  EXPECT_EQ(q.size_approx(), 0u);
+  EXPECT_TRUE(q.empty_approx());
+}
+
+TEST(MpscQueue, CapacityOneAlternates) {
+  MpscQueue<int> q(1);
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(q.try_push(int{i}), PushResult::ok);
+    ASSERT_EQ(q.try_push(int{-1}), PushResult::full);
+    int out = -1;
+    ASSERT_TRUE(q.try_pop(out));
+    ASSERT_EQ(out, i);
+    ASSERT_FALSE(q.try_pop(out));
+  }
+}
+
+TEST(MpscQueue, ZeroCapacityIsRefused) { EXPECT_THROW(MpscQueue<int>(0), std::invalid_argument); }
+
+class MpscQueueWrap : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(MpscQueueWrap, WrapsAroundManyTimes) {
+  const std::size_t cap = GetParam();
+  MpscQueue<std::uint64_t> q(cap);
+  std::uint64_t next_in = 0, next_out = 0;
+  // Vary the fill level so that head and tail cross the end of the ring at every offset.
+  for (int round = 0; round < 2000; ++round) {
+    const std::size_t fill = 1 + static_cast<std::size_t>(round) % cap;
+    for (std::size_t i = 0; i < fill; ++i) {
+      std::uint64_t pos = 0;
+      ASSERT_EQ(q.try_push(std::uint64_t{next_in}, pos), PushResult::ok);
+      ASSERT_EQ(pos, next_in);
+      ++next_in;
+    }
+    if (fill == cap) {
+      EXPECT_EQ(q.try_push(std::uint64_t{0}), PushResult::full);
+    }
+    for (std::size_t i = 0; i < fill; ++i) {
+      EXPECT_TRUE(q.published(next_out));
+      auto v = q.try_pop();
+      ASSERT_TRUE(v.has_value());
+      ASSERT_EQ(*v, next_out);
+      ++next_out;
+    }
+    ASSERT_FALSE(q.try_pop().has_value());
+  }
+  EXPECT_EQ(q.pushed_approx(), next_in);
+  EXPECT_EQ(q.popped_approx(), next_out);
+}
+
+INSTANTIATE_TEST_SUITE_P(Capacities, MpscQueueWrap, ::testing::Values(1, 2, 3, 4, 7, 8, 100, 128));
+
+TEST(MpscQueue, MoveOnlyPayloadAndFailedPushKeepsItem) {
+  MpscQueue<std::unique_ptr<int>> q(2);
+  EXPECT_EQ(q.try_push(std::make_unique<int>(1)), PushResult::ok);
+  EXPECT_EQ(q.try_push(std::make_unique<int>(2)), PushResult::ok);
+  auto keep = std::make_unique<int>(3);
+  EXPECT_EQ(q.try_push(std::move(keep)), PushResult::full);
+  ASSERT_NE(keep, nullptr);  // a failed push moves nothing
+  EXPECT_EQ(*keep, 3);
+  std::unique_ptr<int> out;
+  ASSERT_TRUE(q.try_pop(out));
+  EXPECT_EQ(*out, 1);
+  EXPECT_EQ(q.try_push(std::move(keep)), PushResult::ok);
+  EXPECT_EQ(keep, nullptr);
+  ASSERT_TRUE(q.try_pop(out));
+  EXPECT_EQ(*out, 2);
+  ASSERT_TRUE(q.try_pop(out));
+  EXPECT_EQ(*out, 3);
+}
+
+struct Counted {
+  static inline std::atomic<int> live{0};
+  int value = 0;
+  explicit Counted(int v = 0) noexcept : value(v) { ++live; }
+  Counted(Counted&& o) noexcept : value(o.value) { ++live; }
+  Counted& operator=(Counted&& o) noexcept {
+    value = o.value;
+    return *this;
+  }
+  ~Counted() { --live; }
+};
+
+TEST(MpscQueue, DestroysRemainingItems) {
+  Counted::live = 0;
+  {
+    MpscQueue<Counted> q(8);
+    for (int i = 0; i < 6; ++i) ASSERT_EQ(q.try_emplace(i), PushResult::ok);
+    EXPECT_EQ(Counted::live.load(), 6);
+    {
+      Counted out;
+      ASSERT_TRUE(q.try_pop(out));
+      EXPECT_EQ(out.value, 0);
+    }
+    EXPECT_EQ(Counted::live.load(), 5);
+    ASSERT_TRUE(q.try_consume([](Counted&& c) { EXPECT_EQ(c.value, 1); }));
+    EXPECT_EQ(Counted::live.load(), 4);
+  }
+  EXPECT_EQ(Counted::live.load(), 0);
+}
+
+TEST(MpscQueue, ConsumeReleasesTheSlotWhenTheConsumerThrows) {
+  Counted::live = 0;
+  MpscQueue<Counted> q(2);
+  ASSERT_EQ(q.try_emplace(1), PushResult::ok);
+  ASSERT_EQ(q.try_emplace(2), PushResult::ok);
+  EXPECT_THROW(q.try_consume([](Counted&&) { throw std::runtime_error("x"); }), std::runtime_error);
+  EXPECT_EQ(Counted::live.load(), 1);
+  EXPECT_EQ(q.try_emplace(3), PushResult::ok);
+  std::vector<int> seen;
+  while (q.try_consume([&](Counted&& c) { seen.push_back(c.value); })) {
+  }
+  EXPECT_EQ(seen, (std::vector<int>{2, 3}));
+}
+
+TEST(MpscQueue, CloseRefusesPushesAndReportsTheAcceptedCount) {
+  MpscQueue<int> q(4);
+  ASSERT_EQ(q.try_push(1), PushResult::ok);
+  ASSERT_EQ(q.try_push(2), PushResult::ok);
+  EXPECT_FALSE(q.closed());
+  EXPECT_EQ(q.close(), 2u);
+  EXPECT_TRUE(q.closed());
+  EXPECT_EQ(q.close(), 2u);  // idempotent
+  EXPECT_EQ(q.try_push(3), PushResult::closed);
+  EXPECT_FALSE(q.drained());
+  EXPECT_TRUE(q.has_claimed());
+  int out;
+  ASSERT_TRUE(q.try_pop(out));
+  ASSERT_TRUE(q.try_pop(out));
+  EXPECT_EQ(out, 2);
+  EXPECT_TRUE(q.drained());
+  EXPECT_FALSE(q.has_claimed());
+}
+
+TEST(MpscQueue, ClosingAFullQueueSaysClosedNotFull) {
+  MpscQueue<int> q(1);
+  ASSERT_EQ(q.try_push(1), PushResult::ok);
+  ASSERT_EQ(q.try_push(2), PushResult::full);
+  q.close();
+  EXPECT_EQ(q.try_push(2), PushResult::closed);
+}
+
+// Many producers, one consumer: every item is seen exactly once, and each producer's items come
+// out in the order it pushed them.
+TEST(MpscQueue, ManyProducersEveryItemOnceInPerProducerOrder) {
+  constexpr int kProducers = 8;
+  constexpr std::uint64_t kPerProducer = 40000;
+  MpscQueue<std::uint64_t> q(256);  // small, so producers find it full often
+  std::atomic<bool> go{false};
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      while (!go.load()) std::this_thread::yield();
+      for (std::uint64_t i = 0; i < kPerProducer; ++i) {
+        const std::uint64_t v = (static_cast<std::uint64_t>(p) << 32) | i;
+        while (q.try_push(std::uint64_t{v}) != PushResult::ok) std::this_thread::yield();
+      }
+    });
+  }
+  std::vector<std::uint64_t> next(kProducers, 0);
+  std::uint64_t total = 0;
+  go = true;
+  while (total < kProducers * kPerProducer) {
+    std::uint64_t v;
+    if (!q.try_pop(v)) {
+      std::this_thread::yield();
+      continue;
+    }
+    const auto p = static_cast<std::size_t>(v >> 32);
+    const std::uint64_t i = v & 0xffffffffu;
+    ASSERT_LT(p, static_cast<std::size_t>(kProducers));
+    ASSERT_EQ(i, next[p]) << "producer " << p << " out of order or duplicated";
+    ++next[p];
+    ++total;
+  }
+  for (auto& t : producers) t.join();
+  std::uint64_t extra;
+  EXPECT_FALSE(q.try_pop(extra));
+  for (int p = 0; p < kProducers; ++p) EXPECT_EQ(next[p], kPerProducer);
+}
+
+TEST(BlockingMpscQueue, PushWaitBlocksUntilThereIsRoom) {
+  BlockingMpscQueue<int> q(1);
+  ASSERT_EQ(q.try_push(1), PushResult::ok);
+  std::atomic<bool> pushed{false};
+  std::thread producer([&] {
+    EXPECT_EQ(q.push_wait(2), PushResult::ok);
+    pushed = true;
+  });
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(pushed.load());
+  int out;
+  ASSERT_TRUE(q.try_pop(out));  // wakes the waiter
+  producer.join();
+  EXPECT_TRUE(pushed.load());
+  ASSERT_TRUE(q.try_pop(out));
+  EXPECT_EQ(out, 2);
+}
+
+TEST(BlockingMpscQueue, PushUntilGivesUpWithFull) {
+  BlockingMpscQueue<int> q(1);
+  ASSERT_EQ(q.try_push(1), PushResult::ok);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(q.push_for(2, 30ms), PushResult::full);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 30ms);
+  EXPECT_EQ(q.waiters(), 0u);
+}
+
+TEST(BlockingMpscQueue, CloseWakesWaitingProducers) {
+  BlockingMpscQueue<int> q(1);
+  ASSERT_EQ(q.try_push(1), PushResult::ok);
+  std::vector<std::thread> producers;
+  std::atomic<int> closed{0};
+  for (int i = 0; i < 4; ++i)
+    producers.emplace_back([&] {
+      if (q.push_wait(7) == PushResult::closed) ++closed;
+    });
+  while (q.waiters() < 4) std::this_thread::yield();
+  q.close();
+  for (auto& t : producers) t.join();
+  EXPECT_EQ(closed.load(), 4);
+}
+
+TEST(BlockingMpscQueue, QuietPopsThenOneNotify) {
+  BlockingMpscQueue<int> q(2);
+  ASSERT_EQ(q.try_push(1), PushResult::ok);
+  ASSERT_EQ(q.try_push(2), PushResult::ok);
+  std::thread producer([&] { EXPECT_EQ(q.push_wait(3), PushResult::ok); });
+  while (q.waiters() < 1) std::this_thread::yield();
+  int out;
+  ASSERT_TRUE(q.try_pop_quiet(out));
+  ASSERT_TRUE(q.try_pop_quiet(out));
+  q.notify_space();
+  producer.join();
+  ASSERT_TRUE(q.try_pop(out));
+  EXPECT_EQ(out, 3);
+}
+
+// Producers block on a small queue while the consumer drains, then the queue closes in the
+// middle: every push that said ok is popped exactly once; the others said closed.
+TEST(BlockingMpscQueue, CloseWhileProducersPushEveryAcceptedItemIsPopped) {
+  constexpr int kProducers = 6;
+  BlockingMpscQueue<std::uint64_t> q(16);
+  std::atomic<std::uint64_t> accepted{0};
+  std::atomic<std::uint64_t> refused{0};
+  std::vector<std::thread> producers;
+  for (int p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (std::uint64_t i = 0;; ++i) {
+        const auto r = (i % 3 == 0) ? q.push_for(std::uint64_t{i}, 1ms) : q.push_wait(std::uint64_t{i});
+        if (r == PushResult::ok) ++accepted;
+        else if (r == PushResult::closed) {
+          ++refused;
+          return;
+        }
+        (void)p;
+      }
+    });
+  }
+  std::uint64_t popped = 0;
+  const auto until = std::chrono::steady_clock::now() + 100ms;
+  std::uint64_t v;
+  while (std::chrono::steady_clock::now() < until) {
+    if (q.try_pop(v)) ++popped;
+  }
+  const std::uint64_t final_count = q.close();
+  // Drain what was accepted before the close, including positions still being published.
+  while (!q.drained()) {
+    if (q.try_pop(v)) ++popped;
+    else std::this_thread::yield();
+  }
+  for (auto& t : producers) t.join();
+  EXPECT_EQ(refused.load(), static_cast<std::uint64_t>(kProducers));
+  EXPECT_EQ(popped, accepted.load());
+  EXPECT_EQ(popped, final_count);
+  EXPECT_FALSE(q.try_pop(v));
+}
+
+}  // namespace

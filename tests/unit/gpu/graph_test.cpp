@@ -192,7 +192,11 @@ TEST(Graph, FusedChainAgreesWithTheReferenceOpByOp) {
   }
 }
 
-TEST(Graph, FusedAndUnfusedChainsAgreeWithinTwoUlps) {
+// Fused and unfused kernels are compiled separately, and a GPU compiler may contract or reorder
+// them differently (the H200's does): after 30 steps with subtractions that cancel, they can
+// differ by many ulps near zero. What must hold is closeness on the data's own scale; each step's
+// agreement with the reference is FusedChainAgreesWithTheReferenceOpByOp's job.
+TEST(Graph, FusedAndUnfusedChainsAgreeOnTheDataScale) {
   std::mt19937 rng(17);
   const std::size_t n = 50000;
   auto x = random_floats(n, rng, -6.0f, 6.0f), y = random_floats(n, rng, -2.0f, 2.0f);
@@ -208,9 +212,13 @@ TEST(Graph, FusedAndUnfusedChainsAgreeWithinTwoUlps) {
   };
   const auto fused = run(true), unfused = run(false);
   ASSERT_EQ(fused.size(), unfused.size());
-  std::uint32_t worst = 0;
-  for (std::size_t i = 0; i < n; ++i) worst = std::max(worst, ulps(fused[i], unfused[i]));
-  EXPECT_LE(worst, 2u);
+  std::size_t within_two_ulps = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    ASSERT_LE(std::fabs(fused[i] - unfused[i]), 1e-4f * std::max(1.0f, std::fabs(unfused[i])))
+        << "element " << i << ": fused " << fused[i] << ", unfused " << unfused[i];
+    within_two_ulps += ulps(fused[i], unfused[i]) <= 2;
+  }
+  EXPECT_GE(within_two_ulps, n * 9 / 10) << "most elements agree to the last bits";
 }
 
 TEST(Graph, ChainMatchesComposedReference) {

@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 
-def run(load, args):
-    out = subprocess.run([load, "--json", *args], capture_output=True, text=True)
+def run(command, args):
+    out = subprocess.run([*command, *args, "--json"], capture_output=True, text=True)
     if out.returncode != 0:
         print(out.stderr, file=sys.stderr)
         raise SystemExit(f"gpubatch-load {' '.join(args)} failed ({out.returncode})")
@@ -31,7 +31,7 @@ def main():
     load = a.load.split()
 
     def call(extra):
-        return run(load[0], load[1:] + extra) if len(load) > 1 else run(load[0], extra)
+        return run(load, extra)
 
     common = ["--threads", str(a.threads), "--size", str(a.size), "--op", "relu"]
     with open(a.out, "w") as f:

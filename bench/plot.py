@@ -90,7 +90,7 @@ def plot_bench(rows, title, out):
 
     if by["BM_RequestSize"]:
         fig, ax = plt.subplots(figsize=(6, 4))
-        for key, label in (("BM_RequestSize", "batched (balanced)"), ("BM_RequestSizeUnbatched", "unbatched")):
+        for key, label in (("BM_RequestSize", "batched (adaptive)"), ("BM_RequestSizeUnbatched", "unbatched")):
             pts = sorted((args_of(r["name"])["0"], r["bytes_per_s"] / 1e9) for r in by[key])
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-", label=label)
@@ -108,7 +108,8 @@ def plot_sweep(path, title, out):
     runs = [json.loads(line) for line in open(path) if line.strip()]
     fig, ax = plt.subplots(figsize=(6, 4))
     for preset in PRESETS:
-        pts = sorted((r["throughput_rps"], r["latency_us"]["p50"], r["latency_us"]["p99"])
+        # In order of offered load: past saturation, latency climbs while throughput stops.
+        pts = sorted((r["offered_rps"], r["latency_us"]["p50"], r["latency_us"]["p99"])
                      for r in runs if r["preset"] == preset and r.get("mode") == "open")
         if not pts:
             continue
@@ -116,7 +117,7 @@ def plot_sweep(path, title, out):
         ax.plot([p[0] for p in pts], [p[2] for p in pts], "--", color=line.get_color(), alpha=0.6, label=f"{preset} p99")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("achieved requests/s (open loop)")
+    ax.set_xlabel("offered requests/s (open loop)")
     ax.set_ylabel("latency (us)")
     ax.set_title(f"Latency vs throughput per preset, relu 256 floats\n{title}")
     ax.legend(fontsize=7, ncol=2)

@@ -11,10 +11,10 @@ namespace {
 
 constexpr std::array<std::string_view, kOpCount> kOpNames = {
     "relu", "scale", "add", "sub", "mul", "sigmoid", "tanh",
-    "swish", "gelu", "dot", "matmul", "lerp", "gradients", "interpolate"};
+    "swish", "gelu", "dot", "matmul", "lerp", "gradients", "interpolate", "chain", "custom"};
 
 [[noreturn]] void invalid(const Request& r, const std::string& why) {
-  throw Error(ErrorCode::invalid_argument, std::string(to_string(r.op)) + " request: " + why);
+  throw Error(ErrorCode::invalid_argument, describe_op(r) + ": " + why);
 }
 
 void require_data(const Request& r, std::size_t size, const char* what) {
@@ -35,6 +35,80 @@ void require_states(const Request& r, std::size_t size, const char* what) {
                    " bytes, not a whole number of 16-byte states");
 }
 
+// Ops a chain step may be (besides custom).
+bool chain_op(Op op) {
+  switch (op) {
+    case Op::relu: case Op::scale: case Op::add: case Op::sub: case Op::mul: case Op::sigmoid:
+    case Op::tanh: case Op::swish: case Op::gelu: case Op::lerp:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool binary_op(Op op) { return op == Op::add || op == Op::sub || op == Op::mul || op == Op::lerp; }
+
+std::string step_name(const ChainStep& s) {
+  std::string name = s.op == Op::custom ? (s.kernel ? s.kernel->name : std::string("custom?"))
+                                        : std::string(to_string(s.op));
+  if (s.input >= 0) name += "(in" + std::to_string(s.input) + ")";
+  return name;
+}
+
+void validate_chain(const Request& r) {
+  if (!r.chain) invalid(r, "no chain shape (build it with gpubatch::chain(x)...)");
+  const ChainShape& shape = *r.chain;
+  if (shape.steps().empty()) invalid(r, "the chain has no steps");
+  if (shape.steps().size() > kMaxChainSteps)
+    invalid(r, "the chain has " + std::to_string(shape.steps().size()) + " steps, more than " +
+                   std::to_string(kMaxChainSteps));
+  require_data(r, r.a.size(), "input x");
+  if (shape.inputs() > shape.steps().size())
+    invalid(r, "the chain declares " + std::to_string(shape.inputs()) + " extra inputs for " +
+                   std::to_string(shape.steps().size()) + " steps");
+  if (r.inputs.size() != shape.inputs())
+    invalid(r, "the chain uses " + std::to_string(shape.inputs()) + " extra inputs, the request has " +
+                   std::to_string(r.inputs.size()));
+  for (std::size_t i = 0; i < r.inputs.size(); ++i)
+    if (r.inputs[i].size() != r.a.size())
+      invalid(r, "extra input in" + std::to_string(i) + " has " + std::to_string(r.inputs[i].size()) +
+                     " elements, x has " + std::to_string(r.a.size()));
+  if (!r.b.empty()) invalid(r, "a chain's second operands go in its extra inputs, not in b");
+  for (std::size_t i = 0; i < shape.steps().size(); ++i) {
+    const ChainStep& s = shape.steps()[i];
+    const std::string which = "step " + std::to_string(i + 1) + " (" + step_name(s) + ")";
+    std::uint32_t arity = binary_op(s.op) ? 2 : 1;
+    if (s.op == Op::custom) {
+      if (!s.kernel) invalid(r, which + " has no kernel");
+      if (s.kernel->kind != KernelKind::elementwise)
+        invalid(r, which + ": kernel '" + s.kernel->name + "' is per_segment; only element-wise kernels chain");
+      arity = s.kernel->inputs;
+    } else if (!chain_op(s.op)) {
+      invalid(r, which + " is not an element-wise operation");
+    } else if (s.kernel) {
+      invalid(r, which + " has a kernel but is not a custom step");
+    }
+    if (arity == 2 && (s.input < 0 || static_cast<std::uint32_t>(s.input) >= shape.inputs()))
+      invalid(r, which + " needs a second input (an extra input index below " +
+                     std::to_string(shape.inputs()) + ")");
+    if (arity == 1 && s.input >= 0) invalid(r, which + " takes one input");
+  }
+}
+
+void validate_custom(const Request& r) {
+  if (!r.kernel) invalid(r, "no kernel (use a handle from register_kernel())");
+  require_data(r, r.a.size(), "input a");
+  if (r.kernel->inputs == 2) {
+    if (r.a.size() != r.b.size())
+      invalid(r, "inputs differ in length (a has " + std::to_string(r.a.size()) + ", b has " +
+                     std::to_string(r.b.size()) + " elements)");
+  } else if (!r.b.empty()) {
+    invalid(r, "kernel '" + r.kernel->name + "' takes one input, b has " + std::to_string(r.b.size()) + " elements");
+  }
+  if (r.a.size() > UINT32_MAX || r.kernel->output_floats(r.a.size()) > UINT32_MAX)
+    invalid(r, "more than 2^32 elements");
+}
+
 }  // namespace
 
 std::string_view to_string(Op op) noexcept {
@@ -50,9 +124,76 @@ std::optional<Op> op_from_string(std::string_view name) noexcept {
 
 bool is_elementwise(Op op) noexcept {
   switch (op) {
-    case Op::dot: case Op::matmul: case Op::gradients: case Op::interpolate: return false;
+    case Op::dot: case Op::matmul: case Op::gradients: case Op::interpolate: case Op::custom: return false;
     default: return true;
   }
+}
+
+std::string describe_op(const Request& r) {
+  std::string s(to_string(r.op));
+  s += " request";
+  if (r.op == Op::chain && r.chain) s += " (" + r.chain->describe() + ")";
+  if (r.op == Op::custom && r.kernel) s += " (kernel '" + r.kernel->name + "')";
+  return s;
+}
+
+// ---- chains ---------------------------------------------------------------------------------
+
+ChainShape::ChainShape(std::vector<ChainStep> steps, std::uint32_t inputs)
+    : steps_(std::move(steps)), inputs_(inputs) {
+  key_ = "chain/v1/i" + std::to_string(inputs_);
+  for (const ChainStep& s : steps_) {
+    key_ += '|';
+    if (s.op == Op::custom) key_ += s.kernel ? s.kernel->key : std::string("custom?");
+    else key_ += to_string(s.op);
+    if (s.input >= 0) key_ += ':' + std::to_string(s.input);
+  }
+}
+
+std::string ChainShape::describe() const {
+  std::string s;
+  for (const ChainStep& step : steps_) {
+    if (!s.empty()) s += " -> ";
+    s += step_name(step);
+  }
+  return s;
+}
+
+void ChainBuilder::push(Op op, float scalar, std::vector<float>* y, KernelHandle kernel) {
+  ChainStep step{op, scalar, -1, std::move(kernel)};
+  if (y) {
+    step.input = static_cast<std::int32_t>(inputs_.size());
+    inputs_.push_back(std::move(*y));
+  }
+  steps_.push_back(std::move(step));
+}
+
+Request ChainBuilder::build() && {
+  const auto inputs = static_cast<std::uint32_t>(inputs_.size());
+  return Request::chain_of(std::make_shared<const ChainShape>(std::move(steps_), inputs), std::move(x_),
+                           std::move(inputs_));
+}
+
+ChainBuilder::operator Request() && { return std::move(*this).build(); }
+
+Request Request::chain_of(std::shared_ptr<const ChainShape> shape, std::vector<float> x,
+                          std::vector<std::vector<float>> inputs) {
+  Request r;
+  r.op = Op::chain;
+  r.chain = std::move(shape);
+  r.a = std::move(x);
+  r.inputs = std::move(inputs);
+  return r;
+}
+
+Request Request::custom(KernelHandle kernel, std::vector<float> a, std::vector<float> b, float p) {
+  Request r;
+  r.op = Op::custom;
+  r.kernel = std::move(kernel);
+  r.a = std::move(a);
+  r.b = std::move(b);
+  r.scalar = p;
+  return r;
 }
 
 std::uint8_t pack_layer(Layer layer) {
@@ -167,12 +308,20 @@ void validate(const Request& r) {
       if (r.mode != InterpolationMode::lerp && r.mode != InterpolationMode::slerp)
         invalid(r, "unknown interpolation mode");
       return;
+    case Op::chain:
+      validate_chain(r);
+      return;
+    case Op::custom:
+      validate_custom(r);
+      return;
   }
   invalid(r, "unknown operation " + std::to_string(static_cast<int>(r.op)));
 }
 
 std::size_t input_bytes(const Request& r) noexcept {
-  return (r.a.size() + r.b.size()) * sizeof(float) + r.states_a.size() + r.states_b.size();
+  std::size_t floats = r.a.size() + r.b.size();
+  for (const auto& in : r.inputs) floats += in.size();
+  return floats * sizeof(float) + r.states_a.size() + r.states_b.size();
 }
 
 std::size_t output_bytes(const Request& r) noexcept {
@@ -181,6 +330,7 @@ std::size_t output_bytes(const Request& r) noexcept {
     case Op::matmul: return std::size_t{r.m} * r.n * sizeof(float);
     case Op::gradients: return r.states_a.size() * 2 * sizeof(float);
     case Op::interpolate: return r.states_a.size();
+    case Op::custom: return (r.kernel ? r.kernel->output_floats(r.a.size()) : r.a.size()) * sizeof(float);
     default: return r.a.size() * sizeof(float);
   }
 }

@@ -37,11 +37,11 @@ double exp_argument(Op op, float x) {
 }
 
 // The exact (double) value of an element-wise op on one pair of inputs.
-double exact_value(const Request& r, float xf, float yf) {
+double exact_value(Op op, float scalar, float xf, float yf) {
   const double x = xf, y = yf;
-  switch (r.op) {
+  switch (op) {
     case Op::relu: return x < 0 ? 0.0 : x;
-    case Op::scale: return x * static_cast<double>(r.scalar);
+    case Op::scale: return x * static_cast<double>(scalar);
     case Op::add: return x + y;
     case Op::sub: return x - y;
     case Op::mul: return x * y;
@@ -49,10 +49,11 @@ double exact_value(const Request& r, float xf, float yf) {
     case Op::tanh: return std::tanh(x);
     case Op::swish: return x * sigmoid(x);
     case Op::gelu: return x * sigmoid(gelu_argument(xf));
-    case Op::lerp: return x + static_cast<double>(r.scalar) * (y - x);
+    case Op::lerp: return x + static_cast<double>(scalar) * (y - x);
     default: return 0.0;
   }
 }
+double exact_value(const Request& r, float xf, float yf) { return exact_value(r.op, r.scalar, xf, yf); }
 
 double exact_element(const Request& r, std::size_t i) {
   return exact_value(r, r.a[i], i < r.b.size() ? r.b[i] : 0.0f);
@@ -110,6 +111,105 @@ bool agrees(double got, double want, double bound) {
   return std::fabs(got - want) <= bound;
 }
 
+[[noreturn]] void no_reference_for_custom(const std::string& what) {
+  throw Error(ErrorCode::invalid_argument,
+              what + " runs user GLSL: the CPU reference cannot run or check custom kernels");
+}
+
+// A custom kernel anywhere in the request (itself, or a step of its chain), for messages.
+std::optional<std::string> custom_part(const Request& r) {
+  if (r.op == Op::custom) return describe_op(r);
+  if (r.op == Op::chain && r.chain)
+    for (const ChainStep& s : r.chain->steps())
+      if (s.op == Op::custom)
+        return describe_op(r) + ": its kernel '" + (s.kernel ? s.kernel->name : std::string("?")) + "'";
+  return std::nullopt;
+}
+
+float chain_operand(const Request& r, const ChainStep& s, std::size_t i) {
+  return s.input >= 0 ? r.inputs[static_cast<std::size_t>(s.input)][i] : 0.0f;
+}
+
+// Element i of a chain, step by step, rounded to float after each step as the GPU rounds (the
+// fused kernel keeps each step's result in a `precise` float).
+float chain_element(const Request& r, std::size_t i) {
+  float v = r.a[i];
+  for (const ChainStep& s : r.chain->steps())
+    v = static_cast<float>(exact_value(s.op, s.scalar, v, chain_operand(r, s, i)));
+  return v;
+}
+
+// Largest |d op / d x| (x the running value) anywhere: how much an error in the step's input can
+// grow through it. sigmoid 1/4; tanh 1; swish max 1.0998; gelu (x sigmoid(1.5957692x +
+// 0.0713548x^3)) max 1.1290, both rounded up; scale |s|; mul |y|; lerp |1 - t|.
+double lipschitz(const ChainStep& s, double y) {
+  switch (s.op) {
+    case Op::sigmoid: return 0.25;
+    case Op::swish: case Op::gelu: return 1.15;
+    case Op::scale: return std::fabs(double(s.scalar));
+    case Op::mul: return std::fabs(y);
+    case Op::lerp: return std::fabs(1.0 - double(s.scalar));
+    default: return 1.0;  // relu, add, sub, tanh
+  }
+}
+
+// |d op / d y| for the second operand (which the CPU and GPU read alike, except that a device may
+// flush it to zero when it is denormal).
+double lipschitz_y(const ChainStep& s, double x) {
+  switch (s.op) {
+    case Op::add: case Op::sub: return 1.0;
+    case Op::mul: return std::fabs(x);
+    case Op::lerp: return std::fabs(double(s.scalar));
+    default: return 0.0;
+  }
+}
+
+// The check of element i of a chain (docs/KERNELS.md, "Chains"): follow the step-by-step
+// reference v_k and a bound e_k on |gpu_k - v_k|:
+//   e_k = L_k e_{k-1} + b_k + ulp(v_k)/2 + FLT_MIN (1 + Ly_k [y denormal])
+// where L_k bounds |d op_k/dx| everywhere, b_k is op_k's own bound from check() evaluated at
+// |op_k(v_{k-1})| + L_k e_{k-1} (the GPU's step k sees an input e_{k-1} away), the half ulp is
+// the reference's own rounding, and the FLT_MIN terms admit denormal flush of the step's input,
+// result and second operand.
+std::optional<std::string> check_chain_element(const Request& r, std::size_t i, float got) {
+  constexpr double u = 0x1p-24;
+  float v = r.a[i];
+  double e = std::fabs(v) < FLT_MIN ? FLT_MIN : 0.0;
+  for (const ChainStep& s : r.chain->steps()) {
+    const float y = chain_operand(r, s, i);
+    const double exact = exact_value(s.op, s.scalar, v, y);
+    const double L = lipschitz(s, y);
+    const double spread = L * e;  // how far the GPU's exact step value may be from `exact`
+    double bound;
+    switch (s.op) {
+      case Op::sigmoid: case Op::tanh: case Op::swish: case Op::gelu: {
+        const double reach = std::fabs(double(v)) + e;  // |x| the GPU's step may see
+        const double z = s.op == Op::tanh ? 2.0 * reach
+                         : s.op == Op::gelu ? reach * (1.5957692 + 0.0713548 * reach * reach) * (1 + 1e-6)
+                                            : reach;
+        bound = (1e-5 + 4.0 * z * u) * (std::fabs(exact) + spread) + 1e-30;
+        break;
+      }
+      case Op::lerp:
+        bound = 1e-5 * (std::fabs(double(v)) + e + std::fabs(double(s.scalar) * (double(y) - v)) +
+                        std::fabs(double(s.scalar)) * e);
+        break;
+      default:
+        bound = 1e-5 * (std::fabs(exact) + spread);
+    }
+    v = static_cast<float>(exact);
+    const double half_ulp = std::isfinite(v) ? std::fabs(double(v)) * u : 0.0;
+    e = spread + bound + half_ulp + FLT_MIN;
+    if (std::fabs(y) < FLT_MIN && y != 0.0f) e += lipschitz_y(s, v) * FLT_MIN;
+    if (std::isnan(e)) e = HUGE_VAL;  // inf * 0 on the way: only NaN/inf matching remains
+  }
+  if (agrees(got, v, e)) return std::nullopt;
+  char buf[320];
+  std::snprintf(buf, sizeof buf, "%s element %zu: got %.9g, step-by-step reference %.9g (composed bound %.3g)",
+                describe_op(r).c_str(), i, double(got), double(v), e);
+  return std::string(buf);
+}
+
 }  // namespace
 
 std::array<float, 16> rho_gradient_table() { return detail::rho_gradient_table(); }
@@ -124,8 +224,13 @@ std::size_t dot_summation_depth(std::size_t n) {
 
 Result run(const Request& r) {
   validate(r);
+  if (auto custom = custom_part(r)) no_reference_for_custom(*custom);
   Result out;
   switch (r.op) {
+    case Op::chain:
+      out.values.resize(r.a.size());
+      for (std::size_t i = 0; i < r.a.size(); ++i) out.values[i] = chain_element(r, i);
+      break;
     case Op::dot:
       out.values = {static_cast<float>(exact_dot(r.a.data(), 1, r.b.data(), 1, r.a.size()).value)};
       break;
@@ -160,6 +265,13 @@ Result run(const Request& r) {
 }
 
 std::optional<std::string> check(const Request& r, const Result& got) {
+  try {
+    validate(r);
+  } catch (const Error& e) {
+    return std::string("cannot check: ") + e.what();
+  }
+  if (auto custom = custom_part(r))
+    return *custom + " runs user GLSL: the CPU reference cannot run or check custom kernels";
   const std::size_t want_values =
       r.op == Op::interpolate ? 0 : output_bytes(r) / sizeof(float);
   const std::size_t want_states = r.op == Op::interpolate ? r.states_a.size() : 0;
@@ -169,6 +281,10 @@ std::optional<std::string> check(const Request& r, const Result& got) {
            std::to_string(want_values) + " and " + std::to_string(want_states);
   constexpr double u = 0x1p-24;
   switch (r.op) {
+    case Op::chain:
+      for (std::size_t i = 0; i < r.a.size(); ++i)
+        if (auto mismatch = check_chain_element(r, i, got.values[i])) return mismatch;
+      return std::nullopt;
     case Op::dot: {
       const DotValue d = exact_dot(r.a.data(), 1, r.b.data(), 1, r.a.size());
       const double bound = double(dot_summation_depth(r.a.size()) + 2) * u * d.magnitude;

@@ -5,10 +5,14 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
+
+#include "gpubatch/custom_kernel.hpp"
 
 namespace gpubatch {
 
@@ -19,14 +23,19 @@ enum class Op : std::uint8_t {
   lerp,         // a + t * (b - a), one t per request
   gradients,    // compute_gradients(states) -> 32 floats per state
   interpolate,  // interpolate(a, b, t, mode) -> packed states
+  chain,        // element-wise steps applied in turn to x (and extra inputs): one fused kernel
+  custom,       // a kernel registered with register_kernel()
 };
-inline constexpr std::size_t kOpCount = 14;
-// The ops a Request describes by its data alone. Tests that pick random ops pick among these.
+inline constexpr std::size_t kOpCount = 16;
+// relu ... interpolate: the ops a Request describes by its data alone (chain needs its steps,
+// custom its kernel). Tests that pick random ops pick among these.
 inline constexpr std::size_t kBuiltinOpCount = 14;
 
 std::string_view to_string(Op op) noexcept;
 std::optional<Op> op_from_string(std::string_view name) noexcept;
-bool is_elementwise(Op op) noexcept;  // relu ... gelu, lerp: output[i] depends on inputs[i] only
+// relu ... gelu, lerp, chain: output[i] depends on inputs[i] only. custom: depends on the kernel
+// (KernelKind::elementwise), so false here.
+bool is_elementwise(Op op) noexcept;
 
 // ---- states ---------------------------------------------------------------------------------
 // A state is 16 layers; a layer is a magnitude exponent rho in [-8, 7] and a phase theta in
@@ -53,6 +62,81 @@ enum class InterpolationMode : std::uint8_t {
   slerp,  // rho linear, theta along the shorter arc of the 16-step circle
 };
 
+// ---- chains ---------------------------------------------------------------------------------
+// A chain: element-wise steps applied in turn, each to the previous step's result (the first to
+// x), some with a second operand from the request's extra inputs. It runs as one generated
+// kernel that keeps intermediates in registers; requests whose chains have the same shape (the
+// same ops, kernels and wiring; scalars may differ) are batched into one ragged dispatch.
+inline constexpr std::size_t kMaxChainSteps = 64;
+
+struct ChainStep {
+  Op op = Op::relu;      // relu scale add sub mul sigmoid tanh swish gelu lerp, or custom
+  float scalar = 0.0f;   // scale's factor, lerp's t, a custom kernel's p
+  std::int32_t input = -1;  // add sub mul lerp, two-input kernels: index into Request::inputs
+  KernelHandle kernel;      // Op::custom: an element-wise kernel from register_kernel()
+};
+
+// Immutable once made (share it between requests freely).
+class ChainShape {
+ public:
+  ChainShape(std::vector<ChainStep> steps, std::uint32_t inputs);
+  const std::vector<ChainStep>& steps() const noexcept { return steps_; }
+  std::uint32_t inputs() const noexcept { return inputs_; }  // extra inputs the steps use
+  // The shape's identity: ops, kernels and wiring, not scalars. Equal keys run the same kernel.
+  const std::string& key() const noexcept { return key_; }
+  // "relu -> scale -> add(in0)", for messages.
+  std::string describe() const;
+
+ private:
+  std::vector<ChainStep> steps_;
+  std::uint32_t inputs_ = 0;
+  std::string key_;
+};
+
+struct Request;
+
+// Builds a chain request: gpubatch::chain(x).relu().scale(2.0f).add(y) converts to a Request
+// (handle.submit(chain(x).relu().scale(2).add(y)), device.run(...)). Each binary step takes a new
+// extra input, which must have x's length (validate() checks). On a temporary each call returns
+// the builder by value; on a named builder it adds the step in place (then std::move(b).build()).
+class ChainBuilder {
+ public:
+  explicit ChainBuilder(std::vector<float> x) : x_(std::move(x)) {}
+
+#define GPUBATCH_CHAIN_STEP(NAME, PARAMS, ...)                      \
+  ChainBuilder& NAME PARAMS& { __VA_ARGS__; return *this; }         \
+  ChainBuilder NAME PARAMS&& { __VA_ARGS__; return std::move(*this); }
+  GPUBATCH_CHAIN_STEP(relu, (), push(Op::relu))
+  GPUBATCH_CHAIN_STEP(scale, (float factor), push(Op::scale, factor))
+  GPUBATCH_CHAIN_STEP(sigmoid, (), push(Op::sigmoid))
+  GPUBATCH_CHAIN_STEP(tanh, (), push(Op::tanh))
+  GPUBATCH_CHAIN_STEP(swish, (), push(Op::swish))
+  GPUBATCH_CHAIN_STEP(gelu, (), push(Op::gelu))
+  GPUBATCH_CHAIN_STEP(add, (std::vector<float> y), push(Op::add, 0.0f, &y))
+  GPUBATCH_CHAIN_STEP(sub, (std::vector<float> y), push(Op::sub, 0.0f, &y))
+  GPUBATCH_CHAIN_STEP(mul, (std::vector<float> y), push(Op::mul, 0.0f, &y))
+  GPUBATCH_CHAIN_STEP(lerp, (std::vector<float> y, float t), push(Op::lerp, t, &y))
+  // An element-wise custom kernel (one or two inputs); p is its scalar.
+  GPUBATCH_CHAIN_STEP(custom, (KernelHandle kernel, float p = 0.0f), push(Op::custom, p, nullptr, std::move(kernel)))
+  GPUBATCH_CHAIN_STEP(custom, (KernelHandle kernel, std::vector<float> y, float p = 0.0f),
+                      push(Op::custom, p, &y, std::move(kernel)))
+  // Any element-wise op (relu ... gelu, lerp): `y` for add sub mul lerp, `scalar` for scale, lerp.
+  GPUBATCH_CHAIN_STEP(apply, (Op op, std::vector<float> y = {}, float scalar = 0.0f),
+                      push(op, scalar, y.empty() ? nullptr : &y))
+#undef GPUBATCH_CHAIN_STEP
+
+  Request build() &&;
+  operator Request() &&;  // implicit, so that submit(chain(x)...) reads naturally
+
+ private:
+  void push(Op op, float scalar = 0.0f, std::vector<float>* y = nullptr, KernelHandle kernel = nullptr);
+  std::vector<float> x_;
+  std::vector<std::vector<float>> inputs_;
+  std::vector<ChainStep> steps_;
+};
+
+inline ChainBuilder chain(std::vector<float> x) { return ChainBuilder(std::move(x)); }
+
 // ---- requests -------------------------------------------------------------------------------
 struct Request {
   Op op = Op::relu;
@@ -63,6 +147,9 @@ struct Request {
   float scalar = 0.0f;                 // scale factor; t of lerp and interpolate
   std::uint32_t m = 0, k = 0, n = 0;   // matmul dimensions
   InterpolationMode mode = InterpolationMode::lerp;
+  std::shared_ptr<const ChainShape> chain;  // Op::chain: the steps (x is `a`)
+  std::vector<std::vector<float>> inputs;   // Op::chain: extra inputs, each of x's length
+  KernelHandle kernel;                      // Op::custom: the kernel (a, b and scalar as p)
 
   static Request relu(std::vector<float> x);
   static Request scale(std::vector<float> x, float factor);
@@ -81,6 +168,12 @@ struct Request {
   static Request interpolate(std::vector<std::uint8_t> a, std::vector<std::uint8_t> b, float t,
                              InterpolationMode mode);
   static Request unary(Op op, std::vector<float> x, float scalar = 0.0f);
+  // A chain with a prepared (shareable) shape; `inputs` are its extra inputs.
+  static Request chain_of(std::shared_ptr<const ChainShape> shape, std::vector<float> x,
+                          std::vector<std::vector<float>> inputs = {});
+  // A registered kernel on a (and b when it takes two inputs) with scalar p.
+  static Request custom(KernelHandle kernel, std::vector<float> a, std::vector<float> b = {},
+                        float p = 0.0f);
 };
 
 // The answer to one request: `values` for every float-producing op (dot gives one value,
@@ -92,8 +185,13 @@ struct Result {
 
 // Throws Error(invalid_argument) naming the cause when the request cannot be run: empty input,
 // mismatched lengths, matmul sizes that are not M x K and K x N, t outside [0, 1] or NaN for
-// interpolate, state data that is not a whole number of 16-byte states.
+// interpolate, state data that is not a whole number of 16-byte states; a chain without steps,
+// with more than kMaxChainSteps, with extra inputs of another length than x, or with a step that
+// is not element-wise; a custom request without a kernel or with the wrong number of inputs.
 void validate(const Request& request);
+
+// "relu request", "chain request (relu -> scale -> add(in0))", "custom request (kernel 'cube')".
+std::string describe_op(const Request& request);
 
 // Sizes of a request's data as the device sees it (after validate()).
 std::size_t input_bytes(const Request& request) noexcept;

@@ -10,6 +10,9 @@
 namespace gpubatch::reference {
 
 // Runs the request on the CPU (double precision internally, rounded to float). Validates first.
+// A chain runs step by step, rounded to float after each step (as the fused kernel does).
+// Throws Error(invalid_argument) for a custom request or a chain with a custom step: user GLSL
+// has no CPU reference.
 Result run(const Request& request);
 
 // Checks a result against the reference: nullopt when it agrees within the operation's bound,
@@ -21,6 +24,10 @@ Result run(const Request& request);
 //   dot:    |got - ref| <= (d + 2) 2^-24 sum|a_i b_i|, d = depth of the GPU's summation tree
 //   matmul: |got - ref| <= (K + 2) 2^-24 sum_k |a_ik b_kj|   (sequential sum over K)
 //   gradients, interpolate: exact.
+//   chain:  the step-by-step reference v_k, with |got_k - v_k| <= e_k composed from the steps'
+//           bounds: e_k = L_k e_(k-1) + b_k + ulp(v_k)/2 + FLT_MIN, L_k bounding |d op_k/dx|
+//   custom (or a chain with a custom step): a message that user kernels cannot be checked.
+// An invalid request gives a message too ("cannot check: ...").
 std::optional<std::string> check(const Request& request, const Result& got);
 
 // d/drho of f(rho) = 2^(rho/4) (0 where rho <= -8) by central difference, eps = 0.001, for each

@@ -132,8 +132,8 @@ std::string custom_kernel_source(const CustomKernel& k) {
 
 namespace gpubatch {
 
-void register_kernel(Device& device, std::string_view name, KernelKind kind, std::string_view glsl_body,
-                     const KernelOptions& options) {
+KernelHandle register_kernel(Device& device, std::string_view name, KernelKind kind, std::string_view glsl_body,
+                             const KernelOptions& options) {
   gpu::check_name(name);
   if (kind != KernelKind::elementwise && kind != KernelKind::per_segment)
     throw Error(ErrorCode::invalid_argument, "kernel '" + std::string(name) + "': unknown kernel kind");
@@ -161,7 +161,7 @@ void register_kernel(Device& device, std::string_view name, KernelKind kind, std
                  h);
   k->key = "custom/" + k->name + "/" + gpu::hex64(h);
   if (auto existing = registry->find(name)) {
-    if (existing->key == k->key) return;  // the same kernel again
+    if (existing->key == k->key) return existing;  // the same kernel again
     throw Error(ErrorCode::invalid_argument,
                 "kernel '" + k->name + "' is already registered with another body, kind or options");
   }
@@ -175,11 +175,15 @@ void register_kernel(Device& device, std::string_view name, KernelKind kind, std
                 "custom kernel '" + k->name + "' does not compile:\n" + gpu::body_diagnostics(what));
   }
   context->kernels().get_or_build(k->key, k->spirv);  // the driver's build, through the pipeline cache
-  registry->add(std::move(k));
+  return registry->add(std::move(k));
 }
 
 bool has_kernel(const Device& device, std::string_view name) {
   return gpu::custom_kernels(device.context())->find(name) != nullptr;
+}
+
+KernelHandle find_kernel(const Device& device, std::string_view name) {
+  return gpu::custom_kernels(device.context())->find(name);
 }
 
 }  // namespace gpubatch

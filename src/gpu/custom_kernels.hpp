@@ -17,22 +17,22 @@ class GpuContext;
 
 namespace gpubatch::gpu {
 
-struct CustomKernel {
-  std::string name;
-  KernelKind kind = KernelKind::elementwise;
-  std::uint32_t inputs = 1;
-  std::uint32_t output_length = 0;  // per_segment: 0 = the input's length
+// The registered kernel: the public description (name, kind, inputs, output_length, key) plus
+// what the GPU layer needs. `key` is the Kernels key of the standalone kernel and names it in
+// fusion keys.
+struct CustomKernel : CustomKernelInfo {
   std::string body;
-  std::string function;             // GLSL definition of custom_<name>(...), for fused kernels
-  std::string key;                  // Kernels key of the standalone kernel; names it in fusion keys
+  std::string function;              // GLSL definition of custom_<name>(...), for fused kernels
   std::vector<std::uint32_t> spirv;  // the standalone kernel
 
   std::string function_name() const { return "custom_" + name; }
-  // Output floats for an input of `n` floats.
-  std::size_t output_floats(std::size_t n) const {
-    return kind == KernelKind::per_segment && output_length != 0 ? output_length : n;
-  }
 };
+
+// The GPU layer's kernel behind a public handle; null when the handle was not made by
+// register_kernel() (a CustomKernelInfo built by hand).
+inline std::shared_ptr<const CustomKernel> as_custom_kernel(const std::shared_ptr<const CustomKernelInfo>& info) {
+  return std::dynamic_pointer_cast<const CustomKernel>(info);
+}
 
 class CustomKernelRegistry {
  public:

@@ -33,6 +33,7 @@ inline const char* kernel_name(Op op) {
     case Op::lerp: return "lerp";
     case Op::gradients: return "gradients";
     case Op::interpolate: return "interpolate";
+    case Op::chain: case Op::custom: return "";  // generated / user kernels, built at run time
   }
   return "";
 }

@@ -1,12 +1,19 @@
 #include "gpu/vulkan_batch_device.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 
 #include "gpu/batch_layout.hpp"
+#include "gpu/custom_kernels.hpp"
 #include "gpu/encoding.hpp"
+#include "gpu/fusion.hpp"
+#include "gpu/glsl_compiler.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/memory.hpp"
 #include "gpu/vk_check.hpp"
@@ -37,17 +44,64 @@ struct OutputSlot {
   std::size_t offset = 0;
   std::size_t bytes = 0;
   bool states = false;
+  std::exception_ptr error;  // its group's kernel could not be built: take_result throws this
 };
 
+// The requests of one kernel: a built-in op, one chain shape (its fused kernel), or one custom
+// kernel. One dispatch each (dot: two).
 struct Group {
-  Op op;
+  Op op = Op::relu;
   std::uint32_t first_request = 0;  // into Frame::order
   std::uint32_t request_count = 0;
   std::uint32_t block_count = 0;
   std::uint32_t first_block = 0;    // into the block table
   std::uint32_t first_segment = 0;  // into the segment table
   bool needs_dot_final = false;
+  bool per_segment = false;         // a per_segment custom kernel: one invocation per request
+  std::uint32_t representative = 0;  // a request of the group (index into the batch)
+  std::uint32_t chain_inputs = 0;    // chain: external inputs (x and the extra inputs)
+  std::uint32_t chain_scalars = 0;   // chain: entries of each request's scalar table
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkPipeline dot_final = VK_NULL_HANDLE;
+  std::exception_ptr error;          // set: no dispatch; every request of the group fails
 };
+
+// The fused kernel's shape for a chain: step i reads step i-1 (the first reads x, external input
+// 0); a binary step's second operand is extra input j = external input j + 1; one scalar per
+// scale, lerp and custom step, in step order; only the last step is stored.
+FusedShape fused_shape_of(const ChainShape& chain) {
+  FusedShape f;
+  f.inputs = 1 + chain.inputs();
+  const auto& steps = chain.steps();
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    const ChainStep& step = steps[i];
+    FusedStep fs;
+    if (step.op == Op::custom) {
+      fs.kernel = as_custom_kernel(step.kernel);
+      if (!fs.kernel)
+        throw Error(ErrorCode::invalid_argument,
+                    "kernel '" + (step.kernel ? step.kernel->name : std::string("?")) +
+                        "' was not made by register_kernel() (a hand-built CustomKernelInfo carries no code)");
+      fs.arity = fs.kernel->inputs;
+    } else {
+      fs.op = step.op;
+      fs.arity = arity(step.op);
+    }
+    fs.operand[0] = i == 0 ? -1 : static_cast<std::int32_t>(i - 1);
+    if (fs.arity == 2) fs.operand[1] = -(step.input + 2);
+    if (step.op == Op::custom || takes_scalar(step.op)) fs.scalar = static_cast<std::int32_t>(f.scalars++);
+    f.steps.push_back(std::move(fs));
+  }
+  f.outputs = {static_cast<std::uint32_t>(steps.size() - 1)};
+  return f;
+}
+
+// "compile_failed: kernel ..." -> "kernel ...": Error::what() starts with its code.
+std::string message_of(const Error& e) {
+  std::string what = e.what();
+  const std::string prefix = std::string(to_string(e.code())) + ": ";
+  return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
+}
 
 }  // namespace
 
@@ -57,8 +111,11 @@ struct Frame {
   VkCommandBuffer commands = VK_NULL_HANDLE;
   VkQueryPool timestamps = VK_NULL_HANDLE;
   Allocation upload, readback, scratch;
-  std::vector<std::uint32_t> order;   // request indices grouped by op
+  std::vector<std::uint32_t> order;   // request indices grouped by kernel
+  std::vector<std::uint32_t> group_of;  // by request index
+  std::vector<std::uint32_t> cursor;    // by group, while sorting
   std::vector<Group> groups;
+  std::unordered_map<std::string_view, std::uint32_t> keyed;  // chain / custom key -> group
   std::vector<OutputSlot> outputs;    // by request index
   std::uint64_t timeline_value = 0;
 };
@@ -91,6 +148,7 @@ class VulkanInFlight final : public detail::InFlightBatch {
 
   void take_result(std::size_t index, Result& out) override {
     const OutputSlot& slot = frame_->outputs.at(index);
+    if (slot.error) std::rethrow_exception(slot.error);
     const std::byte* src = frame_->readback.mapped() + slot.offset;
     if (slot.states) {
       out.states.resize(slot.bytes);
@@ -195,43 +253,113 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   auto& kernels = context_->kernels();
   auto& counters = context_->counters();
 
-  // 1. Group requests by op (a stable counting sort keeps each group in arrival order).
-  std::array<std::uint32_t, kOpCount + 1> starts{};
-  for (const Request* r : requests) ++starts[static_cast<std::size_t>(r->op) + 1];
-  for (std::size_t i = 1; i <= kOpCount; ++i) starts[i] += starts[i - 1];
-  frame->order.resize(requests.size());
+  // 1. Group requests by kernel: built-ins by op, chains by shape key, custom requests by
+  //    kernel key (groups in order of first appearance; a stable counting sort keeps each group
+  //    in arrival order).
+  const auto n = static_cast<std::uint32_t>(requests.size());
+  frame->groups.clear();
+  frame->keyed.clear();
+  frame->group_of.resize(n);
+  std::array<std::uint32_t, kOpCount> builtin_group;
+  builtin_group.fill(UINT32_MAX);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const Request& r = *requests[i];
+    std::uint32_t* slot;
+    if (r.op == Op::chain || r.op == Op::custom) {
+      const std::string_view key = r.op == Op::chain ? std::string_view(r.chain->key()) : std::string_view(r.kernel->key);
+      slot = &frame->keyed.try_emplace(key, UINT32_MAX).first->second;
+    } else {
+      slot = &builtin_group[static_cast<std::size_t>(r.op)];
+    }
+    if (*slot == UINT32_MAX) {
+      *slot = static_cast<std::uint32_t>(frame->groups.size());
+      Group g;
+      g.op = r.op;
+      g.representative = i;
+      frame->groups.push_back(g);
+    }
+    frame->group_of[i] = *slot;
+    ++frame->groups[*slot].request_count;
+  }
   {
-    auto next = starts;
-    for (std::uint32_t i = 0; i < requests.size(); ++i)
-      frame->order[next[static_cast<std::size_t>(requests[i]->op)]++] = i;
+    std::uint32_t first = 0;
+    for (Group& g : frame->groups) {
+      g.first_request = g.first_segment = first;
+      first += g.request_count;
+    }
+    frame->order.resize(n);
+    auto& cursor = frame->cursor;  // each group's next place in `order`
+    cursor.resize(frame->groups.size());
+    for (std::size_t gi = 0; gi < frame->groups.size(); ++gi) cursor[gi] = frame->groups[gi].first_request;
+    for (std::uint32_t i = 0; i < n; ++i) frame->order[cursor[frame->group_of[i]]++] = i;
+  }
+
+  // Each group's kernel. One that cannot be built (a chain whose generated kernel does not
+  // compile, a pipeline the driver refuses) fails its own requests only: take_result throws.
+  for (Group& g : frame->groups) {
+    const Request& rep = *requests[g.representative];
+    try {
+      switch (g.op) {
+        case Op::chain: {
+          const FusedShape shape = fused_shape_of(*rep.chain);
+          g.chain_inputs = shape.inputs;
+          g.chain_scalars = shape.scalars;
+          const std::string key = fused_key(shape);
+          if (kernels.has(key)) {
+            g.pipeline = kernels.get_or_build(key, {});
+          } else {
+            spdlog::debug("gpubatch: compiling fused kernel {} for {}", key, describe_op(rep));
+            g.pipeline = kernels.get_or_build(key, compile_compute_glsl(fused_source(shape), "fused-kernel"));
+          }
+          break;
+        }
+        case Op::custom: {
+          auto kernel = as_custom_kernel(rep.kernel);
+          if (!kernel)
+            throw Error(ErrorCode::invalid_argument,
+                        "kernel '" + rep.kernel->name +
+                            "' was not made by register_kernel() (a hand-built CustomKernelInfo carries no code)");
+          g.per_segment = kernel->kind == KernelKind::per_segment;
+          g.pipeline = kernels.get_or_build(kernel->key, kernel->spirv);
+          break;
+        }
+        default:
+          g.pipeline = kernels.get(kernel_name(g.op));
+          if (g.op == Op::dot) g.dot_final = kernels.get("dot_final");
+      }
+    } catch (const Error& e) {
+      g.error = std::make_exception_ptr(Error(e.code(), describe_op(rep) + ": " + message_of(e)));
+    }
   }
 
   // 2. Sizes: tables first in the upload area, then inputs; outputs in the readback area.
-  frame->groups.clear();
   std::size_t block_entries = 0, scratch_floats = 0, input_bytes_total = 0, output_bytes_total = 0;
-  for (std::size_t op = 0; op < kOpCount; ++op) {
-    const std::uint32_t count = starts[op + 1] - starts[op];
-    if (count == 0) continue;
-    Group g{static_cast<Op>(op), starts[op], count};
-    g.first_segment = starts[op];
+  for (Group& g : frame->groups) {
+    if (g.error) continue;
     g.first_block = static_cast<std::uint32_t>(block_entries);
     std::uint64_t blocks = 0, items = 0;
-    for (std::uint32_t j = 0; j < count; ++j) {
+    for (std::uint32_t j = 0; j < g.request_count; ++j) {
       const Request& r = *requests[frame->order[g.first_request + j]];
       blocks += blocks_of(r);
       items += work_items(r);
       input_bytes_total += align_up(r.a.size() * 4, kDataAlignment) + align_up(r.b.size() * 4, kDataAlignment) +
                            align_up(r.states_a.size(), kDataAlignment) + align_up(r.states_b.size(), kDataAlignment);
+      if (g.op == Op::chain) {
+        for (const auto& in : r.inputs) input_bytes_total += align_up(in.size() * 4, kDataAlignment);
+        input_bytes_total += align_up((g.chain_inputs + 1) * sizeof(std::uint64_t), kDataAlignment) +
+                             align_up(std::max<std::size_t>(g.chain_scalars, 1) * sizeof(float), kDataAlignment);
+      }
       output_bytes_total += align_up(output_bytes(r), kDataAlignment);
       if (g.op == Op::dot && blocks_of(r) > 1) g.needs_dot_final = true;
     }
-    if (g.op != Op::dot && g.op != Op::matmul) blocks = ceil_div(items, kWorkgroupSize);
+    if (g.per_segment) blocks = ceil_div(g.request_count, kWorkgroupSize);
+    else if (g.op != Op::dot && g.op != Op::matmul) blocks = ceil_div(items, kWorkgroupSize);
     if (items >= (std::uint64_t{1} << 32) || blocks >= (std::uint64_t{1} << 31))
-      throw Error(ErrorCode::request_too_large, "a batch's " + std::string(to_string(g.op)) + " group exceeds 2^32 elements");
+      throw Error(ErrorCode::request_too_large, "a batch's " + describe_op(*requests[g.representative]) +
+                                                    " group exceeds 2^32 elements");
     g.block_count = static_cast<std::uint32_t>(blocks);
     if (g.op == Op::dot) scratch_floats += blocks;
-    block_entries += blocks;
-    frame->groups.push_back(g);
+    if (!g.per_segment) block_entries += blocks;  // one-invocation-per-request kernels use none
   }
   const std::size_t segments_bytes = align_up(requests.size() * sizeof(SegmentRecord), kDataAlignment);
   const std::size_t blocks_bytes = align_up(block_entries * 4, kDataAlignment);
@@ -250,7 +378,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   auto* segments = reinterpret_cast<SegmentRecord*>(up);
   auto* block_table = reinterpret_cast<std::uint32_t*>(up + segments_bytes);
   std::size_t in_off = segments_bytes + blocks_bytes, out_off = 0;
-  frame->outputs.assign(requests.size(), {});
+  frame->outputs.assign(requests.size(), OutputSlot{});
   auto put = [&](const void* data, std::size_t bytes) -> std::uint64_t {
     if (bytes == 0) return 0;
     std::memcpy(up + in_off, data, bytes);
@@ -259,6 +387,10 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
     return addr;
   };
   for (Group& g : frame->groups) {
+    if (g.error) {
+      for (std::uint32_t j = 0; j < g.request_count; ++j) frame->outputs[frame->order[g.first_request + j]].error = g.error;
+      continue;
+    }
     std::uint32_t item = 0, block = 0;
     std::uint32_t* blocks = block_table + g.first_block;
     for (std::uint32_t j = 0; j < g.request_count; ++j) {
@@ -266,24 +398,50 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
       const std::uint32_t req_index = frame->order[g.first_request + j];
       const Request& r = *requests[req_index];
       SegmentRecord s;
-      s.a = r.op == Op::gradients || r.op == Op::interpolate ? put(r.states_a.data(), r.states_a.size())
-                                                             : put(r.a.data(), r.a.size() * 4);
-      s.b = r.op == Op::interpolate ? put(r.states_b.data(), r.states_b.size()) : put(r.b.data(), r.b.size() * 4);
       const std::size_t out_bytes = output_bytes(r);
-      s.dst = down_addr + out_off;
-      frame->outputs[req_index] = {out_off, out_bytes, r.op == Op::interpolate};
+      const std::uint64_t dst = down_addr + out_off;
+      frame->outputs[req_index] = {out_off, out_bytes, r.op == Op::interpolate, nullptr};
       out_off += align_up(out_bytes, kDataAlignment);
+      if (r.op == Op::chain) {
+        // a: the address table (x, the extra inputs, the result); b: the scalar table.
+        const std::size_t io_bytes = (g.chain_inputs + 1) * sizeof(std::uint64_t);
+        const std::size_t scalar_bytes = std::max<std::size_t>(g.chain_scalars, 1) * sizeof(float);
+        const std::size_t io_off = in_off, scalar_off = io_off + align_up(io_bytes, kDataAlignment);
+        in_off = scalar_off + align_up(scalar_bytes, kDataAlignment);
+        auto* io = reinterpret_cast<std::uint64_t*>(up + io_off);
+        std::size_t k = 0;
+        io[k++] = put(r.a.data(), r.a.size() * 4);
+        for (const auto& in : r.inputs) io[k++] = put(in.data(), in.size() * 4);
+        io[k] = dst;
+        auto* scalars = reinterpret_cast<float*>(up + scalar_off);
+        scalars[0] = 0.0f;
+        std::size_t m = 0;
+        for (const ChainStep& step : r.chain->steps())
+          if (step.op == Op::custom || takes_scalar(step.op)) scalars[m++] = step.scalar;
+        s.a = up_addr + io_off;
+        s.b = up_addr + scalar_off;
+      } else {
+        s.a = r.op == Op::gradients || r.op == Op::interpolate ? put(r.states_a.data(), r.states_a.size())
+                                                               : put(r.a.data(), r.a.size() * 4);
+        s.b = r.op == Op::interpolate ? put(r.states_b.data(), r.states_b.size()) : put(r.b.data(), r.b.size() * 4);
+      }
+      s.dst = dst;
       s.len = work_items(r);
       s.p0 = r.scalar;
+      if (g.per_segment) {
+        s.start = j;  // one invocation per request; no block table
+        segments[seg_index] = s;
+        continue;
+      }
       switch (r.op) {
         case Op::dot:
         case Op::matmul: {
-          const std::uint32_t n = blocks_of(r);
+          const std::uint32_t nb = blocks_of(r);
           s.start = block;  // first block of this segment; dot's partials go to scratch[block]
-          if (r.op == Op::dot) s.u0 = n;
+          if (r.op == Op::dot) s.u0 = nb;
           else s.u0 = r.m, s.u1 = r.k, s.u2 = r.n;
-          for (std::uint32_t t = 0; t < n; ++t) blocks[block + t] = j;
-          block += n;
+          for (std::uint32_t t = 0; t < nb; ++t) blocks[block + t] = j;
+          block += nb;
           break;
         }
         default: {
@@ -315,7 +473,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   const auto table = detail::rho_gradient_table();
   const std::uint32_t max_x = context_->limits().maxComputeWorkGroupCount[0];
   std::uint64_t dispatches = 0;
-  auto dispatch = [&](const char* kernel, const Group& g, std::uint32_t block_count) {
+  auto dispatch = [&](VkPipeline pipeline, const Group& g, std::uint32_t block_count) {
     PushConstants pc;
     pc.segments = up_addr + g.first_segment * sizeof(SegmentRecord);
     pc.blocks = up_addr + segments_bytes + g.first_block * 4;
@@ -324,20 +482,21 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
     pc.grid_x = std::min(block_count, max_x);
     pc.segment_count = g.request_count;
     std::copy(table.begin(), table.end(), pc.table);
-    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, kernels.get(kernel));
+    vkCmdBindPipeline(cmd, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
     vkCmdPushConstants(cmd, kernels.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
     vkCmdDispatch(cmd, pc.grid_x, ceil_div(block_count, pc.grid_x), 1);
     ++dispatches;
   };
   for (const Group& g : frame->groups) {
-    dispatch(kernel_name(g.op), g, g.block_count);
+    if (g.error) continue;
+    dispatch(g.pipeline, g, g.block_count);
     if (g.op == Op::dot && g.needs_dot_final) {
       VkMemoryBarrier barrier{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
       barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT;
       barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT;
       vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                            0, 1, &barrier, 0, nullptr, 0, nullptr);
-      dispatch("dot_final", g, g.request_count);
+      dispatch(g.dot_final, g, g.request_count);
     }
   }
   VkMemoryBarrier to_host{VK_STRUCTURE_TYPE_MEMORY_BARRIER};

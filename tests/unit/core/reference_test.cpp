@@ -74,3 +74,90 @@ TEST(Reference, CheckRejectsWrongResults) {
 TEST(Reference, ValidatesFirst) {
   EXPECT_THROW(reference::run(Request::add({1}, {1, 2})), Error);
 }
+
+TEST(Reference, ChainsRunStepByStepInFloat) {
+  const Request r = chain({-1.0f, 0.5f, 3.0f}).relu().scale(2.0f).add({10.0f, 20.0f, 30.0f});
+  EXPECT_EQ(r.op, Op::chain);
+  EXPECT_EQ(r.chain->describe(), "relu -> scale -> add(in0)");
+  EXPECT_EQ(reference::run(r).values, (std::vector<float>{10.0f, 21.0f, 36.0f}));
+  // Rounded to float between steps: 1 + 2^-30 is 1 in float, so (x + 2^-30) - 1 is 0, not 2^-30.
+  const Request rounding = chain({1.0f}).add({0x1p-30f}).sub({1.0f});
+  EXPECT_EQ(reference::run(rounding).values, (std::vector<float>{0.0f}));
+  // Equal shapes, different scalars: one key; other wiring: another.
+  const Request a = chain({1.0f}).scale(2.0f).add({1.0f}), b = chain({1.0f}).scale(3.0f).add({1.0f});
+  const Request c = chain({1.0f}).add({1.0f}).scale(3.0f);
+  EXPECT_EQ(a.chain->key(), b.chain->key());
+  EXPECT_NE(a.chain->key(), c.chain->key());
+  EXPECT_EQ(input_bytes(a), 2 * sizeof(float));
+  EXPECT_EQ(output_bytes(a), sizeof(float));
+  EXPECT_TRUE(is_elementwise(Op::chain));
+  EXPECT_EQ(to_string(Op::chain), "chain");
+  EXPECT_EQ(op_from_string("custom"), Op::custom);
+}
+
+TEST(Reference, ChainCheckComposesTheStepBounds) {
+  std::vector<float> x(1000), y(1000);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(float(i)) * 4.0f, y[i] = std::cos(float(i) * 0.7f);
+  const Request r = chain(x).sigmoid().mul(y).gelu().tanh().lerp(y, 0.25f).swish().scale(3.0f).sub(y);
+  Result want = reference::run(r);
+  EXPECT_FALSE(reference::check(r, want));
+  // One float ulp off everywhere is within the bound; 1e-3 relative is not.
+  Result ulp = want, far = want;
+  for (auto& v : ulp.values) v = std::nextafter(v, INFINITY);
+  for (auto& v : far.values) v = v * 1.001f + 1e-3f;
+  EXPECT_FALSE(reference::check(r, ulp));
+  const auto mismatch = reference::check(r, far);
+  ASSERT_TRUE(mismatch);
+  EXPECT_NE(mismatch->find("chain request"), std::string::npos) << *mismatch;
+  // Cancellation: sub(y) of x close to y: the bound is absolute, from the earlier steps (scale's
+  // 1e-5 |x| carries over), not relative to the tiny result.
+  const Request cancel = chain({1.0f + 0x1p-20f}).scale(1.0f).sub({1.0f});
+  EXPECT_FALSE(reference::check(cancel, {{0x1p-20f}}));
+  EXPECT_FALSE(reference::check(cancel, {{0x1p-19f}}));
+  EXPECT_TRUE(reference::check(cancel, {{0x1p-20f + 1e-4f}}));
+}
+
+TEST(Reference, ChainAndCustomValidation) {
+  auto code = [](const Request& r) {
+    try {
+      validate(r);
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return ErrorCode::internal;
+  };
+  EXPECT_EQ(code(chain({1.0f})), ErrorCode::invalid_argument);
+  EXPECT_EQ(code(chain({1.0f}).add({1.0f, 2.0f})), ErrorCode::invalid_argument);
+  EXPECT_EQ(code(chain({}).relu()), ErrorCode::invalid_argument);
+  EXPECT_EQ(code(chain({1.0f}).apply(Op::matmul)), ErrorCode::invalid_argument);
+  EXPECT_EQ(code(chain({1.0f}).apply(Op::sub)), ErrorCode::invalid_argument);
+  Request no_shape;
+  no_shape.op = Op::chain;
+  no_shape.a = {1.0f};
+  EXPECT_EQ(code(no_shape), ErrorCode::invalid_argument);
+  ChainBuilder long_chain({1.0f});
+  for (std::size_t i = 0; i <= kMaxChainSteps; ++i) long_chain.relu();
+  EXPECT_EQ(code(std::move(long_chain).build()), ErrorCode::invalid_argument);
+
+  auto kernel = std::make_shared<CustomKernelInfo>();
+  kernel->name = "k";
+  kernel->inputs = 2;
+  EXPECT_EQ(code(Request::custom(nullptr, {1.0f})), ErrorCode::invalid_argument);
+  EXPECT_EQ(code(Request::custom(kernel, {1.0f})), ErrorCode::invalid_argument);  // needs b
+  EXPECT_EQ(code(Request::custom(kernel, {1.0f}, {1.0f})), ErrorCode::internal);   // valid
+  auto segment = std::make_shared<CustomKernelInfo>();
+  segment->name = "s";
+  segment->kind = KernelKind::per_segment;
+  segment->output_length = 3;
+  EXPECT_EQ(output_bytes(Request::custom(segment, {1.0f})), 3 * sizeof(float));
+  // Nothing user-written has a CPU reference.
+  try {
+    reference::run(Request::custom(segment, {1.0f}));
+    ADD_FAILURE() << "ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot run or check custom kernels"), std::string::npos) << e.what();
+  }
+  const auto message = reference::check(Request::custom(segment, {1.0f}), {{1, 2, 3}});
+  ASSERT_TRUE(message);
+  EXPECT_NE(message->find("custom request (kernel 's')"), std::string::npos) << *message;
+}

@@ -27,7 +27,7 @@ std::vector<std::uint8_t> random_states(std::size_t states, std::mt19937& rng) {
 }
 
 Request random_request(std::mt19937& rng) {
-  std::uniform_int_distribution<int> op_pick(0, static_cast<int>(kOpCount) - 1);
+  std::uniform_int_distribution<int> op_pick(0, static_cast<int>(kBuiltinOpCount) - 1);
   std::uniform_int_distribution<int> len_pick(1, 3000);
   const auto op = static_cast<Op>(op_pick(rng));
   const std::size_t n = static_cast<std::size_t>(len_pick(rng));

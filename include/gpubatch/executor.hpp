@@ -143,7 +143,7 @@ concept result_token_for =
 // A cheap, copyable reference to an executor (it holds a shared pointer to the executor's
 // state). Safe to use from any number of threads; it may outlive the executor, after which every
 // call fails with shut_down. Each call comes in three forms:
-//   std::future<T> op(args..., SubmitOptions = {});
+//   std::future<T> op(args...[, SubmitOptions]);
 //   auto op(args..., Token&&);                       // Asio token, signature void(exception_ptr, T)
 //   auto op(args..., SubmitOptions, Token&&);
 class BatchedGpuHandle {
@@ -152,202 +152,65 @@ class BatchedGpuHandle {
   using States = std::vector<std::uint8_t>;
   BatchedGpuHandle() = default;  // detached: every call fails with shut_down
 
+  // Every operation takes, after its operands, an optional SubmitOptions and an optional Asio
+  // completion token, in that order. Without a token it returns std::future<T>.
+
   // ---- element-wise: one float out per float in ----
-  std::future<Floats> relu(Floats x, SubmitOptions o = {}) const {
-    return future_of<Floats>(Request::relu(std::move(x)), o);
+  template <typename... Tail> auto relu(Floats x, Tail&&... tail) const {
+    return call<Floats>(Request::relu(std::move(x)), std::forward<Tail>(tail)...);
   }
-  template <detail::result_token_for<Floats> Token>
-  auto relu(Floats x, Token&& token) const {
-    return initiate<Floats>(Request::relu(std::move(x)), {}, std::forward<Token>(token));
+  template <typename... Tail> auto sigmoid(Floats x, Tail&&... tail) const {
+    return call<Floats>(Request::sigmoid(std::move(x)), std::forward<Tail>(tail)...);
   }
-  template <detail::result_token_for<Floats> Token>
-  auto relu(Floats x, SubmitOptions o, Token&& token) const {
-    return initiate<Floats>(Request::relu(std::move(x)), o, std::forward<Token>(token));
+  template <typename... Tail> auto tanh(Floats x, Tail&&... tail) const {
+    return call<Floats>(Request::tanh(std::move(x)), std::forward<Tail>(tail)...);
   }
-
-  std::future<Floats> sigmoid(Floats x, SubmitOptions o = {}) const {
-    return future_of<Floats>(Request::sigmoid(std::move(x)), o);
+  template <typename... Tail> auto swish(Floats x, Tail&&... tail) const {
+    return call<Floats>(Request::swish(std::move(x)), std::forward<Tail>(tail)...);
   }
-  template <detail::result_token_for<Floats> Token>
-  auto sigmoid(Floats x, Token&& token) const {
-    return initiate<Floats>(Request::sigmoid(std::move(x)), {}, std::forward<Token>(token));
+  template <typename... Tail> auto gelu(Floats x, Tail&&... tail) const {
+    return call<Floats>(Request::gelu(std::move(x)), std::forward<Tail>(tail)...);
   }
-  template <detail::result_token_for<Floats> Token>
-  auto sigmoid(Floats x, SubmitOptions o, Token&& token) const {
-    return initiate<Floats>(Request::sigmoid(std::move(x)), o, std::forward<Token>(token));
+  template <typename... Tail> auto scale(Floats x, float factor, Tail&&... tail) const {
+    return call<Floats>(Request::scale(std::move(x), factor), std::forward<Tail>(tail)...);
   }
-
-  std::future<Floats> tanh(Floats x, SubmitOptions o = {}) const {
-    return future_of<Floats>(Request::tanh(std::move(x)), o);
+  template <typename... Tail> auto add(Floats a, Floats b, Tail&&... tail) const {
+    return call<Floats>(Request::add(std::move(a), std::move(b)), std::forward<Tail>(tail)...);
   }
-  template <detail::result_token_for<Floats> Token>
-  auto tanh(Floats x, Token&& token) const {
-    return initiate<Floats>(Request::tanh(std::move(x)), {}, std::forward<Token>(token));
+  template <typename... Tail> auto sub(Floats a, Floats b, Tail&&... tail) const {
+    return call<Floats>(Request::sub(std::move(a), std::move(b)), std::forward<Tail>(tail)...);
   }
-  template <detail::result_token_for<Floats> Token>
-  auto tanh(Floats x, SubmitOptions o, Token&& token) const {
-    return initiate<Floats>(Request::tanh(std::move(x)), o, std::forward<Token>(token));
+  template <typename... Tail> auto mul(Floats a, Floats b, Tail&&... tail) const {
+    return call<Floats>(Request::mul(std::move(a), std::move(b)), std::forward<Tail>(tail)...);
   }
-
-  std::future<Floats> swish(Floats x, SubmitOptions o = {}) const {
-    return future_of<Floats>(Request::swish(std::move(x)), o);
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto swish(Floats x, Token&& token) const {
-    return initiate<Floats>(Request::swish(std::move(x)), {}, std::forward<Token>(token));
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto swish(Floats x, SubmitOptions o, Token&& token) const {
-    return initiate<Floats>(Request::swish(std::move(x)), o, std::forward<Token>(token));
-  }
-
-  std::future<Floats> gelu(Floats x, SubmitOptions o = {}) const {
-    return future_of<Floats>(Request::gelu(std::move(x)), o);
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto gelu(Floats x, Token&& token) const {
-    return initiate<Floats>(Request::gelu(std::move(x)), {}, std::forward<Token>(token));
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto gelu(Floats x, SubmitOptions o, Token&& token) const {
-    return initiate<Floats>(Request::gelu(std::move(x)), o, std::forward<Token>(token));
-  }
-
-  std::future<Floats> scale(Floats x, float factor, SubmitOptions o = {}) const {
-    return future_of<Floats>(Request::scale(std::move(x), factor), o);
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto scale(Floats x, float factor, Token&& token) const {
-    return initiate<Floats>(Request::scale(std::move(x), factor), {}, std::forward<Token>(token));
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto scale(Floats x, float factor, SubmitOptions o, Token&& token) const {
-    return initiate<Floats>(Request::scale(std::move(x), factor), o, std::forward<Token>(token));
-  }
-
-  std::future<Floats> add(Floats a, Floats b, SubmitOptions o = {}) const {
-    return future_of<Floats>(Request::add(std::move(a), std::move(b)), o);
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto add(Floats a, Floats b, Token&& token) const {
-    return initiate<Floats>(Request::add(std::move(a), std::move(b)), {}, std::forward<Token>(token));
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto add(Floats a, Floats b, SubmitOptions o, Token&& token) const {
-    return initiate<Floats>(Request::add(std::move(a), std::move(b)), o, std::forward<Token>(token));
-  }
-
-  std::future<Floats> sub(Floats a, Floats b, SubmitOptions o = {}) const {
-    return future_of<Floats>(Request::sub(std::move(a), std::move(b)), o);
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto sub(Floats a, Floats b, Token&& token) const {
-    return initiate<Floats>(Request::sub(std::move(a), std::move(b)), {}, std::forward<Token>(token));
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto sub(Floats a, Floats b, SubmitOptions o, Token&& token) const {
-    return initiate<Floats>(Request::sub(std::move(a), std::move(b)), o, std::forward<Token>(token));
-  }
-
-  std::future<Floats> mul(Floats a, Floats b, SubmitOptions o = {}) const {
-    return future_of<Floats>(Request::mul(std::move(a), std::move(b)), o);
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto mul(Floats a, Floats b, Token&& token) const {
-    return initiate<Floats>(Request::mul(std::move(a), std::move(b)), {}, std::forward<Token>(token));
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto mul(Floats a, Floats b, SubmitOptions o, Token&& token) const {
-    return initiate<Floats>(Request::mul(std::move(a), std::move(b)), o, std::forward<Token>(token));
-  }
-
   // a + t (b - a)
-  std::future<Floats> lerp(Floats a, Floats b, float t, SubmitOptions o = {}) const {
-    return future_of<Floats>(Request::lerp(std::move(a), std::move(b), t), o);
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto lerp(Floats a, Floats b, float t, Token&& token) const {
-    return initiate<Floats>(Request::lerp(std::move(a), std::move(b), t), {},
-                            std::forward<Token>(token));
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto lerp(Floats a, Floats b, float t, SubmitOptions o, Token&& token) const {
-    return initiate<Floats>(Request::lerp(std::move(a), std::move(b), t), o,
-                            std::forward<Token>(token));
+  template <typename... Tail> auto lerp(Floats a, Floats b, float t, Tail&&... tail) const {
+    return call<Floats>(Request::lerp(std::move(a), std::move(b), t), std::forward<Tail>(tail)...);
   }
 
   // ---- reductions and products ----
-  std::future<float> dot(Floats a, Floats b, SubmitOptions o = {}) const {
-    return future_of<float>(Request::dot(std::move(a), std::move(b)), o);
+  template <typename... Tail> auto dot(Floats a, Floats b, Tail&&... tail) const {
+    return call<float>(Request::dot(std::move(a), std::move(b)), std::forward<Tail>(tail)...);
   }
-  template <detail::result_token_for<float> Token>
-  auto dot(Floats a, Floats b, Token&& token) const {
-    return initiate<float>(Request::dot(std::move(a), std::move(b)), {}, std::forward<Token>(token));
-  }
-  template <detail::result_token_for<float> Token>
-  auto dot(Floats a, Floats b, SubmitOptions o, Token&& token) const {
-    return initiate<float>(Request::dot(std::move(a), std::move(b)), o, std::forward<Token>(token));
-  }
-
   // Row-major (m x k) times (k x n) -> m x n.
-  std::future<Floats> matmul(Floats a, Floats b, std::uint32_t m, std::uint32_t k, std::uint32_t n,
-                             SubmitOptions o = {}) const {
-    return future_of<Floats>(Request::matmul(std::move(a), std::move(b), m, k, n), o);
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto matmul(Floats a, Floats b, std::uint32_t m, std::uint32_t k, std::uint32_t n,
-              Token&& token) const {
-    return initiate<Floats>(Request::matmul(std::move(a), std::move(b), m, k, n), {},
-                            std::forward<Token>(token));
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto matmul(Floats a, Floats b, std::uint32_t m, std::uint32_t k, std::uint32_t n,
-              SubmitOptions o, Token&& token) const {
-    return initiate<Floats>(Request::matmul(std::move(a), std::move(b), m, k, n), o,
-                            std::forward<Token>(token));
+  template <typename... Tail>
+  auto matmul(Floats a, Floats b, std::uint32_t m, std::uint32_t k, std::uint32_t n, Tail&&... tail) const {
+    return call<Floats>(Request::matmul(std::move(a), std::move(b), m, k, n), std::forward<Tail>(tail)...);
   }
 
   // ---- states ----
   // 32 floats per 16-byte state: d/drho and d/dtheta of each layer.
-  std::future<Floats> compute_gradients(States states, SubmitOptions o = {}) const {
-    return future_of<Floats>(Request::gradients(std::move(states)), o);
+  template <typename... Tail> auto compute_gradients(States states, Tail&&... tail) const {
+    return call<Floats>(Request::gradients(std::move(states)), std::forward<Tail>(tail)...);
   }
-  template <detail::result_token_for<Floats> Token>
-  auto compute_gradients(States states, Token&& token) const {
-    return initiate<Floats>(Request::gradients(std::move(states)), {}, std::forward<Token>(token));
-  }
-  template <detail::result_token_for<Floats> Token>
-  auto compute_gradients(States states, SubmitOptions o, Token&& token) const {
-    return initiate<Floats>(Request::gradients(std::move(states)), o, std::forward<Token>(token));
+  template <typename... Tail>
+  auto interpolate(States a, States b, float t, InterpolationMode mode, Tail&&... tail) const {
+    return call<States>(Request::interpolate(std::move(a), std::move(b), t, mode), std::forward<Tail>(tail)...);
   }
 
-  std::future<States> interpolate(States a, States b, float t, InterpolationMode mode,
-                                  SubmitOptions o = {}) const {
-    return future_of<States>(Request::interpolate(std::move(a), std::move(b), t, mode), o);
-  }
-  template <detail::result_token_for<States> Token>
-  auto interpolate(States a, States b, float t, InterpolationMode mode, Token&& token) const {
-    return initiate<States>(Request::interpolate(std::move(a), std::move(b), t, mode), {},
-                            std::forward<Token>(token));
-  }
-  template <detail::result_token_for<States> Token>
-  auto interpolate(States a, States b, float t, InterpolationMode mode, SubmitOptions o,
-                   Token&& token) const {
-    return initiate<States>(Request::interpolate(std::move(a), std::move(b), t, mode), o,
-                            std::forward<Token>(token));
-  }
-
-  // ---- any request ----
-  std::future<Result> submit(Request request, SubmitOptions o = {}) const {
-    return future_of<Result>(std::move(request), o);
-  }
-  template <detail::result_token_for<Result> Token>
-  auto submit(Request request, Token&& token) const {
-    return initiate<Result>(std::move(request), {}, std::forward<Token>(token));
-  }
-  template <detail::result_token_for<Result> Token>
-  auto submit(Request request, SubmitOptions o, Token&& token) const {
-    return initiate<Result>(std::move(request), o, std::forward<Token>(token));
+  // ---- any request (chains, custom kernels, ...) ----
+  template <typename... Tail> auto submit(Request request, Tail&&... tail) const {
+    return call<Result>(std::move(request), std::forward<Tail>(tail)...);
   }
 
   // False for a default-constructed handle.
@@ -356,6 +219,19 @@ class BatchedGpuHandle {
  private:
   friend class BatchExecutor;
   explicit BatchedGpuHandle(std::shared_ptr<detail::ExecutorCore> core) : core_(std::move(core)) {}
+
+  template <typename T>
+  std::future<T> call(Request&& request, const SubmitOptions& options = {}) const {
+    return future_of<T>(std::move(request), options);
+  }
+  template <typename T, detail::result_token_for<T> Token>
+  auto call(Request&& request, Token&& token) const {
+    return initiate<T>(std::move(request), {}, std::forward<Token>(token));
+  }
+  template <typename T, detail::result_token_for<T> Token>
+  auto call(Request&& request, const SubmitOptions& options, Token&& token) const {
+    return initiate<T>(std::move(request), options, std::forward<Token>(token));
+  }
 
   template <typename T>
   std::future<T> future_of(Request&& request, const SubmitOptions& options) const {

@@ -15,10 +15,9 @@ if [ "${GPUBATCH_SKIP_SANITIZERS:-0}" != 1 ]; then
     echo "== $preset =="
     cmake --preset "$preset" >/dev/null
     cmake --build --preset "$preset" -j"$jobs"
-    # LeakSanitizer reports what the Vulkan driver keeps for the process's lifetime; our own
-    # leaks are caught by the executor and stress suites, which run without a driver in-process
-    # where they use the fake device.
-    ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
+    # LeakSanitizer is on; tests/lsan.supp names what the Vulkan loader, lavapipe and the
+    # validation layer keep for the life of the process (nothing of ours).
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
       ctest --preset "$preset" -L 'unit|stress' -j"$jobs" --timeout 900
   done
 fi

@@ -1,6 +1,7 @@
 // main() for the Vulkan test binaries: the Khronos validation layer is on (GPUBATCH_VALIDATION=1)
 // and any message it prints fails the run, naming the tests during which it spoke. (A listener
 // must not add failures itself, so the verdict is the exit status; ctest runs one test a process.)
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -28,6 +29,10 @@ class ValidationGuard : public testing::EmptyTestEventListener {
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
+  // Keep the Vulkan driver and layer loaded to the end, so that LeakSanitizer can name what they
+  // keep for the process's lifetime (tests/lsan.supp) instead of an "unknown module".
+  for (const char* lib : {"libvulkan_lvp.so", "libVkLayer_khronos_validation.so"})
+    dlopen(lib, RTLD_NOW | RTLD_NODELETE);
   setenv("GPUBATCH_VALIDATION", "1", 0);
   testing::UnitTest::GetInstance()->listeners().Append(new ValidationGuard);
   const int status = RUN_ALL_TESTS();

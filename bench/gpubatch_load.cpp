@@ -122,17 +122,81 @@ struct Pending {
   Clock::time_point start;
 };
 
-// One submitting thread. Closed loop: keep `inflight` requests outstanding. Open loop: send on
-// a fixed schedule and measure from the scheduled time.
-void run_thread(const Options& o, const Workload& w, const std::function<std::future<Result>(Request)>& submit,
-                std::uint64_t count, std::atomic<std::uint64_t>& done, ThreadResult& out) {
+// Open loop: the completion handler stamps the time itself, so a late look by the sending thread
+// never counts as latency.
+struct Stamped {
+  Request request;
+  Clock::time_point scheduled;
+  Clock::time_point finished;
+  Result result;
+  std::exception_ptr error;
+  std::atomic<bool> done{false};
+};
+using Completion = std::function<void(std::exception_ptr, Result)>;
+using SubmitFuture = std::function<std::future<Result>(Request)>;
+using SubmitCallback = std::function<void(Request, Completion)>;
+
+void record_stamped(ThreadResult& out, Stamped& s) {
+  if (s.error) {
+    try {
+      std::rethrow_exception(s.error);
+    } catch (const std::exception& e) {
+      if (out.errors++ == 0 && out.first_error.empty()) out.first_error = e.what();
+    }
+    return;
+  }
+  out.latencies_us.push_back(std::chrono::duration<double, std::micro>(s.finished - s.scheduled).count());
+  if (auto mismatch = reference::check(s.request, s.result))
+    if (out.mismatches++ == 0) out.first_error = *mismatch;
+}
+
+// Open loop: send on a fixed schedule, measure from the scheduled time to the completion.
+void run_open_loop(const Options& o, const Workload& w, const SubmitCallback& submit, std::uint64_t count,
+                   std::atomic<std::uint64_t>& done, ThreadResult& out) {
+  out.latencies_us.reserve(count);
+  std::deque<std::shared_ptr<Stamped>> pending;
+  const auto interval = std::chrono::duration<double>(double(o.threads) / o.rate);
+  auto next_send = Clock::now();
+  auto reap = [&] {
+    while (!pending.empty() && pending.front()->done.load(std::memory_order_acquire)) {
+      record_stamped(out, *pending.front());
+      pending.pop_front();
+      done.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  for (std::uint64_t sent = 0; sent < count;) {
+    reap();
+    if (Clock::now() < next_send) {
+      std::this_thread::sleep_until(std::min(next_send, Clock::now() + std::chrono::microseconds(200)));
+      continue;
+    }
+    auto slot = std::make_shared<Stamped>();
+    slot->scheduled = next_send;
+    next_send = std::chrono::time_point_cast<Clock::duration>(next_send + interval);
+    Request r = w.make(sent++);
+    slot->request = r;
+    pending.push_back(slot);
+    submit(std::move(r), [slot](std::exception_ptr e, Result result) {
+      slot->finished = Clock::now();
+      slot->result = std::move(result);
+      slot->error = e;
+      slot->done.store(true, std::memory_order_release);
+    });
+  }
+  const auto give_up = Clock::now() + std::chrono::seconds(120);
+  while (!pending.empty() && Clock::now() < give_up) {
+    reap();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  out.lost += pending.size();  // never resolved: the executor broke its promise
+  done.fetch_add(pending.size(), std::memory_order_relaxed);
+}
+
+// Closed loop: keep `inflight` requests outstanding per thread.
+void run_closed_loop(const Options& o, const Workload& w, const SubmitFuture& submit, std::uint64_t count,
+                     std::atomic<std::uint64_t>& done, ThreadResult& out) {
   out.latencies_us.reserve(count);
   std::deque<Pending> pending;
-  const double per_thread_rate = o.rate / o.threads;
-  const auto interval = per_thread_rate > 0 ? std::chrono::duration<double>(1.0 / per_thread_rate)
-                                            : std::chrono::duration<double>(0);
-  auto next_send = Clock::now();
-  std::uint64_t sent = 0;
   auto finish_front = [&] {
     Pending& p = pending.front();
     if (p.future.wait_for(std::chrono::seconds(120)) != std::future_status::ready) {
@@ -143,30 +207,12 @@ void run_thread(const Options& o, const Workload& w, const std::function<std::fu
     pending.pop_front();
     done.fetch_add(1, std::memory_order_relaxed);
   };
-  while (sent < count) {
-    if (per_thread_rate > 0) {
-      const auto now = Clock::now();
-      if (now < next_send) {
-        if (!pending.empty() &&
-            pending.front().future.wait_until(next_send) == std::future_status::ready) {
-          finish_front();
-        } else {
-          std::this_thread::sleep_until(next_send);
-        }
-        continue;
-      }
-      const auto scheduled = next_send;
-      next_send = std::chrono::time_point_cast<Clock::duration>(next_send + interval);
-      Request r = w.make(sent++);
-      Request copy = r;
-      pending.push_back({std::move(copy), submit(std::move(r)), scheduled});
-    } else {
-      if (static_cast<int>(pending.size()) >= o.inflight) finish_front();
-      Request r = w.make(sent++);
-      Request copy = r;
-      const auto start = Clock::now();
-      pending.push_back({std::move(copy), submit(std::move(r)), start});
-    }
+  for (std::uint64_t sent = 0; sent < count;) {
+    if (static_cast<int>(pending.size()) >= o.inflight) finish_front();
+    Request r = w.make(sent++);
+    Request copy = r;
+    const auto start = Clock::now();
+    pending.push_back({std::move(copy), submit(std::move(r)), start});
   }
   while (!pending.empty()) finish_front();
 }
@@ -219,21 +265,30 @@ int main(int argc, char** argv) {
     const std::string preset_label = o.unbatched ? "unbatched" : (o.config_file.empty() ? o.preset : o.config_file);
 
     std::unique_ptr<BatchExecutor> executor;
-    std::function<std::future<Result>(Request)> submit;
+    SubmitFuture submit;
+    SubmitCallback submit_with_callback;
     if (o.unbatched) {
-      submit = [&device](Request r) {
-        std::promise<Result> p;
+      submit_with_callback = [&device](Request r, Completion done) {
         try {
-          p.set_value(device.run(r));
+          Result result = device.run(r);
+          done(nullptr, std::move(result));
         } catch (...) {
-          p.set_exception(std::current_exception());
+          done(std::current_exception(), Result{});
         }
-        return p.get_future();
+      };
+      submit = [submit_with_callback](Request r) {
+        auto p = std::make_shared<std::promise<Result>>();
+        submit_with_callback(std::move(r), [p](std::exception_ptr e, Result result) {
+          if (e) p->set_exception(e);
+          else p->set_value(std::move(result));
+        });
+        return p->get_future();
       };
     } else {
       executor = std::make_unique<BatchExecutor>(device, config);
       auto handle = executor->handle();
       submit = [handle](Request r) { return handle.submit(std::move(r)); };
+      submit_with_callback = [handle](Request r, Completion done) { handle.submit(std::move(r), std::move(done)); };
     }
 
     // Warm up: kernels built, staging sized, so the timed run measures the steady state.
@@ -254,8 +309,12 @@ int main(int argc, char** argv) {
     const auto start = Clock::now();
     for (int t = 0; t < o.threads; ++t) {
       const std::uint64_t share = o.requests / o.threads + (static_cast<std::uint64_t>(t) < o.requests % o.threads);
-      threads.emplace_back(run_thread, std::cref(o), std::cref(workloads[t]), std::cref(submit), share,
-                           std::ref(done), std::ref(results[t]));
+      if (o.rate > 0)
+        threads.emplace_back(run_open_loop, std::cref(o), std::cref(workloads[t]), std::cref(submit_with_callback),
+                             share, std::ref(done), std::ref(results[t]));
+      else
+        threads.emplace_back(run_closed_loop, std::cref(o), std::cref(workloads[t]), std::cref(submit), share,
+                             std::ref(done), std::ref(results[t]));
     }
     const bool show_progress = !o.json && isatty(STDOUT_FILENO);
     std::atomic<bool> finished{false};

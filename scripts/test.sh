@@ -21,3 +21,10 @@ if [ "${GPUBATCH_SKIP_SANITIZERS:-0}" != 1 ]; then
       ctest --preset "$preset" -L 'unit|stress' -j"$jobs" --timeout 900
   done
 fi
+
+# Bounded libFuzzer runs of the config parser and request validation (clang); the corpus lives in
+# fuzz/corpus/. Longer: FUZZ_SECONDS=3600 bash fuzz/run.sh
+if [ "${GPUBATCH_SKIP_FUZZ:-0}" != 1 ]; then
+  echo "== fuzz: ${FUZZ_SECONDS:-60} s per target =="
+  FUZZ_SECONDS=${FUZZ_SECONDS:-60} bash fuzz/run.sh
+fi

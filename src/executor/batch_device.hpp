@@ -45,6 +45,19 @@ class BatchDevice {
   // when the batch cannot be submitted at all (out_of_memory, device_lost); nothing then runs.
   virtual std::unique_ptr<InFlightBatch> submit(std::span<const Request* const> requests) = 0;
   virtual TransferTotals transfers() const = 0;
+  // Called by the executor after a batch failed with device_lost (on submit, on wait, or by the
+  // batch_timeout watchdog). A device whose underlying device really is lost re-creates it, so
+  // that later submissions work again; batches still in flight keep what they use alive. Must be
+  // safe to call concurrently with submit() and with itself, and cheap when nothing is lost.
+  // May throw; the executor logs it and carries on (later submissions then fail on their own).
+  virtual void recover() {}
 };
+
+// submit(), and when the device answers out_of_memory, the batch halved and each half submitted
+// again, down to single requests: only a request that cannot fit alone fails (out_of_memory, from
+// take_result). Other errors, and out_of_memory for a batch of one, propagate as from submit().
+// (src/executor/split_submit.cpp)
+std::unique_ptr<InFlightBatch> submit_splitting_on_oom(BatchDevice& device,
+                                                       std::span<const Request* const> requests);
 
 }  // namespace gpubatch::detail

@@ -193,6 +193,40 @@ BatchConfig BatchConfig::preset(std::string_view name) {
 }
 
 BatchConfig BatchConfig::from_string(std::string_view text, std::string_view source) {
+  // Refused before the parser sees them. fuzz/config_fuzzer.cpp found inputs on which toml++ 3.3
+  // fails an assertion (in a release build: breaks an assumption, undefined behaviour): a table
+  // header or array that does not start with a key or value ("[:a]", "x = [ }"), and some
+  // non-ASCII characters (U+FE7F). A configuration has only top-level keys with integer or short
+  // string values, so arrays, tables and inline tables ('[' or '{' outside strings and comments),
+  // bytes outside ASCII, and control characters other than tab, CR and LF (which TOML allows
+  // nowhere) are refused here with invalid_config.
+  std::size_t line = 1;
+  char quote = 0;        // inside a '...' or "..." string
+  bool comment = false;  // after '#', up to the end of the line
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto ch = static_cast<unsigned char>(text[i]);
+    auto refuse = [&](const std::string& why) {
+      throw Error(ErrorCode::invalid_config, std::string(source) + ":" + std::to_string(line) + ": " + why);
+    };
+    if (ch >= 0x80) refuse("a byte outside ASCII (configuration files are ASCII)");
+    if ((ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') || ch == 0x7F)
+      refuse("control character " + std::to_string(ch) + " (TOML allows only tab, CR and LF)");
+    if (ch == '\n') {
+      ++line;
+      comment = false;
+      quote = 0;  // TOML strings on one line; the parser reports the unterminated one
+    } else if (comment) {
+    } else if (quote) {
+      if (ch == '\\' && quote == '"') ++i;  // an escape: skip the escaped byte
+      else if (ch == static_cast<unsigned char>(quote)) quote = 0;
+    } else if (ch == '"' || ch == '\'') {
+      quote = static_cast<char>(ch);
+    } else if (ch == '#') {
+      comment = true;
+    } else if (ch == '[' || ch == '{') {
+      refuse(std::string("'") + char(ch) + "': configuration keys are top-level and take integers or strings");
+    }
+  }
   toml::table table;
   try {
     table = toml::parse(text, source);

@@ -594,7 +594,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
 
   batch->submitted = Clock::now();
   try {
-    batch->inflight = device_->submit(std::span<const Request* const>(batch->requests));
+    batch->inflight = submit_splitting_on_oom(*device_, std::span<const Request* const>(batch->requests));
     if (!batch->inflight)
       batch->error = make_error(ErrorCode::internal, device_->name() + " returned no batch");
   } catch (...) {
@@ -743,6 +743,7 @@ void ExecutorCore::finish_batch(Batch& b, std::size_t thread_index) {
       error = std::current_exception();
     }
   }
+  if (error) recover_if_device_lost(error);  // src/executor/recovery.cpp
   const auto done = Clock::now();
 
   // Take every result while the device's staging memory is still ours, then give the slot back

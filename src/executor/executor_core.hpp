@@ -117,6 +117,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void finish_batch(Batch& batch, std::size_t thread_index);
   std::unique_ptr<Batch> take_batch_from_pool();
   void return_batch_to_pool(std::unique_ptr<Batch> batch);
+  // After a batch failed with device_lost: device_->recover() (serialised; never throws).
+  void recover_if_device_lost(const std::exception_ptr& error) noexcept;
 
   // ---- shutdown ----
   void maybe_done();

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -52,11 +53,21 @@ class GpuContext {
   // Thread-safe: the queue is externally synchronised, so submissions are serialised here.
   std::uint64_t submit(VkCommandBuffer commands);
   // Waits until the timeline reaches `value`; false on timeout. Throws Error(device_lost).
+  // At most one thread at a time blocks in vkWaitSemaphores (for the lowest value waited for);
+  // the others wait for it to return (GPUBATCH_SEMAPHORE_WAIT, see wait_serial()).
   bool wait(std::uint64_t value, std::chrono::nanoseconds timeout);
   std::uint64_t completed_value();
 
+  // GPUBATCH_SEMAPHORE_WAIT=concurrent: every waiter calls vkWaitSemaphores itself (the old
+  // behaviour, for comparison); the default is serial.
+  enum class WaitMode { serial, concurrent };
+
  private:
   GpuContext() = default;
+  bool wait_serial(std::uint64_t value, std::chrono::steady_clock::time_point deadline);
+  VkResult driver_wait(std::uint64_t value, std::chrono::steady_clock::time_point deadline);
+  bool reached(std::uint64_t value);  // one vkGetSemaphoreCounterValue
+  void note_completed(std::uint64_t value) noexcept;
 
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
@@ -67,6 +78,14 @@ class GpuContext {
   VkSemaphore timeline_ = VK_NULL_HANDLE;
   std::mutex submit_mutex_;
   std::uint64_t last_signalled_ = 0;  // guarded by submit_mutex_
+  // Host waits (wait()). completed_ only grows: the timeline has reached at least this.
+  WaitMode wait_mode_ = WaitMode::serial;
+  std::atomic<std::uint64_t> completed_{0};
+  std::mutex wait_mutex_;
+  std::condition_variable wait_cv_;
+  bool driver_waiting_ = false;                // guarded by wait_mutex_
+  std::uint64_t driver_target_ = 0;            // guarded: the value that thread waits for
+  std::vector<std::uint64_t> waiting_values_;  // guarded: one entry per thread in wait_serial()
   std::mutex hung_mutex_;
   std::vector<std::uint64_t> hung_;  // timeline values whose completion is hidden (fault injection)
   DeviceInfo info_;

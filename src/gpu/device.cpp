@@ -12,7 +12,7 @@ namespace gpubatch {
 
 Device::Device(const DeviceOptions& options)
     : context_(detail::GpuContext::create(options)),
-      batch_device_(std::make_shared<gpu::VulkanBatchDevice>(context_, options.max_request_bytes)),
+      batch_device_(std::make_shared<gpu::VulkanBatchDevice>(context_, options.max_request_bytes, options)),
       batch_timeout_(options.batch_timeout) {}
 
 Device::~Device() = default;

@@ -13,6 +13,8 @@ enum class Fault : int {
   device_out_of_memory,  // vkAllocateMemory returns VK_ERROR_OUT_OF_DEVICE_MEMORY
   pipeline_build,      // vkCreateComputePipelines fails
   hang,                // the submission is made but its completion is never reported
+  host_out_of_memory,  // a batch's staging (host-visible upload) memory cannot be had: out_of_memory
+  device_lost_check,   // VulkanBatchDevice::recover()'s check finds the device lost: it is re-created
   count_
 };
 

@@ -12,6 +12,7 @@
 #include "gpu/batch_layout.hpp"
 #include "gpu/custom_kernels.hpp"
 #include "gpu/encoding.hpp"
+#include "gpu/fault_injection.hpp"
 #include "gpu/fusion.hpp"
 #include "gpu/glsl_compiler.hpp"
 #include "gpu/kernels.hpp"
@@ -124,23 +125,22 @@ namespace {
 
 class VulkanInFlight final : public detail::InFlightBatch {
  public:
-  VulkanInFlight(std::shared_ptr<VulkanBatchDevice> device, Frame* frame)
-      : device_(std::move(device)), frame_(frame) {}
+  VulkanInFlight(std::shared_ptr<FrameSet> set, Frame* frame) : set_(std::move(set)), frame_(frame) {}
 
   ~VulkanInFlight() override {
     // Only a finished batch gives its frame back: the GPU may still be using the memory. One that
     // has not finished (abandoned by a watchdog, or its device lost) keeps its frame out of
     // circulation; the frame is destroyed with the device, after vkDeviceWaitIdle.
     try {
-      if (done_ || device_->context().wait(frame_->timeline_value, std::chrono::nanoseconds(0)))
-        device_->release(frame_);
+      if (done_ || set_->context->wait(frame_->timeline_value, std::chrono::nanoseconds(0)))
+        set_->release(frame_);
     } catch (const Error&) {
     }
   }
 
   bool wait_for(std::chrono::nanoseconds timeout) override {
     if (done_) return true;
-    if (!device_->context().wait(frame_->timeline_value, timeout)) return false;
+    if (!set_->context->wait(frame_->timeline_value, timeout)) return false;
     done_ = true;
     frame_->readback.invalidate();
     return true;
@@ -160,7 +160,7 @@ class VulkanInFlight final : public detail::InFlightBatch {
   }
 
   std::chrono::nanoseconds device_time() const override {
-    auto& ctx = device_->context();
+    auto& ctx = *set_->context;
     if (!done_ || !frame_->timestamps) return std::chrono::nanoseconds(-1);
     std::array<std::uint64_t, 2> ticks{};
     if (vkGetQueryPoolResults(ctx.device(), frame_->timestamps, 0, 2, sizeof(ticks), ticks.data(),
@@ -171,7 +171,7 @@ class VulkanInFlight final : public detail::InFlightBatch {
   }
 
  private:
-  std::shared_ptr<VulkanBatchDevice> device_;
+  std::shared_ptr<FrameSet> set_;
   Frame* frame_;
   bool done_ = false;
 };
@@ -185,73 +185,123 @@ void ensure(Allocation& a, MemoryPool& pool, MemoryKind kind, std::size_t bytes)
 
 }  // namespace
 
-VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::GpuContext> context,
-                                     std::uint64_t max_request_bytes)
-    : context_(std::move(context)) {
-  // Inputs go into one staging allocation and outputs into one readback allocation; leave room
-  // for the tables beside them.
-  const std::uint64_t device_limit = context_->max_allocation_bytes() - (1u << 20);
-  max_request_bytes_ = max_request_bytes == 0 ? device_limit : std::min(max_request_bytes, device_limit);
-}
+FrameSet::FrameSet(std::shared_ptr<detail::GpuContext> ctx) : context(std::move(ctx)) {}
 
-VulkanBatchDevice::~VulkanBatchDevice() {
-  VkDevice device = context_->device();
-  for (auto& f : frames_) {
+FrameSet::~FrameSet() {
+  VkDevice device = context->device();
+  // A frame abandoned by a watchdog (never given back) may still be pending: let it end (a lost
+  // device answers at once) before its command pool goes.
+  if (free.size() != frames.size()) vkDeviceWaitIdle(device);
+  for (auto& f : frames) {
     if (f->timestamps) vkDestroyQueryPool(device, f->timestamps, nullptr);
     vkDestroyCommandPool(device, f->pool, nullptr);
   }
 }
 
-std::string VulkanBatchDevice::name() const { return context_->info().name; }
-
-std::size_t VulkanBatchDevice::max_request_bytes() const { return max_request_bytes_; }
-
-detail::TransferTotals VulkanBatchDevice::transfers() const {
-  auto& c = context_->counters();
-  return {c.uploads.load(), c.downloads.load(), c.bytes_up.load(), c.bytes_down.load(),
-          c.dispatches.load(), c.submissions.load()};
-}
-
-Frame* VulkanBatchDevice::acquire() {
-  std::lock_guard lock(mutex_);
-  if (!free_.empty()) {
-    Frame* f = free_.back();
-    free_.pop_back();
+Frame* FrameSet::acquire() {
+  std::lock_guard lock(mutex);
+  if (!free.empty()) {
+    Frame* f = free.back();
+    free.pop_back();
     return f;
   }
   auto frame = std::make_unique<Frame>();
   VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pool_info.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
-  pool_info.queueFamilyIndex = context_->queue_family();
-  check_vk(vkCreateCommandPool(context_->device(), &pool_info, nullptr, &frame->pool), "vkCreateCommandPool");
-  VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-  alloc.commandPool = frame->pool;
-  alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
-  alloc.commandBufferCount = 1;
-  check_vk(vkAllocateCommandBuffers(context_->device(), &alloc, &frame->commands), "vkAllocateCommandBuffers");
-  if (context_->timestamps_supported()) {
-    VkQueryPoolCreateInfo q{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
-    q.queryType = VK_QUERY_TYPE_TIMESTAMP;
-    q.queryCount = 2;
-    check_vk(vkCreateQueryPool(context_->device(), &q, nullptr, &frame->timestamps), "vkCreateQueryPool");
+  pool_info.queueFamilyIndex = context->queue_family();
+  check_vk(vkCreateCommandPool(context->device(), &pool_info, nullptr, &frame->pool), "vkCreateCommandPool");
+  // Owned by `frames` from here, so that a failure below leaks nothing.
+  frames.push_back(std::move(frame));
+  Frame* f = frames.back().get();
+  try {
+    VkCommandBufferAllocateInfo alloc{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    alloc.commandPool = f->pool;
+    alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    alloc.commandBufferCount = 1;
+    check_vk(vkAllocateCommandBuffers(context->device(), &alloc, &f->commands), "vkAllocateCommandBuffers");
+    if (context->timestamps_supported()) {
+      VkQueryPoolCreateInfo q{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+      q.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      q.queryCount = 2;
+      check_vk(vkCreateQueryPool(context->device(), &q, nullptr, &f->timestamps), "vkCreateQueryPool");
+    }
+  } catch (...) {
+    if (f->timestamps) vkDestroyQueryPool(context->device(), f->timestamps, nullptr);
+    vkDestroyCommandPool(context->device(), f->pool, nullptr);
+    frames.pop_back();
+    throw;
   }
-  frames_.push_back(std::move(frame));
-  return frames_.back().get();
+  return f;
 }
 
-void VulkanBatchDevice::release(Frame* frame) {
+void FrameSet::release(Frame* frame) {
+  std::lock_guard lock(mutex);
+  free.push_back(frame);
+}
+
+VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::GpuContext> context,
+                                     std::uint64_t max_request_bytes, DeviceOptions options)
+    : options_(std::move(options)) {
+  // Inputs go into one staging allocation and outputs into one readback allocation; leave room
+  // for the tables beside them.
+  const std::uint64_t device_limit = context->max_allocation_bytes() - (1u << 20);
+  max_request_bytes_ = max_request_bytes == 0 ? device_limit : std::min(max_request_bytes, device_limit);
+  frames_ = std::make_shared<FrameSet>(std::move(context));
+}
+
+VulkanBatchDevice::~VulkanBatchDevice() = default;
+
+std::shared_ptr<FrameSet> VulkanBatchDevice::current() const {
   std::lock_guard lock(mutex_);
-  free_.push_back(frame);
+  return frames_;
+}
+
+std::shared_ptr<detail::GpuContext> VulkanBatchDevice::current_context() const { return current()->context; }
+
+std::string VulkanBatchDevice::name() const { return current()->context->info().name; }
+
+std::size_t VulkanBatchDevice::max_request_bytes() const { return max_request_bytes_; }
+
+detail::TransferTotals VulkanBatchDevice::transfers() const {
+  auto& c = current()->context->counters();
+  return {c.uploads.load(), c.downloads.load(), c.bytes_up.load(), c.bytes_down.load(),
+          c.dispatches.load(), c.submissions.load()};
+}
+
+void VulkanBatchDevice::recover() {
+  std::lock_guard serial(recover_mutex_);
+  const std::shared_ptr<FrameSet> old = current();
+  bool lost = FaultInjector::fire(Fault::device_lost_check);
+  if (!lost) {
+    try {
+      old->context->completed_value();  // vkGetSemaphoreCounterValue
+    } catch (const Error& e) {
+      lost = e.code() == ErrorCode::device_lost;
+    }
+  }
+  if (!lost) return;  // an injected or transient fault: the device still works
+  spdlog::warn("gpubatch: device {} is lost; opening it again", old->context->info().name);
+  auto fresh = std::make_shared<FrameSet>(detail::GpuContext::create(options_));
+  {
+    std::lock_guard lock(mutex_);
+    frames_ = std::move(fresh);
+  }
+  recreations_.fetch_add(1);
+  spdlog::info("gpubatch: device {} re-created ({} times so far)", old->context->info().name,
+               recreations_.load());
 }
 
 std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const Request* const> requests) {
   if (requests.empty()) throw Error(ErrorCode::invalid_argument, "a batch needs at least one request");
-  Frame* frame = acquire();
+  // One context for the whole batch, even if recover() replaces it meanwhile.
+  const std::shared_ptr<FrameSet> set = current();
+  detail::GpuContext* const ctx = set->context.get();
+  Frame* frame = set->acquire();
   // From here the frame must go back to the pool on every path.
-  auto in_flight = std::make_unique<VulkanInFlight>(shared_from_this(), frame);
-  auto& pool = context_->memory();
-  auto& kernels = context_->kernels();
-  auto& counters = context_->counters();
+  auto in_flight = std::make_unique<VulkanInFlight>(set, frame);
+  auto& pool = ctx->memory();
+  auto& kernels = ctx->kernels();
+  auto& counters = ctx->counters();
 
   // 1. Group requests by kernel: built-ins by op, chains by shape key, custom requests by
   //    kernel key (groups in order of first appearance; a stable counting sort keeps each group
@@ -364,9 +414,12 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   const std::size_t segments_bytes = align_up(requests.size() * sizeof(SegmentRecord), kDataAlignment);
   const std::size_t blocks_bytes = align_up(block_entries * 4, kDataAlignment);
   const std::size_t upload_bytes = segments_bytes + blocks_bytes + input_bytes_total;
-  if (upload_bytes > context_->max_allocation_bytes() || output_bytes_total > context_->max_allocation_bytes())
+  if (upload_bytes > ctx->max_allocation_bytes() || output_bytes_total > ctx->max_allocation_bytes())
     throw Error(ErrorCode::out_of_memory, "a batch of " + std::to_string(upload_bytes) +
                                               " bytes exceeds the device's largest allocation");
+  if (FaultInjector::fire(Fault::host_out_of_memory))
+    throw Error(ErrorCode::out_of_memory, "staging memory for a batch of " + std::to_string(upload_bytes) +
+                                              " bytes (injected host out of memory)");
   ensure(frame->upload, pool, MemoryKind::upload, upload_bytes);
   ensure(frame->readback, pool, MemoryKind::readback, output_bytes_total);
   if (scratch_floats > 0) ensure(frame->scratch, pool, MemoryKind::device_local, scratch_floats * 4);
@@ -462,7 +515,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   }
   // 4. Record: one dispatch per group, one command buffer, one submission.
   VkCommandBuffer cmd = frame->commands;
-  check_vk(vkResetCommandPool(context_->device(), frame->pool, 0), "vkResetCommandPool");
+  check_vk(vkResetCommandPool(ctx->device(), frame->pool, 0), "vkResetCommandPool");
   VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check_vk(vkBeginCommandBuffer(cmd, &begin), "vkBeginCommandBuffer");
@@ -471,7 +524,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
     vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, frame->timestamps, 0);
   }
   const auto table = detail::rho_gradient_table();
-  const std::uint32_t max_x = context_->limits().maxComputeWorkGroupCount[0];
+  const std::uint32_t max_x = ctx->limits().maxComputeWorkGroupCount[0];
   std::uint64_t dispatches = 0;
   auto dispatch = [&](VkPipeline pipeline, const Group& g, std::uint32_t block_count) {
     PushConstants pc;
@@ -508,7 +561,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
     vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, frame->timestamps, 1);
   check_vk(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
 
-  frame->timeline_value = context_->submit(cmd);
+  frame->timeline_value = ctx->submit(cmd);
   counters.dispatches.fetch_add(dispatches, std::memory_order_relaxed);
   counters.uploads.fetch_add(1, std::memory_order_relaxed);
   counters.downloads.fetch_add(1, std::memory_order_relaxed);

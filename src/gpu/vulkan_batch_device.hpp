@@ -4,6 +4,7 @@
 // signals the context's timeline semaphore. Kernels read the staging memory and write the
 // host-cached readback memory directly through device addresses, so a batch is one upload pass,
 // one submission and one download pass, whatever it holds.
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -15,28 +16,52 @@ namespace gpubatch::gpu {
 
 struct Frame;
 
+// The frames (command pool, staging and readback memory) of one GpuContext. Batches in flight
+// hold it, and through it their context, so that a re-created device never frees what a batch
+// on the old one still uses.
+struct FrameSet {
+  explicit FrameSet(std::shared_ptr<detail::GpuContext> context);
+  ~FrameSet();
+  Frame* acquire();
+  void release(Frame* frame);
+
+  const std::shared_ptr<detail::GpuContext> context;  // first: destroyed last
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Frame>> frames;
+  std::vector<Frame*> free;
+};
+
 class VulkanBatchDevice : public detail::BatchDevice,
                           public std::enable_shared_from_this<VulkanBatchDevice> {
  public:
-  VulkanBatchDevice(std::shared_ptr<detail::GpuContext> context, std::uint64_t max_request_bytes);
+  // `options` are those `context` was created with: recover() opens the new device with them.
+  VulkanBatchDevice(std::shared_ptr<detail::GpuContext> context, std::uint64_t max_request_bytes,
+                    DeviceOptions options = {});
   ~VulkanBatchDevice() override;
 
   std::string name() const override;
   std::size_t max_request_bytes() const override;
   std::unique_ptr<detail::InFlightBatch> submit(std::span<const Request* const> requests) override;
   detail::TransferTotals transfers() const override;
+  // Checks whether the VkDevice is lost (vkGetSemaphoreCounterValue says VK_ERROR_DEVICE_LOST;
+  // Fault::device_lost_check makes it say so) and if so opens a new GpuContext: new VkDevice,
+  // memory and kernels (pipelines are rebuilt on first use). Batches in flight keep the old one.
+  void recover() override;
 
-  detail::GpuContext& context() { return *context_; }
-  void release(Frame* frame);
+  // The context new batches run on (it changes when recover() re-creates the device).
+  std::shared_ptr<detail::GpuContext> current_context() const;
+  // How many times recover() re-created the device.
+  std::uint64_t recreations() const { return recreations_.load(); }
 
  private:
-  Frame* acquire();
+  std::shared_ptr<FrameSet> current() const;
 
-  std::shared_ptr<detail::GpuContext> context_;
   std::uint64_t max_request_bytes_;
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<Frame>> frames_;
-  std::vector<Frame*> free_;
+  DeviceOptions options_;
+  mutable std::mutex mutex_;        // guards frames_ (the pointer)
+  std::shared_ptr<FrameSet> frames_;
+  std::mutex recover_mutex_;        // one recovery at a time
+  std::atomic<std::uint64_t> recreations_{0};
 };
 
 }  // namespace gpubatch::gpu

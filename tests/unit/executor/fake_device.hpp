@@ -30,6 +30,10 @@ class FakeDevice : public detail::BatchDevice {
     std::chrono::microseconds delay{0};  // completion this long after submit
     std::size_t max_request_bytes = std::size_t{1} << 30;
     bool record_markers = true;  // remember a[0] of each request (NaN when a is empty)
+    // Out of memory on submit: a batch of more than this many requests, or one holding a request
+    // whose a[0] is oom_marker, fails with out_of_memory (nothing runs).
+    std::size_t oom_above_requests = std::numeric_limits<std::size_t>::max();
+    std::optional<float> oom_marker;
   };
 
   FakeDevice() : FakeDevice(Options{}) {}
@@ -60,7 +64,14 @@ class FakeDevice : public detail::BatchDevice {
         errors[i] = e.what();
       }
     }
+    bool oom = requests.size() > options_.oom_above_requests;
+    for (const Request* r : requests)
+      if (options_.oom_marker && !r->a.empty() && r->a[0] == *options_.oom_marker) oom = true;
     std::unique_lock<std::mutex> lock(state_->m);
+    if (oom) {
+      ++state_->oom_faults;
+      throw Error(ErrorCode::out_of_memory, "fake device: injected out of memory on submit");
+    }
     if (state_->fail_submit > 0) {
       --state_->fail_submit;
       ++state_->submit_faults;
@@ -96,6 +107,19 @@ class FakeDevice : public detail::BatchDevice {
   detail::TransferTotals transfers() const override {
     std::lock_guard<std::mutex> lock(state_->m);
     return state_->totals;
+  }
+
+  void recover() override {
+    std::lock_guard<std::mutex> lock(state_->m);
+    ++state_->recoveries;
+  }
+  int recoveries() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->recoveries;
+  }
+  int oom_faults() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->oom_faults;
   }
 
   // ---- control ----
@@ -183,6 +207,8 @@ class FakeDevice : public detail::BatchDevice {
     int fail_wait = 0;
     ErrorCode fail_wait_code = ErrorCode::device_lost;
     int submit_faults = 0;
+    int oom_faults = 0;
+    int recoveries = 0;
     std::vector<std::size_t> batch_sizes;
     std::vector<std::vector<Op>> batch_ops;
     std::vector<float> markers;

@@ -107,6 +107,13 @@ void report(benchmark::State& state, const std::vector<LoadResult>& rounds, std:
   if (!verified) state.SkipWithError("a result did not match the CPU reference");
 }
 
+// The synchronous path in the shape run_load() expects.
+std::future<Result> run_sync(Request r) {
+  std::promise<Result> p;
+  p.set_value(device().run(r));
+  return p.get_future();
+}
+
 BatchConfig preset_by_index(int i) {
   static const char* names[] = {"latency", "balanced", "throughput", "adaptive"};
   return BatchConfig::preset(names[i]);
@@ -165,13 +172,8 @@ void BM_Unbatched(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   const std::size_t per_thread = 2048 / threads;
   std::vector<LoadResult> rounds;
-  auto sync = [](Request r) {
-    std::promise<Result> p;
-    p.set_value(device().run(r));
-    return p.get_future();
-  };
   for (auto _ : state) {
-    rounds.push_back(run_load(sync, threads, per_thread, 256, 1));
+    rounds.push_back(run_load(run_sync, threads, per_thread, 256, 1));
     state.SetIterationTime(rounds.back().seconds);
   }
   report(state, rounds, per_thread * threads, 256 * 4);
@@ -201,13 +203,8 @@ void BM_RequestSizeUnbatched(benchmark::State& state) {
   const auto floats = static_cast<std::size_t>(state.range(0));
   const std::size_t per_thread = std::max<std::size_t>(requests_for(floats) / 8, 16);
   std::vector<LoadResult> rounds;
-  auto sync = [](Request r) {
-    std::promise<Result> p;
-    p.set_value(device().run(r));
-    return p.get_future();
-  };
   for (auto _ : state) {
-    rounds.push_back(run_load(sync, 1, per_thread, floats, 1));
+    rounds.push_back(run_load(run_sync, 1, per_thread, floats, 1));
     state.SetIterationTime(rounds.back().seconds);
   }
   report(state, rounds, per_thread, floats * 4 * 2);

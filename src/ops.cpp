@@ -36,15 +36,7 @@ void require_states(const Request& r, std::size_t size, const char* what) {
 }
 
 // Ops a chain step may be (besides custom).
-bool chain_op(Op op) {
-  switch (op) {
-    case Op::relu: case Op::scale: case Op::add: case Op::sub: case Op::mul: case Op::sigmoid:
-    case Op::tanh: case Op::swish: case Op::gelu: case Op::lerp:
-      return true;
-    default:
-      return false;
-  }
-}
+bool chain_op(Op op) { return is_elementwise(op) && op != Op::chain; }
 
 bool binary_op(Op op) { return op == Op::add || op == Op::sub || op == Op::mul || op == Op::lerp; }
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gpubatch/ops.hpp"
+#include "gpubatch/stats.hpp"
 
 namespace gpubatch::detail {
 
@@ -25,14 +26,8 @@ class InFlightBatch {
   virtual std::chrono::nanoseconds device_time() const { return std::chrono::nanoseconds(-1); }
 };
 
-struct TransferTotals {
-  std::uint64_t uploads = 0;    // upload passes (one per batch, however many requests)
-  std::uint64_t downloads = 0;  // download passes
-  std::uint64_t bytes_up = 0;
-  std::uint64_t bytes_down = 0;
-  std::uint64_t dispatches = 0;
-  std::uint64_t submissions = 0;
-};
+// Data movement and work since the device was opened (the same fields the executor's stats show).
+using TransferTotals = TransferCounts;
 
 class BatchDevice {
  public:

@@ -31,15 +31,8 @@ std::string builtin_expression(Op op, const std::string& a, const std::string& b
 
 }  // namespace
 
-bool fusable(Op op) noexcept {
-  switch (op) {
-    case Op::relu: case Op::scale: case Op::add: case Op::sub: case Op::mul: case Op::sigmoid:
-    case Op::tanh: case Op::swish: case Op::gelu: case Op::lerp:
-      return true;
-    default:
-      return false;
-  }
-}
+// The element-wise built-ins; a chain is fused already.
+bool fusable(Op op) noexcept { return is_elementwise(op) && op != Op::chain; }
 
 std::uint32_t arity(Op op) noexcept {
   switch (op) {

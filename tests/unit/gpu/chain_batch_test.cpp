@@ -14,18 +14,13 @@
 #include "gpubatch/custom_kernel.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
+#include "test_data.hpp"
 #include "test_device.hpp"
 
 using namespace gpubatch;
 
 namespace {
 
-std::vector<float> random_floats(std::size_t n, std::mt19937& rng, float lo = -3.0f, float hi = 3.0f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 std::size_t random_length(std::mt19937& rng, std::size_t max = 3000) {
   return std::uniform_int_distribution<std::size_t>(1, max)(rng);

@@ -16,18 +16,13 @@
 #include "gpubatch/error.hpp"
 #include "gpubatch/graph.hpp"
 #include "gpubatch/reference.hpp"
+#include "test_data.hpp"
 #include "test_device.hpp"
 
 using namespace gpubatch;
 
 namespace {
 
-std::vector<float> random_floats(std::size_t n, std::mt19937& rng, float lo = -4.0f, float hi = 4.0f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 // Distance in units in the last place (0 for equal values, NaN == NaN).
 std::uint32_t ulps(float a, float b) {

@@ -8,25 +8,14 @@
 #include "gpubatch/device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
+#include "test_data.hpp"
 #include "test_device.hpp"
 
 using namespace gpubatch;
 
 namespace {
 
-std::vector<float> random_floats(std::size_t n, std::mt19937& rng, float lo = -4.0f, float hi = 4.0f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
-std::vector<std::uint8_t> random_states(std::size_t states, std::mt19937& rng) {
-  std::uniform_int_distribution<int> d(0, 255);
-  std::vector<std::uint8_t> v(states * kLayersPerState);
-  for (auto& b : v) b = static_cast<std::uint8_t>(d(rng));
-  return v;
-}
 
 Request make(Op op, std::size_t n, std::mt19937& rng) {
   switch (op) {

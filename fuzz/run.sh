@@ -4,6 +4,8 @@
 #   bash fuzz/run.sh              # 60 s per target (CI)
 #   FUZZ_SECONDS=3600 bash fuzz/run.sh   # longer
 #   FUZZ_TARGETS=config bash fuzz/run.sh # one target
+#   FUZZ_RUNS=500000 bash fuzz/run.sh    # a fixed number of inputs from a fixed seed: the same
+#                                        # exploration on every machine (what CI runs)
 # Crashes are written to build/fuzz/artifacts/; new corpus entries go to build/fuzz/corpus/<target>
 # (the committed seeds in fuzz/corpus/<target> are read, never written).
 set -euo pipefail
@@ -22,7 +24,9 @@ for t in $targets; do
   echo "== fuzz: building $t =="
   "$CXX" "${flags[@]}" "fuzz/${t}_fuzzer.cpp" "${core[@]}" "${extra[@]}" -o "$out/${t}_fuzzer"
   mkdir -p "$out/corpus/$t"
-  echo "== fuzz: $t for ${seconds}s =="
-  "$out/${t}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  if [ -n "${FUZZ_RUNS:-}" ]; then label="$FUZZ_RUNS inputs from seed 1"; else label="${seconds}s"; fi
+  echo "== fuzz: $t, $label =="
+  if [ -n "${FUZZ_RUNS:-}" ]; then budget=(-runs="$FUZZ_RUNS" -seed=1); else budget=(-max_total_time="$seconds"); fi
+  "$out/${t}_fuzzer" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$out/artifacts/${t}-" "$out/corpus/$t" "fuzz/corpus/$t"
 done

@@ -205,3 +205,22 @@ TEST(BatchConfig, BadEnvironmentNamesTheVariable) {
 }
 
 }  // namespace
+
+TEST(BatchConfig, OnlyKeyValueLinesReachTheTomlParser) {
+  // Comments may hold anything; values are integers, booleans or plain strings.
+  const auto ok = gpubatch::BatchConfig::from_string(
+      "# réglages — UTF-8 in a comment is fine\nmax_batch_size = 1_024  # trailing comment\n"
+      "preset = 'latency'\r\n\n");
+  EXPECT_EQ(ok.max_batch_size, 1024u);
+  for (const char* bad : {"katmg= 00$------m 0\n", "[table]\nx = 1\n", "x = [1, 2]\n", "x = 007\n",
+                          "x = \"esc\\\"aped\"\n", "max_batch_size = 12 34\n", "= 5\n", "x 5\n",
+                          "x = \"unterminated\n", "x = 1_\n", "x = ré\n"}) {
+    try {
+      gpubatch::BatchConfig::from_string(bad);
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const gpubatch::Error& e) {
+      EXPECT_EQ(e.code(), gpubatch::ErrorCode::invalid_config) << bad;
+      EXPECT_NE(std::string(e.what()).find(":1:"), std::string::npos) << "names the line: " << e.what();
+    }
+  }
+}

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -204,7 +205,18 @@ std::vector<DeviceInfo> GpuContext::enumerate() {
   return out;
 }
 
+// GPUBATCH_LOG_LEVEL (trace, debug, info, warn, error, critical, off) sets spdlog's level once,
+// when the first device opens.
+static void apply_log_level_from_environment() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (const char* level = std::getenv("GPUBATCH_LOG_LEVEL"); level && *level)
+      spdlog::set_level(spdlog::level::from_str(level));
+  });
+}
+
 std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options) {
+  apply_log_level_from_environment();
   std::shared_ptr<GpuContext> ctx(new GpuContext());
   const bool validation = options.validation.value_or(env_flag("GPUBATCH_VALIDATION"));
   ctx->instance_ = create_instance(validation, &ctx->messenger_);

@@ -99,6 +99,7 @@ class Workload {
 
 struct ThreadResult {
   std::vector<double> latencies_us;
+  std::vector<double> send_lag_us;  // open loop: how late the sender handed each request over
   std::uint64_t errors = 0, mismatches = 0, lost = 0;
   std::string first_error;
 };
@@ -176,6 +177,9 @@ void run_open_loop(const Options& o, const Workload& w, const SubmitCallback& su
     Request r = w.make(sent++);
     slot->request = r;
     pending.push_back(slot);
+    // Latency counts from the scheduled time (no coordinated omission); the sender's own lag is
+    // reported beside it so that a generator falling behind is not mistaken for the executor.
+    out.send_lag_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - slot->scheduled).count());
     submit(std::move(r), [slot](std::exception_ptr e, Result result) {
       slot->finished = Clock::now();
       slot->result = std::move(result);
@@ -340,11 +344,12 @@ int main(int argc, char** argv) {
 
     const Stats after = executor ? executor->stats() : Stats{};
     const auto counters_after = device.counters();
-    std::vector<double> lat;
+    std::vector<double> lat, lag;
     std::uint64_t errors = 0, mismatches = 0, lost = 0;
     std::string first_error;
     for (auto& r : results) {
       lat.insert(lat.end(), r.latencies_us.begin(), r.latencies_us.end());
+      lag.insert(lag.end(), r.send_lag_us.begin(), r.send_lag_us.end());
       errors += r.errors;
       mismatches += r.mismatches;
       lost += r.lost;
@@ -352,6 +357,8 @@ int main(int argc, char** argv) {
     }
     const double p50 = percentile(lat, 0.50), p90 = percentile(lat, 0.90), p99 = percentile(lat, 0.99);
     const double max = lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end());
+    const double lag_p50 = percentile(lag, 0.50), lag_p99 = percentile(lag, 0.99);
+    const double lag_max = lag.empty() ? 0 : *std::max_element(lag.begin(), lag.end());
     const std::uint64_t batches = o.unbatched ? counters_after.submissions - counters_before.submissions
                                               : after.batches - before.batches;
     const double mean_batch = batches ? double(o.requests) / double(batches) : 0;
@@ -363,13 +370,14 @@ int main(int argc, char** argv) {
           "{\"device\": \"%s\", \"preset\": \"%s\", \"op\": \"%s\", \"size\": %u, \"threads\": %d, "
           "\"inflight\": %d, \"rate\": %.1f, \"requests\": %llu, \"seconds\": %.6f, \"throughput_rps\": %.1f, "
           "\"latency_us\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f, \"max\": %.2f}, "
+          "\"send_lag_us\": {\"p50\": %.2f, \"p99\": %.2f, \"max\": %.2f}, "
           "\"batches\": %llu, \"mean_batch_size\": %.2f, "
           "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
           "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
           "\"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s}\n",
           device.info().name.c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
           static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
-          static_cast<unsigned long long>(batches), mean_batch,
+          lag_p50, lag_p99, lag_max, static_cast<unsigned long long>(batches), mean_batch,
           static_cast<unsigned long long>(d(&FlushCounts::size)), static_cast<unsigned long long>(d(&FlushCounts::deadline)),
           static_cast<unsigned long long>(d(&FlushCounts::idle)), static_cast<unsigned long long>(d(&FlushCounts::shutdown)),
           static_cast<unsigned long long>(counters_after.uploads - counters_before.uploads),
@@ -387,6 +395,9 @@ int main(int argc, char** argv) {
       std::printf("preset      %s\n", preset_label.c_str());
       std::printf("throughput  %.0f requests/s (%.3f s)\n", double(o.requests) / seconds, seconds);
       std::printf("latency us  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", p50, p90, p99, max);
+      if (o.rate > 0)
+        std::printf("send lag us p50 %.1f  p99 %.1f  max %.1f (the generator's own lateness, included above)\n",
+                    lag_p50, lag_p99, lag_max);
       std::printf("batches     %llu, mean %.1f requests; flushes size %llu deadline %llu idle %llu shutdown %llu\n",
                   static_cast<unsigned long long>(batches), mean_batch,
                   static_cast<unsigned long long>(d(&FlushCounts::size)), static_cast<unsigned long long>(d(&FlushCounts::deadline)),

@@ -28,21 +28,14 @@ class Writer {
     out_ += '\n';
   }
   void sample(std::string_view name, std::string_view labels, double value) {
-    out_ += prefix_;
-    out_ += '_';
-    out_ += name;
-    if (!labels.empty()) {
-      out_ += '{';
-      out_ += labels;
-      out_ += '}';
-    }
-    out_ += ' ';
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", value);
-    out_ += buf;
-    out_ += '\n';
+    line(name, labels, buf);
   }
   void sample(std::string_view name, std::string_view labels, std::uint64_t value) {
+    line(name, labels, std::to_string(value));
+  }
+  void line(std::string_view name, std::string_view labels, std::string_view value) {
     out_ += prefix_;
     out_ += '_';
     out_ += name;
@@ -52,7 +45,7 @@ class Writer {
       out_ += '}';
     }
     out_ += ' ';
-    out_ += std::to_string(value);
+    out_ += value;
     out_ += '\n';
   }
   void latency(std::string_view name, std::string_view help, const LatencySummary& s) {

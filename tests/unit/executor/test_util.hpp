@@ -14,23 +14,12 @@
 #include "gpubatch/error.hpp"
 #include "gpubatch/ops.hpp"
 #include "gpubatch/reference.hpp"
+#include "support/random_data.hpp"
 
 namespace gpubatch::testing {
 
-inline std::vector<float> random_floats(std::size_t n, std::mt19937& rng, float lo = -4.0f,
-                                        float hi = 4.0f) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-inline std::vector<std::uint8_t> random_states(std::size_t states, std::mt19937& rng) {
-  std::uniform_int_distribution<int> d(0, 255);
-  std::vector<std::uint8_t> v(states * kLayersPerState);
-  for (auto& x : v) x = static_cast<std::uint8_t>(d(rng));
-  return v;
-}
+using ::random_floats;
+using ::random_states;
 
 // A random valid request of any built-in op (sizes 1..max_len).
 inline Request random_request(std::mt19937& rng, std::size_t max_len = 64) {

@@ -6,7 +6,7 @@
 
 #include "executor/batch_device.hpp"
 #include "gpubatch/reference.hpp"
-#include "test_data.hpp"
+#include "support/random_data.hpp"
 #include "test_device.hpp"
 
 using namespace gpubatch;

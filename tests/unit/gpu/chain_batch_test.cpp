@@ -14,7 +14,7 @@
 #include "gpubatch/custom_kernel.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
-#include "test_data.hpp"
+#include "support/random_data.hpp"
 #include "test_device.hpp"
 
 using namespace gpubatch;

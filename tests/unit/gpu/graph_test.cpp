@@ -16,7 +16,7 @@
 #include "gpubatch/error.hpp"
 #include "gpubatch/graph.hpp"
 #include "gpubatch/reference.hpp"
-#include "test_data.hpp"
+#include "support/random_data.hpp"
 #include "test_device.hpp"
 
 using namespace gpubatch;

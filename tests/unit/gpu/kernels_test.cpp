@@ -8,7 +8,7 @@
 #include "gpubatch/device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
-#include "test_data.hpp"
+#include "support/random_data.hpp"
 #include "test_device.hpp"
 
 using namespace gpubatch;

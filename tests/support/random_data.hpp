@@ -1,5 +1,5 @@
 #pragma once
-// Fresh random inputs for the GPU tests.
+// Fresh random inputs for the tests.
 #include <cstdint>
 #include <random>
 #include <vector>

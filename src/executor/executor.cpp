@@ -701,25 +701,43 @@ void ExecutorCore::return_batch_to_pool(std::unique_ptr<Batch> batch) {
 }
 
 void ExecutorCore::completion_loop(std::size_t index) {
+  std::unique_lock<std::mutex> lock(inflight_mutex_);
   for (;;) {
-    std::unique_ptr<Batch> batch;
-    {
-      std::unique_lock<std::mutex> lock(inflight_mutex_);
-      inflight_cv_.wait(lock, [&] { return !inflight_queue_.empty() || stop_completion_; });
-      if (inflight_queue_.empty()) return;
-      batch = std::move(inflight_queue_.front());
+    // Help with a finished batch first (oldest first), else wait for the next one.
+    if (!ready_.empty()) {
+      Batch* b = ready_.front();
+      const std::uint32_t chunk = b->next_chunk++;
+      if (b->next_chunk == b->chunks) ready_.pop_front();
+      lock.unlock();
+      complete_chunk(*b, chunk, index);
+      lock.lock();
+      continue;
+    }
+    if (!awaiting_ && !inflight_queue_.empty()) {
+      std::unique_ptr<Batch> owned = std::move(inflight_queue_.front());
       inflight_queue_.pop_front();
+      awaiting_ = true;
+      lock.unlock();
+      Batch* b = owned.release();  // from here owned by its chunks; the last one pools it
+      await_batch(*b, index);
+      lock.lock();
+      awaiting_ = false;
+      // This thread takes the first chunk; the others go to whoever is idle.
+      b->next_chunk = 1;
+      if (b->chunks > 1) ready_.push_back(b);
+      const bool more_to_wait_for = !inflight_queue_.empty();
+      lock.unlock();
+      if (b->chunks > 1 || more_to_wait_for) inflight_cv_.notify_all();
+      complete_chunk(*b, 0, index);
+      lock.lock();
+      continue;
     }
-    try {
-      finish_batch(*batch, index);
-    } catch (const std::exception& e) {
-      spdlog::error("gpubatch executor: completing batch {} failed: {}", batch->id, e.what());
-    }
-    return_batch_to_pool(std::move(batch));
+    if (stop_completion_ && inflight_queue_.empty() && !awaiting_) return;
+    inflight_cv_.wait(lock);
   }
 }
 
-void ExecutorCore::finish_batch(Batch& b, std::size_t thread_index) {
+void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
   CompletionStats& st = *completion_stats_[thread_index];
   const std::size_t n = b.items.size();
   std::exception_ptr error = b.error;
@@ -744,66 +762,91 @@ void ExecutorCore::finish_batch(Batch& b, std::size_t thread_index) {
     }
   }
   if (error) recover_if_device_lost(error);  // src/executor/recovery.cpp
-  const auto done = Clock::now();
+  b.done = Clock::now();
+  b.error = error;
+  if (error) {
+    auto [code, what] = explain(error);
+    spdlog::warn("gpubatch executor: batch {} ({} requests) failed: {}", b.id, n, what);
+    b.error_code = code;
+    b.error_what = std::move(what);
+  } else {
+    st.device_time.record(b.done - b.submitted);
+  }
+  const std::size_t helpers = completion_stats_.size();
+  b.chunks = static_cast<std::uint32_t>(std::clamp<std::size_t>(n / kMinChunk, 1, helpers));
+  b.next_chunk = 0;
+  b.chunks_taking.store(b.chunks, std::memory_order_relaxed);
+  b.chunks_resolving.store(b.chunks, std::memory_order_relaxed);
+}
 
-  // Take every result while the device's staging memory is still ours, then give the slot back
-  // before resolving (the strand can submit the next batch meanwhile).
+void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thread_index) {
+  CompletionStats& st = *completion_stats_[thread_index];
+  const std::size_t n = b.items.size();
+  const std::size_t first = n * chunk / b.chunks, last = n * (chunk + 1) / b.chunks;
+
+  // Take the chunk's results while the device's memory is still the batch's; the last chunk to
+  // finish taking gives the device slot back (the strand can submit the next batch meanwhile).
   thread_local std::vector<Result> results;
   thread_local std::vector<std::pair<std::size_t, std::exception_ptr>> item_errors;
   item_errors.clear();
-  if (!error) {
-    if (results.size() < n) results.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
+  if (!b.error) {
+    if (results.size() < last - first) results.resize(last - first);
+    for (std::size_t i = first; i < last; ++i) {
       try {
-        b.inflight->take_result(i, results[i]);
+        b.inflight->take_result(i, results[i - first]);
       } catch (...) {
         item_errors.emplace_back(i, fresh_current_exception());
       }
     }
-    st.device_time.record(done - b.submitted);
   }
-  b.inflight.reset();
-  inflight_slots_.fetch_sub(1, std::memory_order_seq_cst);
-  wake_if_idle();
+  if (b.chunks_taking.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    b.inflight.reset();
+    inflight_slots_.fetch_sub(1, std::memory_order_seq_cst);
+    wake_if_idle();
+  }
 
   // Statistics first, so that whoever sees a result also sees it counted.
-  const std::uint64_t bad = error ? n : item_errors.size();
-  const std::uint64_t ok = n - bad;
-  for (const Pending& p : b.items) {
-    st.queue_wait.record(b.submitted - p.enqueued);
-    st.end_to_end.record(done - p.enqueued);
+  const std::uint64_t bad = b.error ? last - first : item_errors.size();
+  for (std::size_t i = first; i < last; ++i) {
+    st.queue_wait.record(b.submitted - b.items[i].enqueued);
+    st.end_to_end.record(b.done - b.items[i].enqueued);
   }
-  bump(st.completed, ok);
+  bump(st.completed, static_cast<std::uint64_t>(last - first) - bad);
   bump(st.failed, bad);
 
-  if (error) {
-    const auto [code, what] = explain(error);
-    spdlog::warn("gpubatch executor: batch {} ({} requests) failed: {}", b.id, n, what);
+  if (b.error) {
     const std::string suffix =
-        " in batch " + std::to_string(b.id) + " of " + std::to_string(n) + " requests: " + what;
-    for (Pending& p : b.items) {
+        " in batch " + std::to_string(b.id) + " of " + std::to_string(n) + " requests: " + b.error_what;
+    for (std::size_t i = first; i < last; ++i) {
+      Pending& p = b.items[i];
       std::exception_ptr e;
       try {
-        e = make_error(code, describe(p.request) + suffix);
+        e = make_error(b.error_code, describe(p.request) + suffix);
       } catch (...) {
-        e = error;
+        e = b.error;
       }
       resolve_error(p.completion, std::move(e), false);
     }
   } else {
     std::size_t next_error = 0;
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = first; i < last; ++i) {
       if (next_error < item_errors.size() && item_errors[next_error].first == i) {
         resolve_error(b.items[i].completion, std::move(item_errors[next_error].second), false);
         ++next_error;
       } else {
-        resolve_value(b.items[i].completion, std::move(results[i]));
-        results[i] = Result{};
+        resolve_value(b.items[i].completion, std::move(results[i - first]));
+        results[i - first] = Result{};
       }
     }
   }
+  if (b.chunks_resolving.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // The batch's last chunk: every request of it has resolved.
+  std::unique_ptr<Batch> owned(&b);
   b.items.clear();
+  b.error = nullptr;
+  b.error_what.clear();
   unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
+  return_batch_to_pool(std::move(owned));
   maybe_done();
 }
 

@@ -5,8 +5,10 @@
 //   strand      one io_context thread: drains the queue into the forming batch, decides when to
 //               flush, submits to the device (at most max_inflight_batches at a time), keeps one
 //               timer for the oldest request's max_wait and the earliest request deadline;
-//   completion  threads that wait for the oldest submitted batch, take its results, free its
-//               slot (waking the strand), then resolve every request's future or handler.
+//   completion  threads: one at a time waits for the oldest submitted batch; a finished batch is
+//               cut into chunks that every idle completion thread helps with (take the chunk's
+//               results, then resolve its futures or handlers); the last chunk to have taken its
+//               results frees the batch's device slot (waking the strand).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -56,8 +58,16 @@ struct Batch {
   std::vector<Pending> items;
   std::vector<const Request*> requests;
   std::unique_ptr<InFlightBatch> inflight;
-  std::exception_ptr error;  // submit() failed: nothing ran
+  std::exception_ptr error;  // submit() failed, or the batch failed as a whole
   Clock::time_point submitted{};
+  // Completion, once the device has finished it: requests [chunk * n / chunks, ...) per chunk.
+  Clock::time_point done{};
+  ErrorCode error_code = ErrorCode::internal;  // with `error`: its code and message
+  std::string error_what;
+  std::uint32_t chunks = 1;
+  std::uint32_t next_chunk = 0;                   // guarded by inflight_mutex_
+  std::atomic<std::uint32_t> chunks_taking{0};    // chunks still taking results (device memory)
+  std::atomic<std::uint32_t> chunks_resolving{0};  // chunks not yet done resolving
 };
 
 // Resolving one request (any Completion alternative). Never throw.
@@ -114,7 +124,12 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
 
   // ---- completion ----
   void completion_loop(std::size_t index);
-  void finish_batch(Batch& batch, std::size_t thread_index);
+  // Waits until the device has finished `batch` (or it failed) and cuts it into chunks.
+  void await_batch(Batch& batch, std::size_t thread_index);
+  void complete_chunk(Batch& batch, std::uint32_t chunk, std::size_t thread_index);
+  // A chunk is at least this many requests: below it, handing work to another thread costs more
+  // than it saves (and a lone request is resolved by the thread that waited for it).
+  static constexpr std::size_t kMinChunk = 64;
   std::unique_ptr<Batch> take_batch_from_pool();
   void return_batch_to_pool(std::unique_ptr<Batch> batch);
   // After a batch failed with device_lost: device_->recover() (serialised; never throws).
@@ -164,7 +179,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<std::size_t> unresolved_batches_{0};                  // flushed, not yet resolved
   std::mutex inflight_mutex_;
   std::condition_variable inflight_cv_;
-  std::deque<std::unique_ptr<Batch>> inflight_queue_;
+  std::deque<std::unique_ptr<Batch>> inflight_queue_;  // submitted, not yet waited for
+  std::deque<Batch*> ready_;  // finished, with chunks not yet claimed (owned by their chunks)
+  bool awaiting_ = false;     // a completion thread is waiting for the device
   bool stop_completion_ = false;
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Batch>> pool_;

@@ -4,6 +4,7 @@
 // src/gpu implements it for Vulkan; tests implement it to observe batches and inject faults.
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,6 +28,28 @@ class InFlightBatch {
   virtual std::chrono::nanoseconds device_time() const { return std::chrono::nanoseconds(-1); }
 };
 
+// Spreads independent pieces of one job over the caller's spare threads (the executor lends its
+// completion threads): run(parts, work) calls work(0) ... work(parts - 1), some perhaps at once
+// on other threads, and returns when every call has returned. `work` must not throw.
+class ParallelRunner {
+ public:
+  virtual ~ParallelRunner() = default;
+  // How many threads may run parts at once (the caller included); 1 runs everything inline.
+  virtual std::size_t width() const = 0;
+  virtual void run(std::size_t parts, const std::function<void(std::size_t)>& work) = 0;
+};
+// Runs every part on the calling thread.
+inline ParallelRunner& inline_runner() noexcept {
+  struct Inline final : ParallelRunner {
+    std::size_t width() const override { return 1; }
+    void run(std::size_t parts, const std::function<void(std::size_t)>& work) override {
+      for (std::size_t i = 0; i < parts; ++i) work(i);
+    }
+  };
+  static Inline runner;
+  return runner;
+}
+
 // Data movement and work since the device was opened (the same fields the executor's stats show).
 using TransferTotals = TransferCounts;
 
@@ -40,6 +63,12 @@ class BatchDevice {
   // Packs the (already validated) requests into one submission, grouped by kernel. Throws Error
   // when the batch cannot be submitted at all (out_of_memory, device_lost); nothing then runs.
   virtual std::unique_ptr<InFlightBatch> submit(std::span<const Request* const> requests) = 0;
+  // The same, free to spread its host-side work (copying inputs into staging) over `parallel`.
+  virtual std::unique_ptr<InFlightBatch> submit(std::span<const Request* const> requests,
+                                                ParallelRunner& parallel) {
+    (void)parallel;
+    return submit(requests);
+  }
   virtual TransferTotals transfers() const = 0;
   // Called by the executor after a batch failed with device_lost (on submit, on wait, or by the
   // batch_timeout watchdog). A device whose underlying device really is lost re-creates it, so
@@ -54,6 +83,7 @@ class BatchDevice {
 // take_result). Other errors, and out_of_memory for a batch of one, propagate as from submit().
 // (src/executor/split_submit.cpp)
 std::unique_ptr<InFlightBatch> submit_splitting_on_oom(BatchDevice& device,
-                                                       std::span<const Request* const> requests);
+                                                       std::span<const Request* const> requests,
+                                                       ParallelRunner& parallel = inline_runner());
 
 }  // namespace gpubatch::detail

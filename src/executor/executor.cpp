@@ -594,7 +594,8 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
 
   batch->submitted = Clock::now();
   try {
-    batch->inflight = submit_splitting_on_oom(*device_, std::span<const Request* const>(batch->requests));
+    batch->inflight = submit_splitting_on_oom(*device_, std::span<const Request* const>(batch->requests),
+                                              strand_runner_);
     if (!batch->inflight)
       batch->error = make_error(ErrorCode::internal, device_->name() + " returned no batch");
   } catch (...) {
@@ -700,10 +701,52 @@ void ExecutorCore::return_batch_to_pool(std::unique_ptr<Batch> batch) {
   if (pool_.size() < config_.max_inflight_batches + 2) pool_.push_back(std::move(batch));
 }
 
+// The strand runs parts itself too, so it never waits for a part nobody has claimed: a completion
+// thread that is waiting for the device simply does not help.
+void ExecutorCore::run_parallel(std::size_t parts, const std::function<void(std::size_t)>& work) {
+  if (parts <= 1 || completion_stats_.empty()) {
+    for (std::size_t i = 0; i < parts; ++i) work(i);
+    return;
+  }
+  ParallelJob job;
+  job.work = &work;
+  job.parts = parts;
+  job.left.store(parts, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(inflight_mutex_);
+    parallel_job_ = &job;
+  }
+  inflight_cv_.notify_all();
+  for (;;) {
+    std::size_t part;
+    {
+      std::lock_guard<std::mutex> lock(inflight_mutex_);
+      if (job.next == job.parts) break;
+      part = job.next++;
+      if (job.next == job.parts) parallel_job_ = nullptr;
+    }
+    work(part);
+    job.left.fetch_sub(1, std::memory_order_release);
+  }
+  // Parts other threads claimed are running now (each a short copy).
+  while (job.left.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
+
 void ExecutorCore::completion_loop(std::size_t index) {
   std::unique_lock<std::mutex> lock(inflight_mutex_);
   for (;;) {
-    // Help with a finished batch first (oldest first), else wait for the next one.
+    // The strand waits for its parallel job: help there first. Then with a finished batch
+    // (oldest first), else wait for the next one.
+    if (parallel_job_) {
+      ParallelJob* job = parallel_job_;
+      const std::size_t part = job->next++;
+      if (job->next == job->parts) parallel_job_ = nullptr;
+      lock.unlock();
+      (*job->work)(part);
+      job->left.fetch_sub(1, std::memory_order_release);  // `job` may be gone after this
+      lock.lock();
+      continue;
+    }
     if (!ready_.empty()) {
       Batch* b = ready_.front();
       const std::uint32_t chunk = b->next_chunk++;
@@ -814,10 +857,12 @@ void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thr
   bump(st.completed, static_cast<std::uint64_t>(last - first) - bad);
   bump(st.failed, bad);
 
+  // Newest first: a caller waiting for its oldest request then wakes once, to find its later
+  // ones (most often in the same batch) already resolved, instead of once per request.
   if (b.error) {
     const std::string suffix =
         " in batch " + std::to_string(b.id) + " of " + std::to_string(n) + " requests: " + b.error_what;
-    for (std::size_t i = first; i < last; ++i) {
+    for (std::size_t i = last; i-- > first;) {
       Pending& p = b.items[i];
       std::exception_ptr e;
       try {
@@ -828,11 +873,11 @@ void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thr
       resolve_error(p.completion, std::move(e), false);
     }
   } else {
-    std::size_t next_error = 0;
-    for (std::size_t i = first; i < last; ++i) {
-      if (next_error < item_errors.size() && item_errors[next_error].first == i) {
-        resolve_error(b.items[i].completion, std::move(item_errors[next_error].second), false);
-        ++next_error;
+    std::size_t errors_left = item_errors.size();  // in ascending index order
+    for (std::size_t i = last; i-- > first;) {
+      if (errors_left > 0 && item_errors[errors_left - 1].first == i) {
+        --errors_left;
+        resolve_error(b.items[i].completion, std::move(item_errors[errors_left].second), false);
       } else {
         resolve_value(b.items[i].completion, std::move(results[i - first]));
         results[i - first] = Result{};

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -76,6 +77,15 @@ void resolve_error(Completion& completion, std::exception_ptr error, bool from_i
 // "relu request (256 floats)"
 std::string describe(const Request& request);
 
+// A job the strand spreads over the completion threads (ParallelRunner): parts are claimed under
+// inflight_mutex_; `left` counts those not yet finished.
+struct ParallelJob {
+  const std::function<void(std::size_t)>* work = nullptr;
+  std::size_t parts = 0;
+  std::size_t next = 0;
+  std::atomic<std::size_t> left{0};
+};
+
 class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
  public:
   ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig config);
@@ -121,6 +131,20 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool strand_has_work() const noexcept;
   std::uint64_t wake_position() const noexcept;
   static constexpr std::uint64_t kNever = ~std::uint64_t{0};
+
+  // ---- the strand's helpers: completion threads run parts of its device work ----
+  class StrandRunner final : public ParallelRunner {
+   public:
+    explicit StrandRunner(ExecutorCore& core) : core_(core) {}
+    std::size_t width() const override { return core_.completion_stats_.size() + 1; }
+    void run(std::size_t parts, const std::function<void(std::size_t)>& work) override {
+      core_.run_parallel(parts, work);
+    }
+
+   private:
+    ExecutorCore& core_;
+  };
+  void run_parallel(std::size_t parts, const std::function<void(std::size_t)>& work);
 
   // ---- completion ----
   void completion_loop(std::size_t index);
@@ -181,6 +205,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::condition_variable inflight_cv_;
   std::deque<std::unique_ptr<Batch>> inflight_queue_;  // submitted, not yet waited for
   std::deque<Batch*> ready_;  // finished, with chunks not yet claimed (owned by their chunks)
+  ParallelJob* parallel_job_ = nullptr;  // the strand's, while it has parts not yet claimed
+  StrandRunner strand_runner_{*this};
   bool awaiting_ = false;     // a completion thread is waiting for the device
   bool stop_completion_ = false;
   std::mutex pool_mutex_;

@@ -79,11 +79,11 @@ bool out_of_memory_now(std::string& why) {
   }
 }
 
-void submit_range(BatchDevice& device, std::span<const Request* const> all, std::size_t first,
-                  std::size_t count, std::vector<Part>& parts, int depth) {
+void submit_range(BatchDevice& device, ParallelRunner& parallel, std::span<const Request* const> all,
+                  std::size_t first, std::size_t count, std::vector<Part>& parts, int depth) {
   std::string why;
   try {
-    parts.push_back(Part{first, count, device.submit(all.subspan(first, count)), nullptr});
+    parts.push_back(Part{first, count, device.submit(all.subspan(first, count), parallel), nullptr});
     return;
   } catch (...) {
     if (!out_of_memory_now(why)) throw;
@@ -97,17 +97,18 @@ void submit_range(BatchDevice& device, std::span<const Request* const> all, std:
     return;
   }
   const std::size_t half = count / 2;
-  submit_range(device, all, first, half, parts, depth + 1);
-  submit_range(device, all, first + half, count - half, parts, depth + 1);
+  submit_range(device, parallel, all, first, half, parts, depth + 1);
+  submit_range(device, parallel, all, first + half, count - half, parts, depth + 1);
 }
 
 }  // namespace
 
 std::unique_ptr<InFlightBatch> submit_splitting_on_oom(BatchDevice& device,
-                                                       std::span<const Request* const> requests) {
+                                                       std::span<const Request* const> requests,
+                                                       ParallelRunner& parallel) {
   std::string why;
   try {
-    return device.submit(requests);
+    return device.submit(requests, parallel);
   } catch (...) {
     if (requests.size() <= 1 || !out_of_memory_now(why)) throw;
   }
@@ -115,8 +116,8 @@ std::unique_ptr<InFlightBatch> submit_splitting_on_oom(BatchDevice& device,
                requests.size(), why);
   std::vector<Part> parts;
   const std::size_t half = requests.size() / 2;
-  submit_range(device, requests, 0, half, parts, 1);
-  submit_range(device, requests, half, requests.size() - half, parts, 1);
+  submit_range(device, parallel, requests, 0, half, parts, 1);
+  submit_range(device, parallel, requests, half, requests.size() - half, parts, 1);
   return std::make_unique<SplitInFlight>(std::move(parts));
 }
 

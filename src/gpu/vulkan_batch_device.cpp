@@ -106,6 +106,14 @@ std::string message_of(const Error& e) {
 
 }  // namespace
 
+// One input's copy into staging; `start` is where it begins in the batch's input bytes.
+struct CopyOp {
+  std::byte* dst = nullptr;
+  const std::byte* src = nullptr;
+  std::size_t bytes = 0;
+  std::size_t start = 0;
+};
+
 // Everything one in-flight batch owns; reused batch after batch.
 struct Frame {
   VkCommandPool pool = VK_NULL_HANDLE;
@@ -118,6 +126,7 @@ struct Frame {
   std::vector<Group> groups;
   std::unordered_map<std::string_view, std::uint32_t> keyed;  // chain / custom key -> group
   std::vector<OutputSlot> outputs;    // by request index
+  std::vector<CopyOp> copies;         // the inputs, in staging order
   std::uint64_t timeline_value = 0;
 };
 
@@ -175,6 +184,28 @@ class VulkanInFlight final : public detail::InFlightBatch {
   Frame* frame_;
   bool done_ = false;
 };
+
+// Copies a batch's inputs into staging. One thread writing write-combined memory stays far below
+// what the memory takes, so a batch with enough input bytes is cut into equal byte ranges (a large
+// input split across ranges) that `parallel`'s threads copy at once.
+void copy_inputs(const std::vector<CopyOp>& copies, std::size_t total, detail::ParallelRunner& parallel) {
+  constexpr std::size_t kBytesPerPart = 256 * 1024;  // below this a helper costs more than it saves
+  const std::size_t parts = std::min(parallel.width(), total / kBytesPerPart);
+  if (parts <= 1) {
+    for (const CopyOp& c : copies) std::memcpy(c.dst, c.src, c.bytes);
+    return;
+  }
+  parallel.run(parts, [&](std::size_t part) {
+    const std::size_t begin = total * part / parts, end = total * (part + 1) / parts;
+    // The copy holding byte `begin`: the last whose start is <= begin.
+    auto it = std::upper_bound(copies.begin(), copies.end(), begin,
+                               [](std::size_t at, const CopyOp& c) { return at < c.start; });
+    for (--it; it != copies.end() && it->start < end; ++it) {
+      const std::size_t from = std::max(begin, it->start), to = std::min(end, it->start + it->bytes);
+      if (from < to) std::memcpy(it->dst + (from - it->start), it->src + (from - it->start), to - from);
+    }
+  });
+}
 
 void ensure(Allocation& a, MemoryPool& pool, MemoryKind kind, std::size_t bytes) {
   if (a && a.size() >= bytes) return;
@@ -292,6 +323,11 @@ void VulkanBatchDevice::recover() {
 }
 
 std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const Request* const> requests) {
+  return submit(requests, detail::inline_runner());
+}
+
+std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const Request* const> requests,
+                                                                 detail::ParallelRunner& parallel) {
   if (requests.empty()) throw Error(ErrorCode::invalid_argument, "a batch needs at least one request");
   // One context for the whole batch, even if recover() replaces it meanwhile.
   const std::shared_ptr<FrameSet> set = current();
@@ -432,9 +468,12 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   auto* block_table = reinterpret_cast<std::uint32_t*>(up + segments_bytes);
   std::size_t in_off = segments_bytes + blocks_bytes, out_off = 0;
   frame->outputs.assign(requests.size(), OutputSlot{});
+  frame->copies.clear();
+  std::size_t copy_bytes = 0;
   auto put = [&](const void* data, std::size_t bytes) -> std::uint64_t {
     if (bytes == 0) return 0;
-    std::memcpy(up + in_off, data, bytes);
+    frame->copies.push_back({up + in_off, static_cast<const std::byte*>(data), bytes, copy_bytes});
+    copy_bytes += bytes;
     const std::uint64_t addr = up_addr + in_off;
     in_off += align_up(bytes, kDataAlignment);
     return addr;
@@ -513,6 +552,8 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
       segments[seg_index] = s;
     }
   }
+  copy_inputs(frame->copies, copy_bytes, parallel);
+
   // 4. Record: one dispatch per group, one command buffer, one submission.
   VkCommandBuffer cmd = frame->commands;
   check_vk(vkResetCommandPool(ctx->device(), frame->pool, 0), "vkResetCommandPool");

@@ -42,6 +42,9 @@ class VulkanBatchDevice : public detail::BatchDevice,
   std::string name() const override;
   std::size_t max_request_bytes() const override;
   std::unique_ptr<detail::InFlightBatch> submit(std::span<const Request* const> requests) override;
+  // Copies inputs into staging on `parallel`'s threads when a batch holds enough of them.
+  std::unique_ptr<detail::InFlightBatch> submit(std::span<const Request* const> requests,
+                                                detail::ParallelRunner& parallel) override;
   detail::TransferTotals transfers() const override;
   // Checks whether the VkDevice is lost (vkGetSemaphoreCounterValue says VK_ERROR_DEVICE_LOST;
   // Fault::device_lost_check makes it say so) and if so opens a new GpuContext: new VkDevice,

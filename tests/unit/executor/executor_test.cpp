@@ -336,6 +336,53 @@ TEST(BatchExecutor, ARequestThatFailsOnTheDeviceFailsAlone) {
   EXPECT_EQ(device->batch_sizes(), (std::vector<std::size_t>{4}));
 }
 
+TEST(BatchExecutor, ALargeBatchIsResolvedInChunksByEveryCompletionThread) {
+  // 1000 requests in one batch, 4 completion threads: the batch is cut into 4 chunks (at least
+  // 64 requests each). Every request resolves once, with its own value or its own error.
+  auto device = std::make_shared<FakeDevice>();
+  device->fail_results_with_marker(-777.0f);
+  BatchConfig config = small_config(1000, 60s);
+  config.completion_threads = 4;
+  BatchExecutor executor(device, config);
+  auto gpu = executor.handle();
+  std::vector<std::future<std::vector<float>>> futures;
+  for (int i = 0; i < 1000; ++i)
+    futures.push_back(gpu.relu({i % 97 == 0 ? -777.0f : static_cast<float>(i), -1.0f}));
+  for (int i = 0; i < 1000; ++i) {
+    if (i % 97 == 0) {
+      EXPECT_EQ(error_code(futures[i]), ErrorCode::internal) << i;
+    } else {
+      EXPECT_EQ(futures[i].get(), (std::vector<float>{static_cast<float>(i), 0.0f})) << i;
+    }
+  }
+  EXPECT_EQ(device->batch_sizes(), (std::vector<std::size_t>{1000}));
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.completed, 1000u - 11u);
+  EXPECT_EQ(s.device_errors, 11u);
+  EXPECT_EQ(s.end_to_end.count, 1000u) << "every chunk records its requests";
+}
+
+TEST(BatchExecutor, ALargeBatchThatFailsAsAWholeFailsInEveryChunk) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchConfig config = small_config(512, 60s);
+  config.completion_threads = 3;
+  BatchExecutor executor(device, config);
+  auto gpu = executor.handle();
+  device->fail_next_wait(ErrorCode::device_lost);
+  std::vector<std::future<std::vector<float>>> futures;
+  for (int i = 0; i < 512; ++i) futures.push_back(gpu.relu({static_cast<float>(i)}));
+  for (auto& f : futures) {
+    const auto message = error_message(f);
+    EXPECT_NE(message.find("device_lost"), std::string::npos) << message;
+    EXPECT_NE(message.find("in batch"), std::string::npos) << message;
+  }
+  EXPECT_EQ(executor.stats().device_errors, 512u);
+  // The executor goes on: the next batch works.
+  auto next = gpu.relu({-1.0f, 5.0f});
+  for (int i = 0; i < 511; ++i) gpu.relu({1.0f});
+  EXPECT_EQ(next.get(), (std::vector<float>{0.0f, 5.0f}));
+}
+
 TEST(BatchExecutor, DeviceFaultOnSubmitFailsThatBatchOnly) {
   auto device = std::make_shared<FakeDevice>();
   BatchExecutor executor(device, small_config(4, 60s));

@@ -2,7 +2,10 @@
 // submission, each result checked against the CPU reference.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <functional>
 #include <random>
+#include <thread>
 
 #include "executor/batch_device.hpp"
 #include "gpubatch/reference.hpp"
@@ -104,4 +107,55 @@ TEST(BatchDevice, FramesAreReusedAcrossBatches) {
   }
   EXPECT_EQ(device.counters().pipelines_created, pools_before.pipelines_created)
       << "no pipeline is created per call";
+}
+
+namespace {
+// Runs the parts on `threads` threads, last part first, and counts them.
+class ThreadedRunner final : public detail::ParallelRunner {
+ public:
+  explicit ThreadedRunner(std::size_t threads) : threads_(threads) {}
+  std::size_t width() const override { return threads_; }
+  void run(std::size_t parts, const std::function<void(std::size_t)>& work) override {
+    std::atomic<std::size_t> next{0};
+    std::vector<std::thread> pool;
+    for (std::size_t t = 0; t < threads_; ++t)
+      pool.emplace_back([&] {
+        for (std::size_t i; (i = next.fetch_add(1)) < parts;) work(parts - 1 - i);
+      });
+    for (auto& t : pool) t.join();
+    parts_run += parts;
+  }
+  std::size_t parts_run = 0;
+
+ private:
+  std::size_t threads_;
+};
+}  // namespace
+
+TEST(BatchDevice, InputsCopiedOnSeveralThreadsLandWhereTheyBelong) {
+  // Enough input bytes to be cut into byte ranges: one input (600,000 floats) spans several
+  // ranges, small ones sit on range edges; every result must still match.
+  Device& device = test_device();
+  std::mt19937 rng(11);
+  std::vector<Request> requests;
+  requests.push_back(Request::relu(random_floats(600000, rng)));
+  for (int i = 0; i < 500; ++i) {
+    const std::size_t n = 1 + (i * 37) % 900;
+    if (i % 3 == 0) requests.push_back(Request::add(random_floats(n, rng), random_floats(n, rng)));
+    else if (i % 3 == 1) requests.push_back(Request::gradients(random_states(1 + n / 16, rng)));
+    else requests.push_back(Request::scale(random_floats(n, rng), 0.5f));
+  }
+  requests.push_back(chain(random_floats(70000, rng)).relu().add(random_floats(70000, rng)));
+  std::vector<const Request*> pointers;
+  for (auto& r : requests) pointers.push_back(&r);
+  ThreadedRunner runner(4);
+  auto in_flight = device.batch_device()->submit(pointers, runner);
+  EXPECT_EQ(runner.parts_run, 4u) << "about 3.5 MB of input: one range per thread";
+  ASSERT_TRUE(in_flight->wait_for(std::chrono::seconds(60)));
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    Result result;
+    in_flight->take_result(i, result);
+    const auto mismatch = reference::check(requests[i], result);
+    ASSERT_FALSE(mismatch.has_value()) << "request " << i << ": " << *mismatch;
+  }
 }

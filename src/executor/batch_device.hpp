@@ -21,8 +21,10 @@ class InFlightBatch {
   // Waits up to `timeout` for the batch to finish; true when it has. Throws Error (device_lost,
   // ...) when the batch failed as a whole; each of its requests then fails with that error.
   virtual bool wait_for(std::chrono::nanoseconds timeout) = 0;
-  // After a successful wait_for: moves request `index`'s result into `out`. Called at most once
-  // per index, possibly from several threads at once (for different indices).
+  // After a successful wait_for: moves request `index`'s result into `out` (which may hold a
+  // buffer to reuse). Called at most once per index, possibly from several threads at once (for
+  // different indices). By then the requests are the caller's again: it may have moved their
+  // input buffers into `out`, so take_result must not read them.
   virtual void take_result(std::size_t index, Result& out) = 0;
   // Device execution time of the batch when the device measures it, else negative.
   virtual std::chrono::nanoseconds device_time() const { return std::chrono::nanoseconds(-1); }

@@ -106,6 +106,17 @@ T extract(Result&& r) {
   }
 }
 
+// A request whose result is as large as its first input gets that input's buffer for the result
+// (the device has read the input by now): one allocation and one free fewer per request.
+void reuse_input_buffer(Request& request, Result& result) noexcept {
+  if (request.op == Op::interpolate) {
+    if (result.states.capacity() == 0 && request.states_a.size() == output_bytes(request))
+      result.states = std::move(request.states_a);
+  } else if (result.values.capacity() == 0 && request.a.size() * sizeof(float) == output_bytes(request)) {
+    result.values = std::move(request.a);
+  }
+}
+
 }  // namespace
 
 void resolve_value(Completion& completion, Result&& result) noexcept {
@@ -458,6 +469,7 @@ bool ExecutorCore::pull(Clock::time_point now) {
       // After the close every claimed position gets published promptly; wait for it so that the
       // drain cannot finish with an accepted request left behind.
       if (closing_seen_ && queue_.has_claimed()) {
+        queue_.notify_space();  // the claimer may be waiting for a slot this round freed
         std::this_thread::yield();
         continue;
       }
@@ -638,6 +650,7 @@ void ExecutorCore::cancel_everything() {
     });
     if (got) continue;
     if (queue_.has_claimed()) {
+      queue_.notify_space();  // the claimer may be waiting for a slot this round freed
       std::this_thread::yield();
       continue;
     }
@@ -836,6 +849,7 @@ void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thr
     if (results.size() < last - first) results.resize(last - first);
     for (std::size_t i = first; i < last; ++i) {
       try {
+        reuse_input_buffer(b.items[i].request, results[i - first]);
         b.inflight->take_result(i, results[i - first]);
       } catch (...) {
         item_errors.emplace_back(i, fresh_current_exception());

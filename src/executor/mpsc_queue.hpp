@@ -6,10 +6,16 @@
 //
 // Any capacity >= 1 is allowed (a power of two replaces the division by a mask).
 //
+// Two ways to push. try_emplace claims a position only when its slot is free (a CAS loop: it can
+// say `full`). claim() + publish() claim the next position with one atomic add whatever the fill,
+// then publish once the slot is free: under many producers a CAS loop mostly retries, an add never
+// does (the blocking push uses it).
+//
 // The queue can be closed: close() sets a bit in the tail, after which every push returns
 // `closed`, and the consumer learns the final number of positions ever claimed, so it can drain
 // exactly what was accepted (a producer that claimed a position before the close still publishes
-// it; drain_closed() waits for that).
+// it; the consumer waits for that: has_claimed()). Adds after the close still bump the tail, so the count at
+// the close is kept apart.
 //
 // BlockingMpscQueue adds waiting for room when full (the overflow policies); the wait uses a
 // mutex and a condition variable on the slow path only: a push that finds room never touches
@@ -61,7 +67,7 @@ class MpscQueue {
   // Destroys the items still in the queue. No producer or consumer may be active.
   ~MpscQueue() {
     std::uint64_t head = head_.load(std::memory_order_relaxed);
-    const std::uint64_t tail = tail_.load(std::memory_order_relaxed) & ~kClosedBit;
+    const std::uint64_t tail = claimed_end();
     for (; head != tail; ++head) {
       Slot& s = slot(head);
       if (s.seq.load(std::memory_order_acquire) == full_seq(head)) s.item()->~T();
@@ -108,6 +114,27 @@ class MpscQueue {
         pos = tail_.load(std::memory_order_relaxed);
       }
     }
+  }
+
+  // Claims the next position, full or not (one atomic add). `closed`: nothing was claimed.
+  // Otherwise the caller must publish(position, ...) once slot_free(position) holds.
+  PushResult claim(std::uint64_t& position) noexcept {
+    const std::uint64_t old = tail_.fetch_add(1, std::memory_order_relaxed);
+    if (old & kClosedBit) return PushResult::closed;
+    position = old;
+    return PushResult::ok;
+  }
+  // The slot of a claimed position is free (the item one lap earlier has been popped).
+  bool slot_free(std::uint64_t position) const noexcept {
+    return slot(position).seq.load(std::memory_order_acquire) == free_seq(position);
+  }
+  template <typename... Args>
+  void publish(std::uint64_t position, Args&&... args) noexcept {
+    static_assert(std::is_nothrow_constructible_v<T, Args&&...>,
+                  "a claimed slot must always be published: construction must not throw");
+    Slot& s = slot(position);
+    new (s.storage) T(std::forward<Args>(args)...);
+    s.seq.store(full_seq(position), std::memory_order_release);
   }
 
   PushResult try_push(T&& item) noexcept { return try_emplace(std::move(item)); }
@@ -183,36 +210,43 @@ class MpscQueue {
   // Closes the queue: later pushes return `closed`. Returns the number of positions ever
   // claimed; every one of them is (or is about to be) published. Idempotent.
   std::uint64_t close() noexcept {
-    return tail_.fetch_or(kClosedBit, std::memory_order_seq_cst) & ~kClosedBit;
+    const std::uint64_t old = tail_.fetch_or(kClosedBit, std::memory_order_seq_cst);
+    if (!(old & kClosedBit)) closed_at_.store(old, std::memory_order_release);
+    return claimed_end();
   }
   bool closed() const noexcept { return tail_.load(std::memory_order_acquire) & kClosedBit; }
 
   // Consumer, after close(): true when every accepted item has been popped.
   bool drained() const noexcept {
-    const std::uint64_t tail = tail_.load(std::memory_order_acquire);
-    return (tail & kClosedBit) && head_.load(std::memory_order_relaxed) == (tail & ~kClosedBit);
+    return closed() && head_.load(std::memory_order_relaxed) == claimed_end();
   }
   // Consumer: true while some claimed position has not been popped yet (published or not).
-  bool has_claimed() const noexcept {
-    return head_.load(std::memory_order_relaxed) !=
-           (tail_.load(std::memory_order_acquire) & ~kClosedBit);
-  }
+  bool has_claimed() const noexcept { return head_.load(std::memory_order_relaxed) != claimed_end(); }
 
   std::size_t capacity() const noexcept { return capacity_; }
   // Approximate when producers or the consumer are active.
   std::size_t size_approx() const noexcept {
     const std::uint64_t head = head_.load(std::memory_order_acquire);
-    const std::uint64_t tail = tail_.load(std::memory_order_acquire) & ~kClosedBit;
+    const std::uint64_t tail = claimed_end();
     return tail > head ? static_cast<std::size_t>(std::min<std::uint64_t>(tail - head, capacity_)) : 0;
   }
   bool empty_approx() const noexcept { return size_approx() == 0; }
-  std::uint64_t pushed_approx() const noexcept {
-    return tail_.load(std::memory_order_relaxed) & ~kClosedBit;
-  }
+  std::uint64_t pushed_approx() const noexcept { return claimed_end(); }
   std::uint64_t popped_approx() const noexcept { return head_.load(std::memory_order_relaxed); }
 
  private:
   static constexpr std::uint64_t kClosedBit = std::uint64_t{1} << 63;
+  static constexpr std::uint64_t kNotClosed = ~std::uint64_t{0};
+
+  // Positions ever claimed: all of them while open, those claimed before the close after it.
+  std::uint64_t claimed_end() const noexcept {
+    const std::uint64_t tail = tail_.load(std::memory_order_acquire);
+    if (!(tail & kClosedBit)) return tail;
+    std::uint64_t at;
+    while ((at = closed_at_.load(std::memory_order_acquire)) == kNotClosed)
+      std::this_thread::yield();  // close() is between its two steps
+    return at;
+  }
 
   struct alignas(kCacheLine) Slot {
     explicit Slot(std::uint64_t s) noexcept : seq(s) {}
@@ -240,7 +274,8 @@ class MpscQueue {
   Slot* slots_ = nullptr;
   alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};  // producers
   alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};  // consumer
-  char pad_[kCacheLine - sizeof(std::atomic<std::uint64_t>)];
+  std::atomic<std::uint64_t> closed_at_{kNotClosed};        // the tail when close() came
+  char pad_[kCacheLine - 2 * sizeof(std::atomic<std::uint64_t>)];
 };
 
 // MpscQueue plus waiting for room. Pushes that find room cost what MpscQueue's cost; a push that
@@ -256,15 +291,19 @@ class BlockingMpscQueue {
     return q_.try_push(std::move(item), position);
   }
 
-  // Waits while full. Returns ok or closed.
+  // Waits while full. Returns ok or closed (closed before it claimed its position).
   PushResult push_wait(T&& item) {
     std::uint64_t ignored;
     return push_wait(std::move(item), ignored);
   }
   PushResult push_wait(T&& item, std::uint64_t& position) {
-    PushResult r = q_.try_push(std::move(item), position);
-    if (r != PushResult::full) return r;
-    return slow_push(item, nullptr, position);
+    // Claimed, the position is ours even when the queue is full: wait for its slot (the
+    // consumer drains, also after a close), then publish.
+    const PushResult r = q_.claim(position);
+    if (r != PushResult::ok) return r;
+    if (!q_.slot_free(position)) wait_for_slot(position);
+    q_.publish(position, std::move(item));
+    return PushResult::ok;
   }
 
   // Waits while full, up to `deadline`; full when it passed with no room.
@@ -306,7 +345,8 @@ class BlockingMpscQueue {
     }
   }
 
-  // Closes the queue and wakes every waiting producer (they return closed).
+  // Closes the queue and wakes every waiting producer: push_until returns closed; push_wait
+  // already holds a position, so it publishes once the consumer (draining) frees its slot.
   std::uint64_t close() {
     const std::uint64_t n = q_.close();
     { std::lock_guard<std::mutex> lock(mutex_); }
@@ -326,6 +366,14 @@ class BlockingMpscQueue {
   std::size_t waiters() const noexcept { return waiters_.load(std::memory_order_relaxed); }
 
  private:
+  void wait_for_slot(std::uint64_t position) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    while (!q_.slot_free(position)) cv_.wait(lock);
+    waiters_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
   PushResult slow_push(T& item, const std::chrono::steady_clock::time_point* deadline,
                        std::uint64_t& position) {
     std::unique_lock<std::mutex> lock(mutex_);

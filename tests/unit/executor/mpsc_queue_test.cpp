@@ -173,6 +173,56 @@ TEST(MpscQueue, ClosingAFullQueueSaysClosedNotFull) {
   EXPECT_EQ(q.try_push(2), PushResult::closed);
 }
 
+TEST(MpscQueue, ClaimsAfterTheCloseAreRefusedAndNotCounted) {
+  MpscQueue<int> q(2);
+  std::uint64_t pos = 99;
+  ASSERT_EQ(q.claim(pos), PushResult::ok);
+  EXPECT_EQ(pos, 0u);
+  ASSERT_TRUE(q.slot_free(pos));
+  q.publish(pos, 7);
+  EXPECT_EQ(q.close(), 1u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(q.claim(pos), PushResult::closed);  // each bumps the tail
+  EXPECT_EQ(q.close(), 1u);
+  EXPECT_EQ(q.pushed_approx(), 1u);
+  EXPECT_EQ(q.size_approx(), 1u);
+  int out = 0;
+  ASSERT_TRUE(q.try_pop(out));
+  EXPECT_EQ(out, 7);
+  EXPECT_TRUE(q.drained());
+  EXPECT_FALSE(q.has_claimed());
+}
+
+// push_wait claims its position with one add even when the queue is full, then waits for its
+// slot: with tiny capacities and many producers, every item still comes out once, in each
+// producer's order.
+TEST(BlockingMpscQueue, PushWaitOnAFullQueueKeepsEveryItemAndEachProducersOrder) {
+  for (std::size_t capacity : {1u, 3u, 8u}) {
+    constexpr int kProducers = 8;
+    constexpr std::uint64_t kEach = 3000;
+    BlockingMpscQueue<std::uint64_t> q(capacity);
+    std::vector<std::thread> producers;
+    for (std::uint64_t p = 0; p < kProducers; ++p)
+      producers.emplace_back([&q, p] {
+        for (std::uint64_t i = 0; i < kEach; ++i) ASSERT_EQ(q.push_wait(p << 32 | i), PushResult::ok);
+      });
+    std::vector<std::uint64_t> next(kProducers, 0);
+    std::uint64_t popped = 0, v = 0;
+    while (popped < kProducers * kEach) {
+      if (!q.try_pop(v)) {
+        std::this_thread::yield();
+        continue;
+      }
+      const std::uint64_t p = v >> 32, i = v & 0xffffffffu;
+      ASSERT_LT(p, static_cast<std::uint64_t>(kProducers));
+      ASSERT_EQ(i, next[p]) << "capacity " << capacity << ", producer " << p;
+      ++next[p];
+      ++popped;
+    }
+    for (auto& t : producers) t.join();
+    EXPECT_FALSE(q.try_pop(v));
+  }
+}
+
 // Many producers, one consumer: every item is seen exactly once, and each producer's items come
 // out in the order it pushed them.
 TEST(MpscQueue, ManyProducersEveryItemOnceInPerProducerOrder) {
@@ -240,18 +290,34 @@ TEST(BlockingMpscQueue, PushUntilGivesUpWithFull) {
 }
 
 TEST(BlockingMpscQueue, CloseWakesWaitingProducers) {
+  // push_until waits without a position: the close refuses it. push_wait already holds its
+  // position: it is accepted, and publishes once the consumer (draining) frees its slot.
   BlockingMpscQueue<int> q(1);
   ASSERT_EQ(q.try_push(1), PushResult::ok);
   std::vector<std::thread> producers;
-  std::atomic<int> closed{0};
+  std::atomic<int> closed{0}, accepted{0};
   for (int i = 0; i < 4; ++i)
-    producers.emplace_back([&] {
-      if (q.push_wait(7) == PushResult::closed) ++closed;
+    producers.emplace_back([&, i] {
+      const auto r = i % 2 ? q.push_until(7, std::chrono::steady_clock::now() + 60s) : q.push_wait(8);
+      if (r == PushResult::closed) ++closed;
+      if (r == PushResult::ok) ++accepted;
     });
   while (q.waiters() < 4) std::this_thread::yield();
-  q.close();
+  EXPECT_EQ(q.close(), 3u) << "the first item and the two push_wait claims";
+  EXPECT_EQ(q.push_wait(9), PushResult::closed);
+  int out = 0, popped = 0;
+  while (!q.drained()) {
+    if (q.try_pop(out)) {
+      ++popped;
+      if (popped > 1) EXPECT_EQ(out, 8);
+    } else {
+      std::this_thread::yield();
+    }
+  }
   for (auto& t : producers) t.join();
-  EXPECT_EQ(closed.load(), 4);
+  EXPECT_EQ(closed.load(), 2);
+  EXPECT_EQ(accepted.load(), 2);
+  EXPECT_EQ(popped, 3);
 }
 
 TEST(BlockingMpscQueue, QuietPopsThenOneNotify) {

@@ -16,7 +16,8 @@
 //   overflow             "block" | "block_for" | "reject": what a full queue does to a caller
 //   block_timeout_us     how long `block_for` waits before failing with queue_full
 //   max_batch_bytes      input + output bytes of one batch (a larger request goes alone)
-//   completion_threads   threads that wait for batches and resolve their futures
+//   completion_threads   threads that wait for batches, resolve their futures, and copy the
+//                        inputs of large batches beside the strand
 //   batch_timeout_ms     a batch not complete after this long fails with device_lost
 // Environment: GPUBATCH_PRESET, GPUBATCH_MAX_BATCH_SIZE, GPUBATCH_MAX_WAIT_US, GPUBATCH_POLICY,
 // GPUBATCH_QUEUE_CAPACITY, GPUBATCH_MAX_INFLIGHT_BATCHES, GPUBATCH_OVERFLOW,

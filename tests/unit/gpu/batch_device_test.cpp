@@ -18,6 +18,18 @@ namespace {
 
 
 
+// Takes every result of a finished batch and checks it against the CPU reference.
+::testing::AssertionResult every_result_matches(detail::InFlightBatch& in_flight,
+                                                 const std::vector<Request>& requests) {
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    Result result;
+    in_flight.take_result(i, result);
+    if (const auto mismatch = reference::check(requests[i], result))
+      return ::testing::AssertionFailure() << "request " << i << ": " << *mismatch;
+  }
+  return ::testing::AssertionSuccess();
+}
+
 Request random_request(std::mt19937& rng) {
   std::uniform_int_distribution<int> op_pick(0, static_cast<int>(kBuiltinOpCount) - 1);
   std::uniform_int_distribution<int> len_pick(1, 3000);
@@ -67,12 +79,7 @@ TEST(BatchDevice, MixedKernelsAndRaggedLengthsInOneSubmission) {
     EXPECT_EQ(after.downloads - before.downloads, 1u);
     EXPECT_LE(after.dispatches - before.dispatches, kOpCount + 1) << "one dispatch per kernel (dot: two)";
 
-    for (std::size_t i = 0; i < requests.size(); ++i) {
-      Result result;
-      in_flight->take_result(i, result);
-      const auto mismatch = reference::check(requests[i], result);
-      ASSERT_FALSE(mismatch.has_value()) << "request " << i << ": " << *mismatch;
-    }
+    ASSERT_TRUE(every_result_matches(*in_flight, requests));
   }
 }
 
@@ -86,12 +93,7 @@ TEST(BatchDevice, ManyTinySegmentsShareWorkgroups) {
   for (auto& r : requests) pointers.push_back(&r);
   auto in_flight = device.batch_device()->submit(pointers);
   ASSERT_TRUE(in_flight->wait_for(std::chrono::seconds(60)));
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    Result result;
-    in_flight->take_result(i, result);
-    const auto mismatch = reference::check(requests[i], result);
-    ASSERT_FALSE(mismatch.has_value()) << "request " << i << ": " << *mismatch;
-  }
+  ASSERT_TRUE(every_result_matches(*in_flight, requests));
 }
 
 TEST(BatchDevice, FramesAreReusedAcrossBatches) {
@@ -152,10 +154,5 @@ TEST(BatchDevice, InputsCopiedOnSeveralThreadsLandWhereTheyBelong) {
   auto in_flight = device.batch_device()->submit(pointers, runner);
   EXPECT_EQ(runner.parts_run, 4u) << "about 3.5 MB of input: one range per thread";
   ASSERT_TRUE(in_flight->wait_for(std::chrono::seconds(60)));
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    Result result;
-    in_flight->take_result(i, result);
-    const auto mismatch = reference::check(requests[i], result);
-    ASSERT_FALSE(mismatch.has_value()) << "request " << i << ": " << *mismatch;
-  }
+  ASSERT_TRUE(every_result_matches(*in_flight, requests));
 }

@@ -390,7 +390,7 @@ void ExecutorCore::run_strand() {
 std::uint64_t ExecutorCore::wake_position() const noexcept {
   if (strand_finished_) return kNever;
   if (forming_.size() >= config_.max_batch_size || carry_) return kNever;
-  const std::uint64_t head = queue_.raw().popped_approx();
+  const std::uint64_t head = queue_.popped_approx();
   if (forming_.empty()) return head;
   const std::uint64_t room = config_.max_batch_size - forming_.size();
   const std::uint64_t half = std::max<std::uint64_t>(1, queue_.capacity() / 2);
@@ -536,7 +536,7 @@ void ExecutorCore::expire_forming(Clock::time_point now) {
 // (they are skipped when popped) and note the earliest deadline for the timer. `from_head`
 // rescans everything; otherwise only positions not scanned before are looked at.
 void ExecutorCore::scan_queue_deadlines(Clock::time_point now, bool from_head) {
-  auto& q = queue_.raw();
+  auto& q = queue_;
   const std::uint64_t head = q.head_position();
   std::uint64_t pos = from_head ? head : std::max(head, scanned_upto_);
   auto earliest = from_head ? Clock::time_point::max() : queue_deadline_;
@@ -966,7 +966,7 @@ Stats ExecutorCore::stats() const {
   const auto load = [](const std::atomic<std::uint64_t>& a) {
     return a.load(std::memory_order_relaxed);
   };
-  s.submitted = queue_.raw().pushed_approx();
+  s.submitted = queue_.pushed_approx();
   s.rejected = load(rejected_);
   s.expired = load(strand_stats_.expired);
   s.cancelled = load(strand_stats_.cancelled);

@@ -6,10 +6,14 @@
 //
 // Any capacity >= 1 is allowed (a power of two replaces the division by a mask).
 //
-// Two ways to push. try_emplace claims a position only when its slot is free (a CAS loop: it can
-// say `full`). claim() + publish() claim the next position with one atomic add whatever the fill,
-// then publish once the slot is free: under many producers a CAS loop mostly retries, an add never
-// does (the blocking push uses it).
+// Two ways to push. try_push claims a position only when its slot is free (a CAS loop: it can
+// say `full`). BlockingMpscQueue::push_wait claims the next position with one atomic add whatever
+// the fill, then publishes once the slot is free: under many producers a CAS loop mostly retries,
+// an add never does. A claimed position must be published or the consumer waits for it forever,
+// so claim() and publish() are private: only push_wait, which always publishes, uses them.
+//
+// The verbs are the ones the executor uses (push: try_push, push_wait, push_until; consume:
+// try_consume, peek for the deadline scan; close, drained, has_claimed) plus try_pop for tests.
 //
 // The queue can be closed: close() sets a bit in the tail, after which every push returns
 // `closed`, and the consumer learns the final number of positions ever claimed, so it can drain
@@ -31,7 +35,6 @@
 #include <memory>
 #include <mutex>
 #include <new>
-#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <type_traits>
@@ -76,20 +79,10 @@ class MpscQueue {
     ::operator delete[](slots_, std::align_val_t{alignof(Slot)});
   }
 
-  // Producers (any thread). Constructs the item in place only when a slot was claimed, so a
-  // failed push leaves `args` untouched (try_push(std::move(x)) keeps x on failure).
-  template <typename... Args>
-  PushResult try_emplace(Args&&... args) noexcept(std::is_nothrow_constructible_v<T, Args&&...>) {
-    std::uint64_t ignored;
-    return try_emplace_at(ignored, std::forward<Args>(args)...);
-  }
-
-  // As try_emplace; on success `position` is the item's position (0, 1, 2, ... in push order).
-  template <typename... Args>
-  PushResult try_emplace_at(std::uint64_t& position, Args&&... args) noexcept(
-      std::is_nothrow_constructible_v<T, Args&&...>) {
-    static_assert(std::is_nothrow_constructible_v<T, Args&&...>,
-                  "a claimed slot must always be published: construction must not throw");
+  // Producers (any thread). Moves the item in only when a slot was claimed, so a failed push
+  // leaves `item` untouched (the caller keeps it). On success `position` is the item's position
+  // (0, 1, 2, ... in push order).
+  PushResult try_push(T&& item, std::uint64_t& position) noexcept {
     std::uint64_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
       if (pos & kClosedBit) return PushResult::closed;
@@ -99,7 +92,7 @@ class MpscQueue {
       if (diff == 0) {
         if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed,
                                         std::memory_order_relaxed)) {
-          new (s.storage) T(std::forward<Args>(args)...);
+          new (s.storage) T(std::move(item));
           s.seq.store(full_seq(pos), std::memory_order_release);
           position = pos;
           return PushResult::ok;
@@ -115,31 +108,9 @@ class MpscQueue {
       }
     }
   }
-
-  // Claims the next position, full or not (one atomic add). `closed`: nothing was claimed.
-  // Otherwise the caller must publish(position, ...) once slot_free(position) holds.
-  PushResult claim(std::uint64_t& position) noexcept {
-    const std::uint64_t old = tail_.fetch_add(1, std::memory_order_relaxed);
-    if (old & kClosedBit) return PushResult::closed;
-    position = old;
-    return PushResult::ok;
-  }
-  // The slot of a claimed position is free (the item one lap earlier has been popped).
-  bool slot_free(std::uint64_t position) const noexcept {
-    return slot(position).seq.load(std::memory_order_acquire) == free_seq(position);
-  }
-  template <typename... Args>
-  void publish(std::uint64_t position, Args&&... args) noexcept {
-    static_assert(std::is_nothrow_constructible_v<T, Args&&...>,
-                  "a claimed slot must always be published: construction must not throw");
-    Slot& s = slot(position);
-    new (s.storage) T(std::forward<Args>(args)...);
-    s.seq.store(full_seq(position), std::memory_order_release);
-  }
-
-  PushResult try_push(T&& item) noexcept { return try_emplace(std::move(item)); }
-  PushResult try_push(T&& item, std::uint64_t& position) noexcept {
-    return try_emplace_at(position, std::move(item));
+  PushResult try_push(T&& item) noexcept {
+    std::uint64_t ignored;
+    return try_push(std::move(item), ignored);
   }
 
   // Consumer (one thread at a time). False when the next item is not (yet) published.
@@ -153,18 +124,6 @@ class MpscQueue {
     s.seq.store(free_seq(head + capacity_), std::memory_order_release);
     head_.store(head + 1, std::memory_order_relaxed);
     return true;
-  }
-
-  std::optional<T> try_pop() {
-    const std::uint64_t head = head_.load(std::memory_order_relaxed);
-    Slot& s = slot(head);
-    if (s.seq.load(std::memory_order_acquire) != full_seq(head)) return std::nullopt;
-    T* p = s.item();
-    std::optional<T> out(std::move(*p));
-    p->~T();
-    s.seq.store(free_seq(head + capacity_), std::memory_order_release);
-    head_.store(head + 1, std::memory_order_relaxed);
-    return out;
   }
 
   // Consumer: calls f(T&&) with the next item, if one is published, then releases its slot
@@ -201,12 +160,6 @@ class MpscQueue {
     return slot(position).seq.load(std::memory_order_acquire) == full_seq(position);
   }
 
-  // Consumer: the next item is published (try_pop would succeed).
-  bool ready() const noexcept {
-    const std::uint64_t head = head_.load(std::memory_order_relaxed);
-    return slot(head).seq.load(std::memory_order_acquire) == full_seq(head);
-  }
-
   // Closes the queue: later pushes return `closed`. Returns the number of positions ever
   // claimed; every one of them is (or is about to be) published. Idempotent.
   std::uint64_t close() noexcept {
@@ -230,11 +183,34 @@ class MpscQueue {
     const std::uint64_t tail = claimed_end();
     return tail > head ? static_cast<std::size_t>(std::min<std::uint64_t>(tail - head, capacity_)) : 0;
   }
-  bool empty_approx() const noexcept { return size_approx() == 0; }
   std::uint64_t pushed_approx() const noexcept { return claimed_end(); }
   std::uint64_t popped_approx() const noexcept { return head_.load(std::memory_order_relaxed); }
 
  private:
+  template <typename>
+  friend class BlockingMpscQueue;
+
+  // Claims the next position, full or not (one atomic add). `closed`: nothing was claimed.
+  // Otherwise the caller must publish(position, ...) once slot_free(position) holds.
+  PushResult claim(std::uint64_t& position) noexcept {
+    const std::uint64_t old = tail_.fetch_add(1, std::memory_order_relaxed);
+    if (old & kClosedBit) return PushResult::closed;
+    position = old;
+    return PushResult::ok;
+  }
+  // The slot of a claimed position is free (the item one lap earlier has been popped).
+  bool slot_free(std::uint64_t position) const noexcept {
+    return slot(position).seq.load(std::memory_order_acquire) == free_seq(position);
+  }
+  template <typename... Args>
+  void publish(std::uint64_t position, Args&&... args) noexcept {
+    static_assert(std::is_nothrow_constructible_v<T, Args&&...>,
+                  "a claimed slot must always be published: construction must not throw");
+    Slot& s = slot(position);
+    new (s.storage) T(std::forward<Args>(args)...);
+    s.seq.store(full_seq(position), std::memory_order_release);
+  }
+
   static constexpr std::uint64_t kClosedBit = std::uint64_t{1} << 63;
   static constexpr std::uint64_t kNotClosed = ~std::uint64_t{0};
 
@@ -280,22 +256,17 @@ class MpscQueue {
 
 // MpscQueue plus waiting for room. Pushes that find room cost what MpscQueue's cost; a push that
 // finds the queue full may wait (push_wait, push_until). The consumer pops with try_pop (which
-// wakes waiters itself) or try_pop_quiet followed by one notify_space() per round of pops.
+// wakes waiters itself) or try_consume_quiet followed by one notify_space() per round of pops.
 template <typename T>
 class BlockingMpscQueue {
  public:
   explicit BlockingMpscQueue(std::size_t capacity) : q_(capacity) {}
 
-  PushResult try_push(T&& item) noexcept { return q_.try_push(std::move(item)); }
   PushResult try_push(T&& item, std::uint64_t& position) noexcept {
     return q_.try_push(std::move(item), position);
   }
 
   // Waits while full. Returns ok or closed (closed before it claimed its position).
-  PushResult push_wait(T&& item) {
-    std::uint64_t ignored;
-    return push_wait(std::move(item), ignored);
-  }
   PushResult push_wait(T&& item, std::uint64_t& position) {
     // Claimed, the position is ours even when the queue is full: wait for its slot (the
     // consumer drains, also after a close), then publish.
@@ -307,22 +278,11 @@ class BlockingMpscQueue {
   }
 
   // Waits while full, up to `deadline`; full when it passed with no room.
-  PushResult push_until(T&& item, std::chrono::steady_clock::time_point deadline) {
-    std::uint64_t ignored;
-    return push_until(std::move(item), deadline, ignored);
-  }
   PushResult push_until(T&& item, std::chrono::steady_clock::time_point deadline,
                         std::uint64_t& position) {
     PushResult r = q_.try_push(std::move(item), position);
     if (r != PushResult::full) return r;
     return slow_push(item, &deadline, position);
-  }
-
-  template <typename Rep, typename Period>
-  PushResult push_for(T&& item, std::chrono::duration<Rep, Period> timeout) {
-    return push_until(std::move(item),
-                      std::chrono::steady_clock::now() +
-                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout));
   }
 
   // Consumer.
@@ -331,12 +291,11 @@ class BlockingMpscQueue {
     notify_space();
     return true;
   }
-  bool try_pop_quiet(T& out) { return q_.try_pop(out); }
   template <typename F>
   bool try_consume_quiet(F&& f) {
     return q_.try_consume(std::forward<F>(f));
   }
-  // Wakes producers that wait for room, if any do. Call after a round of try_pop_quiet.
+  // Wakes producers that wait for room, if any do. Call after a round of try_consume_quiet.
   void notify_space() {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (waiters_.load(std::memory_order_relaxed) != 0) {
@@ -354,10 +313,13 @@ class BlockingMpscQueue {
     return n;
   }
 
-  MpscQueue<T>& raw() noexcept { return q_; }
-  const MpscQueue<T>& raw() const noexcept { return q_; }
+  // Consumer: the item at `position` (head_position() <= position < head + capacity) when it is
+  // published, else null; the consumer may modify it until it pops it (the deadline scan).
+  T* peek(std::uint64_t position) noexcept { return q_.peek(position); }
+  std::uint64_t head_position() const noexcept { return q_.head_position(); }
+  std::uint64_t pushed_approx() const noexcept { return q_.pushed_approx(); }
+  std::uint64_t popped_approx() const noexcept { return q_.popped_approx(); }
   bool closed() const noexcept { return q_.closed(); }
-  bool ready() const noexcept { return q_.ready(); }
   bool published(std::uint64_t position) const noexcept { return q_.published(position); }
   bool drained() const noexcept { return q_.drained(); }
   bool has_claimed() const noexcept { return q_.has_claimed(); }

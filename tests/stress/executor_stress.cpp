@@ -205,7 +205,9 @@ TEST(MpscQueueStress, SixteenProducersCloseAtRandom) {
       producers.emplace_back([&, p] {
         for (std::uint64_t i = 0; i < total / kProducers; ++i) {
           const std::uint64_t v = (static_cast<std::uint64_t>(p) << 40) | i;
-          const auto r = (i & 1) ? q.push_wait(std::uint64_t{v}) : q.push_for(std::uint64_t{v}, 100us);
+          std::uint64_t pos = 0;
+          const auto r = (i & 1) ? q.push_wait(std::uint64_t{v}, pos)
+                                 : q.push_until(std::uint64_t{v}, std::chrono::steady_clock::now() + 100us, pos);
           if (r == detail::PushResult::closed) break;
           if (r == detail::PushResult::ok) ++accepted;
         }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang++ straight from the sources (they need only the core
 # library, the config parser, and toml++ headers) and runs each for a bounded time.
-#   bash fuzz/run.sh              # 60 s per target (CI)
+#   bash fuzz/run.sh              # 60 s per target
 #   FUZZ_SECONDS=3600 bash fuzz/run.sh   # longer
 #   FUZZ_TARGETS=config bash fuzz/run.sh # one target
 #   FUZZ_RUNS=500000 bash fuzz/run.sh    # a fixed number of inputs from a fixed seed: the same

@@ -358,7 +358,13 @@ TEST(FaultStress, EveryCallResolvesExactlyOnceUnderFaultsAndShutdown) {
   EXPECT_EQ(tally.values.load() + tally.errors.load(), tally.submitted.load()) << "every call resolved once";
   EXPECT_GT(tally.verified.load(), tally.submitted.load() / 4) << "most calls ran";
   EXPECT_GT(faults, 0u);
-  EXPECT_GE(vulkan.recreations(), 1u) << "the really lost device was re-created";
+  // Each device that was really lost (the check fired) was re-created, once. Whether round 2's
+  // armed check fires depends on where its submit fault lands (a batch racing the shutdown may
+  // take it), so its count is compared, not required to be positive: recovery_test.cpp covers
+  // re-creation deterministically.
+  const auto lost_checks = FaultInjector::fired(Fault::device_lost_check) -
+                           fired_before[static_cast<int>(Fault::device_lost_check)];
+  EXPECT_EQ(vulkan.recreations(), lost_checks) << "every really lost device was re-created once";
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <concepts>
 #include <cstdint>
 #include <exception>
+#include <filesystem>
 #include <future>
 #include <memory>
 #include <type_traits>
@@ -286,6 +287,17 @@ class BatchExecutor {
 
   Stats stats() const;
   const BatchConfig& config() const noexcept;
+
+  // Records batches as Chrome trace events (open the file in https://ui.perfetto.dev or
+  // chrome://tracing): per batch its formation, submit, device time and completion; every
+  // `sample_every`-th request of a batch its queue wait. A batch is recorded just after its last
+  // future resolved. stop_trace() writes what was recorded (shutdown() writes a running trace
+  // after the last batch); it returns false when no trace was running or the file could not be
+  // written.
+  // GPUBATCH_TRACE=file.json does start_trace(file.json) when the executor is made. start_trace
+  // throws Error(invalid_config) when the file cannot be created.
+  void start_trace(const std::filesystem::path& path, std::uint32_t sample_every = 64);
+  bool stop_trace();
 
  private:
   std::shared_ptr<detail::ExecutorCore> core_;

@@ -613,6 +613,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
   } catch (...) {
     batch->error = std::current_exception();
   }
+  batch->submit_returned = Clock::now();
   {
     std::lock_guard<std::mutex> lock(inflight_mutex_);
     inflight_queue_.push_back(std::move(batch));
@@ -900,6 +901,7 @@ void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thr
   }
   if (b.chunks_resolving.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   // The batch's last chunk: every request of it has resolved.
+  if (trace_.on()) record_trace(b);
   std::unique_ptr<Batch> owned(&b);
   b.items.clear();
   b.error = nullptr;
@@ -956,6 +958,7 @@ void ExecutorCore::shutdown(ShutdownMode mode) {
   if (io_thread_.joinable()) io_thread_.join();
   for (auto& t : completion_threads_)
     if (t.joinable()) t.join();
+  if (trace_.on()) trace_.stop();  // every batch has been recorded: write the file
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1027,6 +1030,7 @@ void enqueue(ExecutorCore* core, Request&& request, const SubmitOptions& options
 
 BatchExecutor::BatchExecutor(std::shared_ptr<detail::BatchDevice> device, BatchConfig config)
     : core_(std::make_shared<detail::ExecutorCore>(std::move(device), std::move(config))) {
+  start_trace_from_environment(*core_);
   core_->start();
 }
 

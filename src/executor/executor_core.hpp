@@ -32,6 +32,7 @@
 #include "executor/batch_device.hpp"
 #include "executor/histogram.hpp"
 #include "executor/mpsc_queue.hpp"
+#include "executor/trace.hpp"
 #include "gpubatch/config.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/executor.hpp"
@@ -61,6 +62,7 @@ struct Batch {
   std::unique_ptr<InFlightBatch> inflight;
   std::exception_ptr error;  // submit() failed, or the batch failed as a whole
   Clock::time_point submitted{};
+  Clock::time_point submit_returned{};  // the device's submit() returned (for the trace)
   // Completion, once the device has finished it: requests [chunk * n / chunks, ...) per chunk.
   Clock::time_point done{};
   ErrorCode error_code = ErrorCode::internal;  // with `error`: its code and message
@@ -100,6 +102,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void shutdown(ShutdownMode mode);
   Stats stats() const;
   const BatchConfig& config() const noexcept { return config_; }
+  void start_trace(const std::filesystem::path& path, std::uint32_t sample_every) {
+    trace_.start(path, sample_every);
+  }
+  bool stop_trace() { return trace_.stop(); }
 
  private:
   // ---- producers ----
@@ -151,6 +157,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // Waits until the device has finished `batch` (or it failed) and cuts it into chunks.
   void await_batch(Batch& batch, std::size_t thread_index);
   void complete_chunk(Batch& batch, std::uint32_t chunk, std::size_t thread_index);
+  void record_trace(const Batch& batch);  // src/executor/trace.cpp's recorder, when it is on
   // A chunk is at least this many requests: below it, handing work to another thread costs more
   // than it saves (and a lone request is resolved by the thread that waited for it).
   static constexpr std::size_t kMinChunk = 64;
@@ -242,7 +249,12 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     LatencyHistogram end_to_end;
   };
   std::vector<std::unique_ptr<CompletionStats>> completion_stats_;
+  TraceRecorder trace_;
   alignas(kCacheLine) std::atomic<std::uint64_t> rejected_{0};
 };
+
+// GPUBATCH_TRACE=file.json: trace this executor's batches into the file (written at shutdown).
+// A path that cannot be created is logged and ignored (src/executor/executor_trace.cpp).
+void start_trace_from_environment(ExecutorCore& core) noexcept;
 
 }  // namespace gpubatch::detail

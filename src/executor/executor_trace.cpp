@@ -1,0 +1,66 @@
+// The executor's side of tracing (src/executor/trace.hpp records): what a finished batch
+// contributes, GPUBATCH_TRACE, and BatchExecutor's start_trace / stop_trace.
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+
+#include "executor/executor_core.hpp"
+
+namespace gpubatch {
+namespace detail {
+namespace {
+
+const char* reason_name(FlushReason r) noexcept {
+  switch (r) {
+    case FlushReason::size: return "size";
+    case FlushReason::deadline: return "deadline";
+    case FlushReason::idle: return "idle";
+    case FlushReason::shutdown: return "shutdown";
+  }
+  return "?";
+}
+
+}  // namespace
+
+// Runs once per batch, on the completion thread that resolved its last chunk; the items are
+// still there (their requests and completions moved out, their times kept).
+void ExecutorCore::record_trace(const Batch& b) {
+  if (b.items.empty()) return;
+  TraceRecorder::BatchSpan span;
+  span.id = b.id;
+  span.requests = b.items.size();
+  span.reason = reason_name(b.reason);
+  span.failed = b.error != nullptr;
+  span.oldest_arrival = b.items.front().enqueued;
+  for (const Pending& p : b.items) span.oldest_arrival = std::min(span.oldest_arrival, p.enqueued);
+  span.submit_begin = b.submitted;
+  span.submit_end = b.submit_returned;
+  span.device_done = b.done;
+  span.resolved = Clock::now();
+  trace_.batch(span);
+  const std::size_t every = trace_.sample_every();
+  for (std::size_t i = 0; i < b.items.size(); i += every)
+    trace_.queue_wait(b.id, b.items[i].enqueued, b.submitted);
+}
+
+void start_trace_from_environment(ExecutorCore& core) noexcept {
+  const char* path = std::getenv("GPUBATCH_TRACE");
+  if (!path || !*path) return;
+  try {
+    core.start_trace(path, 64);
+    spdlog::info("gpubatch executor: tracing batches to {} (GPUBATCH_TRACE)", path);
+  } catch (const std::exception& e) {
+    spdlog::warn("gpubatch executor: GPUBATCH_TRACE ignored: {}", e.what());
+  }
+}
+
+}  // namespace detail
+
+void BatchExecutor::start_trace(const std::filesystem::path& path, std::uint32_t sample_every) {
+  if (!core_) throw Error(ErrorCode::shut_down, "start_trace: the executor was moved from");
+  core_->start_trace(path, sample_every);
+}
+
+bool BatchExecutor::stop_trace() { return core_ && core_->stop_trace(); }
+
+}  // namespace gpubatch

@@ -1,0 +1,112 @@
+#include "executor/trace.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "gpubatch/error.hpp"
+
+namespace gpubatch::detail {
+namespace {
+
+// Thread lanes of the one process the trace shows.
+constexpr int kStrandTid = 1;
+constexpr int kAsyncTid = 2;
+
+std::string metadata(int tid, const char* name) {
+  return std::string(R"({"ph":"M","name":"thread_name","pid":1,"tid":)") + std::to_string(tid) +
+         R"(,"args":{"name":")" + name + R"("}})";
+}
+
+}  // namespace
+
+void TraceRecorder::start(const std::filesystem::path& path, std::uint32_t sample_every) {
+  {
+    std::ofstream probe(path, std::ios::trunc);  // fail now, not at the end of a long run
+    if (!probe)
+      throw Error(ErrorCode::invalid_config, "trace: cannot create '" + path.string() + "'");
+  }
+  std::lock_guard lock(mutex_);
+  path_ = path;
+  origin_ = Clock::now();
+  events_.clear();
+  count_ = 0;
+  dropped_batches_ = 0;
+  sample_every_.store(sample_every == 0 ? 1 : sample_every, std::memory_order_relaxed);
+  on_.store(true, std::memory_order_relaxed);
+}
+
+bool TraceRecorder::stop() {
+  std::string events;
+  std::filesystem::path path;
+  std::uint64_t dropped;
+  {
+    std::lock_guard lock(mutex_);
+    if (!on_.exchange(false, std::memory_order_relaxed)) return false;
+    events.swap(events_);
+    path = path_;
+    dropped = dropped_batches_;
+    count_ = 0;
+  }
+  std::ofstream out(path, std::ios::trunc);
+  out << R"({"displayTimeUnit":"ns","otherData":{"producer":"gpubatch","dropped_batches":)" << dropped
+      << R"(},"traceEvents":[)" << metadata(kStrandTid, "strand: formation and submit") << ','
+      << metadata(kAsyncTid, "batches and requests (async)");
+  if (!events.empty()) out << ',' << events;
+  out << "]}\n";
+  out.flush();
+  if (!out) {
+    spdlog::warn("gpubatch: could not write the trace to {}", path.string());
+    return false;
+  }
+  return true;
+}
+
+double TraceRecorder::us(Clock::time_point t) const noexcept {
+  return std::chrono::duration<double, std::micro>(t - origin_).count();
+}
+
+void TraceRecorder::async_span(const char* name, std::uint64_t id, Clock::time_point begin,
+                               Clock::time_point end, const std::string& args) {
+  char buf[256];
+  for (const char ph : {'b', 'e'}) {
+    std::snprintf(buf, sizeof buf,
+                  R"(,{"ph":"%c","cat":"%s","name":"%s","id":%llu,"pid":1,"tid":%d,"ts":%.3f)", ph,
+                  name, name, static_cast<unsigned long long>(id), kAsyncTid, us(ph == 'b' ? begin : end));
+    events_ += buf;
+    events_ += ph == 'b' && !args.empty() ? R"(,"args":{)" + args + "}}" : std::string("}");
+  }
+  count_ += 2;
+}
+
+void TraceRecorder::batch(const BatchSpan& s) {
+  std::lock_guard lock(mutex_);
+  if (!on_.load(std::memory_order_relaxed)) return;
+  if (count_ + 8 > kMaxEvents) {
+    ++dropped_batches_;
+    return;
+  }
+  char args[160];
+  std::snprintf(args, sizeof args, R"("batch":%llu,"requests":%zu,"reason":"%s","failed":%s)",
+                static_cast<unsigned long long>(s.id), s.requests, s.reason, s.failed ? "true" : "false");
+  char buf[320];
+  std::snprintf(buf, sizeof buf, R"(,{"ph":"X","name":"submit","pid":1,"tid":%d,"ts":%.3f,"dur":%.3f,"args":{%s}})",
+                kStrandTid, us(s.submit_begin), us(s.submit_end) - us(s.submit_begin), args);
+  events_ += buf;
+  ++count_;
+  async_span("formation", s.id, s.oldest_arrival, s.submit_begin, args);
+  async_span("device", s.id, s.submit_end, s.device_done, args);
+  async_span("completion", s.id, s.device_done, s.resolved, args);
+  if (events_.front() == ',') events_.erase(0, 1);
+}
+
+void TraceRecorder::queue_wait(std::uint64_t batch_id, Clock::time_point arrival, Clock::time_point submitted) {
+  std::lock_guard lock(mutex_);
+  if (!on_.load(std::memory_order_relaxed) || count_ + 2 > kMaxEvents) return;
+  async_span("queue wait", ++next_request_id_ << 20 | (batch_id & 0xfffff), arrival, submitted,
+             R"("batch":)" + std::to_string(batch_id));
+  if (events_.front() == ',') events_.erase(0, 1);
+}
+
+}  // namespace gpubatch::detail

@@ -1,0 +1,63 @@
+#pragma once
+// Records what the executor did as Chrome trace events (a JSON object with `traceEvents`; opens in
+// Perfetto and chrome://tracing): per batch its formation (oldest request's arrival to submit),
+// the submit call on the strand, its device time and its completion (results taken and futures
+// resolved), and for a sample of requests their queue wait. Batches overlap (several in flight),
+// so everything but the strand's submit calls is an async event (one track per kind in Perfetto).
+//
+// Off, it costs one relaxed load per batch. On, one mutex per batch (not per request): a batch is
+// recorded whole when its last chunk has resolved. Events are kept in memory and written by
+// stop(); past kMaxEvents new batches are counted as dropped, not recorded.
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <string>
+
+namespace gpubatch::detail {
+
+class TraceRecorder {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::size_t kMaxEvents = 500000;
+
+  struct BatchSpan {
+    std::uint64_t id = 0;
+    std::size_t requests = 0;
+    const char* reason = "";
+    bool failed = false;
+    Clock::time_point oldest_arrival, submit_begin, submit_end, device_done, resolved;
+  };
+
+  // Starts recording into memory for `path` (replacing an earlier recording that was not
+  // stopped). Throws Error(invalid_config) when the file cannot be created.
+  void start(const std::filesystem::path& path, std::uint32_t sample_every);
+  // Writes the file and stops; false (and a logged warning) when there was nothing to stop or
+  // the file could not be written. Safe with recording threads running.
+  bool stop();
+  bool on() const noexcept { return on_.load(std::memory_order_relaxed); }
+  // Every `sample_every`-th request of a batch gets a queue-wait event.
+  std::uint32_t sample_every() const noexcept { return sample_every_.load(std::memory_order_relaxed); }
+
+  void batch(const BatchSpan& span);
+  void queue_wait(std::uint64_t batch_id, Clock::time_point arrival, Clock::time_point submitted);
+
+ private:
+  double us(Clock::time_point t) const noexcept;
+  void async_span(const char* name, std::uint64_t id, Clock::time_point begin, Clock::time_point end,
+                  const std::string& args);
+
+  std::atomic<bool> on_{false};
+  std::atomic<std::uint32_t> sample_every_{64};
+  std::mutex mutex_;
+  std::filesystem::path path_;
+  Clock::time_point origin_{};
+  std::string events_;  // comma-separated JSON objects
+  std::size_t count_ = 0;
+  std::uint64_t dropped_batches_ = 0;
+  std::uint64_t next_request_id_ = 0;
+};
+
+}  // namespace gpubatch::detail

@@ -1,0 +1,128 @@
+// Batch traces: the file parses as JSON in the Chrome trace-event format, and what it shows
+// matches the executor's own stats.
+#include <gtest/gtest.h>
+
+#include <boost/json/src.hpp>  // header-only Boost.JSON, in this one test file
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "fake_device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/executor.hpp"
+
+namespace gpubatch::testing {
+namespace {
+
+namespace json = boost::json;
+
+std::filesystem::path temp_file(const char* name) {
+  return std::filesystem::temp_directory_path() / (std::string(name) + "-" + std::to_string(::getpid()) + ".json");
+}
+
+json::value read_json(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return json::parse(text.str());
+}
+
+struct Summary {
+  std::map<std::string, int> begins, ends;  // async events by name
+  int submits = 0;
+  bool ordered = true;  // every async end at or after its begin
+};
+
+Summary summarise(const json::value& trace) {
+  Summary s;
+  std::map<std::pair<std::string, std::uint64_t>, double> open;
+  for (const auto& v : trace.at("traceEvents").as_array()) {
+    const auto& e = v.as_object();
+    const std::string ph(e.at("ph").as_string());
+    if (ph == "M") continue;
+    const std::string name(e.at("name").as_string());
+    const double ts = e.at("ts").to_number<double>();
+    if (ph == "X") {
+      ++s.submits;
+      if (e.at("dur").to_number<double>() < 0) s.ordered = false;
+    } else if (ph == "b") {
+      ++s.begins[name];
+      open[{name, e.at("id").to_number<std::uint64_t>()}] = ts;
+    } else if (ph == "e") {
+      ++s.ends[name];
+      auto it = open.find({name, e.at("id").to_number<std::uint64_t>()});
+      if (it == open.end() || ts < it->second) s.ordered = false;
+    }
+  }
+  return s;
+}
+
+TEST(Trace, EveryBatchAppearsWithItsFourSpansAndSampledQueueWaits) {
+  const auto path = temp_file("gpubatch-trace");
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = std::chrono::microseconds(200)});
+  BatchConfig config = BatchConfig::latency();
+  config.max_batch_size = 16;
+  BatchExecutor executor(device, config);
+  executor.start_trace(path, 4);
+  auto gpu = executor.handle();
+  std::vector<std::future<std::vector<float>>> futures;
+  for (int i = 0; i < 300; ++i) futures.push_back(gpu.relu({float(i), -1.0f}));
+  for (auto& f : futures) ASSERT_EQ(f.get().size(), 2u);
+  // A batch is recorded just after its last future resolved: shutdown waits for that, then
+  // writes the trace.
+  executor.shutdown();
+  const Stats stats = executor.stats();
+  EXPECT_FALSE(executor.stop_trace()) << "shutdown wrote and stopped it";
+
+  const Summary s = summarise(read_json(path));
+  EXPECT_EQ(s.submits, static_cast<int>(stats.batches));
+  for (const char* name : {"formation", "device", "completion"}) {
+    EXPECT_EQ(s.begins.at(name), static_cast<int>(stats.batches)) << name;
+    EXPECT_EQ(s.ends.at(name), static_cast<int>(stats.batches)) << name;
+  }
+  // One queue-wait sample per 4 requests of each batch (rounded up per batch).
+  EXPECT_GE(s.begins.at("queue wait"), 300 / 4);
+  EXPECT_LE(s.begins.at("queue wait"), 300 / 4 + static_cast<int>(stats.batches));
+  EXPECT_TRUE(s.ordered);
+  std::filesystem::remove(path);
+}
+
+TEST(Trace, AnUncreatableFileIsATypedErrorAndShutdownWritesARunningTrace) {
+  auto device = std::make_shared<FakeDevice>();
+  const auto path = temp_file("gpubatch-trace-shutdown");
+  {
+    BatchExecutor executor(device, BatchConfig::latency());
+    try {
+      executor.start_trace("/nonexistent-dir/trace.json");
+      FAIL() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_config);
+    }
+    executor.start_trace(path);
+    ASSERT_TRUE(executor.stop_trace());
+    EXPECT_FALSE(executor.stop_trace()) << "nothing left to stop";
+    executor.start_trace(path);
+    ASSERT_EQ(executor.handle().relu({1.0f}).get(), std::vector<float>{1.0f});
+  }  // the destructor drains and writes
+  const Summary s = summarise(read_json(path));
+  EXPECT_EQ(s.begins.at("device"), 1);
+  std::filesystem::remove(path);
+}
+
+TEST(Trace, TheEnvironmentVariableStartsOne) {
+  auto device = std::make_shared<FakeDevice>();
+  const auto path = temp_file("gpubatch-trace-env");
+  ::setenv("GPUBATCH_TRACE", path.c_str(), 1);
+  {
+    BatchExecutor executor(device, BatchConfig::latency());
+    ::unsetenv("GPUBATCH_TRACE");
+    ASSERT_EQ(executor.handle().relu({2.0f}).get(), std::vector<float>{2.0f});
+  }
+  EXPECT_EQ(summarise(read_json(path)).begins.at("completion"), 1);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace gpubatch::testing

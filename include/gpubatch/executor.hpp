@@ -262,7 +262,8 @@ class BatchedGpuHandle {
 
 class BatchExecutor {
  public:
-  // Runs batches on `device` (src/gpu's Vulkan device, or any BatchDevice). Throws
+  // Runs batches on `device` (a Vulkan Device's batch_device(), or any implementation of
+  // gpubatch/batch_device.hpp). Throws
   // Error(invalid_config) when config.validate() does.
   explicit BatchExecutor(std::shared_ptr<detail::BatchDevice> device,
                          BatchConfig config = BatchConfig::balanced());

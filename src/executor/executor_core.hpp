@@ -29,7 +29,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
-#include "executor/batch_device.hpp"
+#include "executor/split_submit.hpp"
+#include "gpubatch/batch_device.hpp"
 #include "executor/histogram.hpp"
 #include "executor/mpsc_queue.hpp"
 #include "executor/trace.hpp"

@@ -10,7 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "executor/batch_device.hpp"
+#include "executor/split_submit.hpp"
 #include "gpubatch/error.hpp"
 
 namespace gpubatch::detail {

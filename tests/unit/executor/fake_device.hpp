@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "executor/batch_device.hpp"
+#include "gpubatch/batch_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/ops.hpp"
 #include "gpubatch/reference.hpp"

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <limits>
 
-#include "executor/batch_device.hpp"
+#include "gpubatch/batch_device.hpp"
 #include "gpubatch/device.hpp"
 #include "gpubatch/error.hpp"
 #include "test_device.hpp"

@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "executor/batch_device.hpp"
+#include "gpubatch/batch_device.hpp"
 #include "gpubatch/reference.hpp"
 #include "support/random_data.hpp"
 #include "test_device.hpp"

@@ -9,7 +9,7 @@
 #include <limits>
 #include <random>
 
-#include "executor/batch_device.hpp"
+#include "gpubatch/batch_device.hpp"
 #include "gpu/fault_injection.hpp"
 #include "gpubatch/custom_kernel.hpp"
 #include "gpubatch/error.hpp"

@@ -2,7 +2,7 @@
 // device keeps serving afterwards.
 #include <gtest/gtest.h>
 
-#include "executor/batch_device.hpp"
+#include "gpubatch/batch_device.hpp"
 #include "gpu/fault_injection.hpp"
 #include "gpubatch/device.hpp"
 #include "gpubatch/error.hpp"

@@ -2,6 +2,10 @@
 // The narrow seam between the executor and whatever runs its batches. The executor knows nothing
 // of Vulkan: it hands a device the requests of one flush and later collects each one's result.
 // src/gpu implements it for Vulkan; tests implement it to observe batches and inject faults.
+// Both sides include this header and neither includes the other (src/gpu never includes
+// src/executor, src/executor never includes src/gpu). It is installed because BatchExecutor's
+// constructor and Device::batch_device() name BatchDevice; the `detail` namespace says it may
+// change between versions.
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -79,13 +83,5 @@ class BatchDevice {
   // May throw; the executor logs it and carries on (later submissions then fail on their own).
   virtual void recover() {}
 };
-
-// submit(), and when the device answers out_of_memory, the batch halved and each half submitted
-// again, down to single requests: only a request that cannot fit alone fails (out_of_memory, from
-// take_result). Other errors, and out_of_memory for a batch of one, propagate as from submit().
-// (src/executor/split_submit.cpp)
-std::unique_ptr<InFlightBatch> submit_splitting_on_oom(BatchDevice& device,
-                                                       std::span<const Request* const> requests,
-                                                       ParallelRunner& parallel = inline_runner());
 
 }  // namespace gpubatch::detail

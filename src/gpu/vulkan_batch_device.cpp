@@ -299,6 +299,12 @@ detail::TransferTotals VulkanBatchDevice::transfers() const {
           c.dispatches.load(), c.submissions.load()};
 }
 
+std::size_t VulkanBatchDevice::frames_made() const {
+  const auto set = current();
+  std::lock_guard lock(set->mutex);
+  return set->frames.size();
+}
+
 void VulkanBatchDevice::recover() {
   std::lock_guard serial(recover_mutex_);
   const std::shared_ptr<FrameSet> old = current();

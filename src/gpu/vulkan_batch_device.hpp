@@ -55,6 +55,9 @@ class VulkanBatchDevice : public detail::BatchDevice,
   std::shared_ptr<detail::GpuContext> current_context() const;
   // How many times recover() re-created the device.
   std::uint64_t recreations() const { return recreations_.load(); }
+  // Frames (command pool, staging, readback) the current device has made: one per batch that
+  // was ever in flight at once, reused after that.
+  std::size_t frames_made() const;
 
  private:
   std::shared_ptr<FrameSet> current() const;

@@ -1,7 +1,9 @@
 #pragma once
 // A Vulkan device opened for compute, and the synchronous path: one request, one submission,
 // wait. Copies of a Device share the same underlying device; executors and graphs built from it
-// share its memory, kernels and pipeline cache.
+// share its memory, kernels and pipeline cache. When the device is lost and re-created (the
+// executor recovers it, docs/RELIABILITY.md), every copy, executor, graph and registered kernel
+// moves to the new one together.
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -16,6 +18,7 @@ namespace gpubatch {
 
 namespace detail {
 class BatchDevice;
+class DeviceIdentity;
 class GpuContext;
 }  // namespace detail
 
@@ -72,7 +75,10 @@ class Device {
   // Every device Vulkan offers, in the order selection prefers them.
   static std::vector<DeviceInfo> available();
 
+  // The device as it is now (after a recovery: the re-created one). The reference stays valid
+  // as long as any copy of this Device.
   const DeviceInfo& info() const;
+  // Totals since the Device was opened, across recoveries.
   DeviceCounters counters() const;
 
   // The synchronous path: validates, uploads, dispatches, downloads, with one submission, and
@@ -81,10 +87,12 @@ class Device {
 
   // Internal seams for the executor and the graph.
   std::shared_ptr<detail::BatchDevice> batch_device() const;
+  // The current context: take it at the start of an operation and keep it for that operation.
   std::shared_ptr<detail::GpuContext> context() const;
+  std::shared_ptr<detail::DeviceIdentity> identity() const;
 
  private:
-  std::shared_ptr<detail::GpuContext> context_;
+  std::shared_ptr<detail::DeviceIdentity> identity_;
   std::shared_ptr<detail::BatchDevice> batch_device_;
   std::chrono::milliseconds batch_timeout_{60000};
 };

@@ -215,9 +215,11 @@ static void apply_log_level_from_environment() {
   });
 }
 
-std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options) {
+std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
+                                               std::shared_ptr<AtomicCounters> counters) {
   apply_log_level_from_environment();
   std::shared_ptr<GpuContext> ctx(new GpuContext());
+  ctx->counters_ = counters ? std::move(counters) : std::make_shared<AtomicCounters>();
   const bool validation = options.validation.value_or(env_flag("GPUBATCH_VALIDATION"));
   ctx->instance_ = create_instance(validation, &ctx->messenger_);
 
@@ -323,7 +325,7 @@ std::uint64_t GpuContext::submit(VkCommandBuffer commands) {
     std::lock_guard hung_lock(hung_mutex_);
     hung_.push_back(value);
   }
-  counters_.submissions.fetch_add(1, std::memory_order_relaxed);
+  counters_->submissions.fetch_add(1, std::memory_order_relaxed);
   return value;
 }
 

@@ -270,57 +270,44 @@ void FrameSet::release(Frame* frame) {
   free.push_back(frame);
 }
 
-VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::GpuContext> context,
-                                     std::uint64_t max_request_bytes, DeviceOptions options)
-    : options_(std::move(options)) {
+VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> identity,
+                                     std::uint64_t max_request_bytes)
+    : identity_(std::move(identity)) {
+  auto context = identity_->context();
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.
   const std::uint64_t device_limit = context->max_allocation_bytes() - (1u << 20);
   max_request_bytes_ = max_request_bytes == 0 ? device_limit : std::min(max_request_bytes, device_limit);
+  frames_generation_ = identity_->generation();
   frames_ = std::make_shared<FrameSet>(std::move(context));
 }
 
 VulkanBatchDevice::~VulkanBatchDevice() = default;
 
 std::shared_ptr<FrameSet> VulkanBatchDevice::current() const {
+  const std::uint64_t generation = identity_->generation();
   std::lock_guard lock(mutex_);
+  if (generation != frames_generation_) {  // re-created (by us, a graph or a Device): follow it
+    auto context = identity_->context();
+    if (context != frames_->context) frames_ = std::make_shared<FrameSet>(std::move(context));
+    frames_generation_ = generation;
+  }
   return frames_;
 }
 
 std::shared_ptr<detail::GpuContext> VulkanBatchDevice::current_context() const { return current()->context; }
 
-std::string VulkanBatchDevice::name() const { return current()->context->info().name; }
+std::string VulkanBatchDevice::name() const { return identity_->info().name; }
 
 std::size_t VulkanBatchDevice::max_request_bytes() const { return max_request_bytes_; }
 
 detail::TransferTotals VulkanBatchDevice::transfers() const {
-  auto& c = current()->context->counters();
+  auto& c = identity_->counters();
   return {c.uploads.load(), c.downloads.load(), c.bytes_up.load(), c.bytes_down.load(),
           c.dispatches.load(), c.submissions.load()};
 }
 
-void VulkanBatchDevice::recover() {
-  std::lock_guard serial(recover_mutex_);
-  const std::shared_ptr<FrameSet> old = current();
-  bool lost = FaultInjector::fire(Fault::device_lost_check);
-  if (!lost) {
-    try {
-      old->context->completed_value();  // vkGetSemaphoreCounterValue
-    } catch (const Error& e) {
-      lost = e.code() == ErrorCode::device_lost;
-    }
-  }
-  if (!lost) return;  // an injected or transient fault: the device still works
-  spdlog::warn("gpubatch: device {} is lost; opening it again", old->context->info().name);
-  auto fresh = std::make_shared<FrameSet>(detail::GpuContext::create(options_));
-  {
-    std::lock_guard lock(mutex_);
-    frames_ = std::move(fresh);
-  }
-  recreations_.fetch_add(1);
-  spdlog::info("gpubatch: device {} re-created ({} times so far)", old->context->info().name,
-               recreations_.load());
-}
+void VulkanBatchDevice::recover() { identity_->recover(current()->context); }
 
 std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const Request* const> requests) {
   return submit(requests, detail::inline_runner());

@@ -98,11 +98,7 @@ FusedShape fused_shape_of(const ChainShape& chain) {
 }
 
 // "compile_failed: kernel ..." -> "kernel ...": Error::what() starts with its code.
-std::string message_of(const Error& e) {
-  std::string what = e.what();
-  const std::string prefix = std::string(to_string(e.code())) + ": ";
-  return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
-}
+std::string message_of(const Error& e) { return std::string(e.message()); }
 
 }  // namespace
 

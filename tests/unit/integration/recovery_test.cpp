@@ -115,6 +115,27 @@ TEST(Recovery, InjectedDeviceLostOnWaitFailsTheBatchAndTheExecutorKeepsServing) 
   for (int i = 0; i < 3; ++i) expect_serves(gpu, requests);
 }
 
+// The message a batch's device error reaches its callers with names its code once, although it
+// is wrapped on its way (the executor adds the request and the batch).
+TEST(Recovery, ADeviceErrorNamesItsCodeOnce) {
+  Disarm d;
+  BatchExecutor executor(shared_device(), batches_of(1));
+  auto gpu = executor.handle();
+  FaultInjector::arm(Fault::submit_device_lost);
+  auto lost = gpu.submit(Request::relu({1.0f}));
+  ASSERT_EQ(lost.wait_for(120s), std::future_status::ready);
+  try {
+    lost.get();
+    ADD_FAILURE() << "expected device_lost";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::device_lost);
+    EXPECT_EQ(what.rfind("device_lost: relu request", 0), 0u) << what;
+    EXPECT_EQ(what.find("device_lost", 1), std::string::npos) << what;
+    EXPECT_NE(what.find("vkQueueSubmit (injected)"), std::string::npos) << what;
+  }
+}
+
 TEST(Recovery, ALostDeviceIsReCreatedAndServesEveryKindOfRequest) {
   Disarm d;
   (void)shared_device();  // keeps lavapipe loaded when `device` goes (ThreadSanitizer needs that)

@@ -26,7 +26,9 @@ struct DeviceOptions {
   // Which device: an index into Device::available() or a substring of its name. Empty: the
   // GPUBATCH_DEVICE environment variable, else the best (discrete, integrated, virtual, CPU).
   std::string selector;
-  // Khronos validation layer. Unset: on when GPUBATCH_VALIDATION=1.
+  // Khronos validation layer. Unset: on when GPUBATCH_VALIDATION=1. When it is asked for but the
+  // layer is not installed (validation_layer_installed()), the device opens without it and a
+  // warning is logged once a process.
   std::optional<bool> validation;
   // Where the pipeline cache lives. Empty: GPUBATCH_CACHE_DIR, else $XDG_CACHE_HOME/gpubatch,
   // else ~/.cache/gpubatch. "none" disables the on-disk cache.
@@ -100,5 +102,8 @@ class Device {
 // Messages the Khronos validation layer has printed in this process (all devices). Tests fail
 // when it moves.
 std::uint64_t validation_message_count() noexcept;
+
+// Whether the Vulkan loader finds VK_LAYER_KHRONOS_validation (so that validation can be on).
+bool validation_layer_installed();
 
 }  // namespace gpubatch

@@ -1,5 +1,7 @@
 #include "gpubatch/error.hpp"
 
+#include <algorithm>
+
 namespace gpubatch {
 
 std::string_view to_string(ErrorCode code) noexcept {
@@ -17,6 +19,12 @@ std::string_view to_string(ErrorCode code) noexcept {
     case ErrorCode::internal: return "internal";
   }
   return "unknown";
+}
+
+std::string_view Error::message() const noexcept {
+  std::string_view what = this->what();
+  what.remove_prefix(std::min(what.size(), to_string(code_).size() + 2));  // "<code>: "
+  return what;
 }
 
 }  // namespace gpubatch

@@ -1,7 +1,9 @@
 #pragma once
 // A Vulkan device opened for compute, and the synchronous path: one request, one submission,
 // wait. Copies of a Device share the same underlying device; executors and graphs built from it
-// share its memory, kernels and pipeline cache.
+// share its memory, kernels and pipeline cache. When the device is lost and re-created (the
+// executor recovers it, docs/RELIABILITY.md), every copy, executor, graph and registered kernel
+// moves to the new one together.
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -16,6 +18,7 @@ namespace gpubatch {
 
 namespace detail {
 class BatchDevice;
+class DeviceIdentity;
 class GpuContext;
 }  // namespace detail
 
@@ -23,7 +26,9 @@ struct DeviceOptions {
   // Which device: an index into Device::available() or a substring of its name. Empty: the
   // GPUBATCH_DEVICE environment variable, else the best (discrete, integrated, virtual, CPU).
   std::string selector;
-  // Khronos validation layer. Unset: on when GPUBATCH_VALIDATION=1.
+  // Khronos validation layer. Unset: on when GPUBATCH_VALIDATION=1. When it is asked for but the
+  // layer is not installed (validation_layer_installed()), the device opens without it and a
+  // warning is logged once a process.
   std::optional<bool> validation;
   // Where the pipeline cache lives. Empty: GPUBATCH_CACHE_DIR, else $XDG_CACHE_HOME/gpubatch,
   // else ~/.cache/gpubatch. "none" disables the on-disk cache.
@@ -72,7 +77,10 @@ class Device {
   // Every device Vulkan offers, in the order selection prefers them.
   static std::vector<DeviceInfo> available();
 
+  // The device as it is now (after a recovery: the re-created one). The reference stays valid
+  // as long as any copy of this Device.
   const DeviceInfo& info() const;
+  // Totals since the Device was opened, across recoveries.
   DeviceCounters counters() const;
 
   // The synchronous path: validates, uploads, dispatches, downloads, with one submission, and
@@ -81,10 +89,12 @@ class Device {
 
   // Internal seams for the executor and the graph.
   std::shared_ptr<detail::BatchDevice> batch_device() const;
+  // The current context: take it at the start of an operation and keep it for that operation.
   std::shared_ptr<detail::GpuContext> context() const;
+  std::shared_ptr<detail::DeviceIdentity> identity() const;
 
  private:
-  std::shared_ptr<detail::GpuContext> context_;
+  std::shared_ptr<detail::DeviceIdentity> identity_;
   std::shared_ptr<detail::BatchDevice> batch_device_;
   std::chrono::milliseconds batch_timeout_{60000};
 };
@@ -92,5 +102,8 @@ class Device {
 // Messages the Khronos validation layer has printed in this process (all devices). Tests fail
 // when it moves.
 std::uint64_t validation_message_count() noexcept;
+
+// Whether the Vulkan loader finds VK_LAYER_KHRONOS_validation (so that validation can be on).
+bool validation_layer_installed();
 
 }  // namespace gpubatch

@@ -23,11 +23,15 @@ enum class ErrorCode {
 
 std::string_view to_string(ErrorCode code) noexcept;
 
+// what() is "<code>: <message>", the code's name once; an error that wraps another passes on
+// the inner one's message(), not its what(), so that the prefix is never repeated.
 class Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message)
       : std::runtime_error(std::string(to_string(code)) + ": " + message), code_(code) {}
   ErrorCode code() const noexcept { return code_; }
+  // what() without its "<code>: " prefix.
+  std::string_view message() const noexcept;
 
  private:
   ErrorCode code_;

@@ -99,7 +99,7 @@ BatchConfig from_table(const toml::table& table, std::string_view source) {
     try {
       c = BatchConfig::preset(s->get());
     } catch (const Error& e) {
-      bad(node_where(source, "preset", *p), e.what());
+      bad(node_where(source, "preset", *p), std::string(e.message()));
     }
   }
   for (auto&& [k, node] : table) {

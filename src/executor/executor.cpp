@@ -62,7 +62,7 @@ std::pair<ErrorCode, std::string> explain(const std::exception_ptr& e) {
   try {
     std::rethrow_exception(e);
   } catch (const Error& x) {
-    return {x.code(), x.what()};
+    return {x.code(), std::string(x.message())};  // what() without its code: the caller adds it
   } catch (const std::bad_alloc& x) {
     return {ErrorCode::out_of_memory, x.what()};
   } catch (const std::exception& x) {

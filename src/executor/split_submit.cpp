@@ -69,7 +69,7 @@ bool out_of_memory_now(std::string& why) {
   try {
     throw;
   } catch (const Error& e) {
-    why = e.what();
+    why = e.message();
     return e.code() == ErrorCode::out_of_memory;
   } catch (const std::bad_alloc& e) {
     why = e.what();

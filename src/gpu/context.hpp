@@ -28,7 +28,10 @@ struct AtomicCounters {
 
 class GpuContext {
  public:
-  static std::shared_ptr<GpuContext> create(const DeviceOptions& options);
+  // `counters`: where this context counts its work (a DeviceIdentity's, shared by the contexts
+  // that replace one another on recovery); null: its own.
+  static std::shared_ptr<GpuContext> create(const DeviceOptions& options,
+                                            std::shared_ptr<AtomicCounters> counters = nullptr);
   static std::vector<DeviceInfo> enumerate();
   ~GpuContext();
   GpuContext(const GpuContext&) = delete;
@@ -47,7 +50,7 @@ class GpuContext {
 
   gpu::MemoryPool& memory() { return *memory_; }
   gpu::Kernels& kernels() { return *kernels_; }
-  AtomicCounters& counters() { return counters_; }
+  AtomicCounters& counters() { return *counters_; }
 
   // Submits one command buffer that signals the next timeline value, and returns that value.
   // Thread-safe: the queue is externally synchronised, so submissions are serialised here.
@@ -94,7 +97,7 @@ class GpuContext {
   std::uint64_t max_allocation_ = 0;
   double timestamp_period_ns_ = 0;
   bool creation_feedback_ = false;
-  AtomicCounters counters_;
+  std::shared_ptr<AtomicCounters> counters_;
   std::unique_ptr<gpu::MemoryPool> memory_;
   std::unique_ptr<gpu::Kernels> kernels_;
 };

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "gpu/context.hpp"
+#include "gpu/device_identity.hpp"
 #include "gpu/glsl_compiler.hpp"
 #include "gpu/kernels.hpp"
 #include "gpubatch/device.hpp"
@@ -88,19 +89,6 @@ std::shared_ptr<const CustomKernel> CustomKernelRegistry::add(std::shared_ptr<co
   return it->second;
 }
 
-std::shared_ptr<CustomKernelRegistry> custom_kernels(const std::shared_ptr<detail::GpuContext>& context) {
-  // One registry per GpuContext, kept beside it (the context has no slot for it): entries whose
-  // context is gone are dropped on the next lookup.
-  static std::mutex mutex;
-  static std::vector<std::pair<std::weak_ptr<detail::GpuContext>, std::shared_ptr<CustomKernelRegistry>>> table;
-  std::lock_guard lock(mutex);
-  std::erase_if(table, [](const auto& e) { return e.first.expired(); });
-  for (auto& [owner, registry] : table)
-    if (owner.lock() == context) return registry;
-  table.emplace_back(context, std::make_shared<CustomKernelRegistry>());
-  return table.back().second;
-}
-
 std::string custom_kernel_source(const CustomKernel& k) {
   std::string s = "#version 460\n#extension GL_GOOGLE_include_directive : require\n";
   if (k.kind == KernelKind::elementwise) {
@@ -146,8 +134,8 @@ KernelHandle register_kernel(Device& device, std::string_view name, KernelKind k
   if (glsl_body.find_first_not_of(" \t\r\n") == std::string_view::npos)
     throw Error(ErrorCode::invalid_argument, "kernel '" + std::string(name) + "': empty body");
 
-  auto context = device.context();
-  auto registry = gpu::custom_kernels(context);
+  const auto identity = device.identity();
+  gpu::CustomKernelRegistry* registry = &identity->custom_kernels();
   auto k = std::make_shared<gpu::CustomKernel>();
   k->name = std::string(name);
   k->kind = kind;
@@ -174,16 +162,17 @@ KernelHandle register_kernel(Device& device, std::string_view name, KernelKind k
     throw Error(ErrorCode::compile_failed,
                 "custom kernel '" + k->name + "' does not compile:\n" + gpu::body_diagnostics(what));
   }
-  context->kernels().get_or_build(k->key, k->spirv);  // the driver's build, through the pipeline cache
+  // The driver's build, through the pipeline cache, on the device as it is now.
+  identity->context()->kernels().get_or_build(k->key, k->spirv);
   return registry->add(std::move(k));
 }
 
 bool has_kernel(const Device& device, std::string_view name) {
-  return gpu::custom_kernels(device.context())->find(name) != nullptr;
+  return device.identity()->custom_kernels().find(name) != nullptr;
 }
 
 KernelHandle find_kernel(const Device& device, std::string_view name) {
-  return gpu::custom_kernels(device.context())->find(name);
+  return device.identity()->custom_kernels().find(name);
 }
 
 }  // namespace gpubatch

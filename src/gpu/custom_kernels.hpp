@@ -1,6 +1,8 @@
 #pragma once
 // User kernels registered with gpubatch::register_kernel(): the GLSL they were given, the
-// standalone kernel built from it, and the per-device registry that holds them.
+// standalone kernel built from it, and the per-device registry that holds them (one per
+// DeviceIdentity: it outlives a re-created VkDevice, and each kernel's pipeline is built again
+// from its SPIR-V on the new device on first use).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -10,10 +12,6 @@
 #include <vector>
 
 #include "gpubatch/custom_kernel.hpp"
-
-namespace gpubatch::detail {
-class GpuContext;
-}
 
 namespace gpubatch::gpu {
 
@@ -45,9 +43,6 @@ class CustomKernelRegistry {
   mutable std::mutex mutex_;
   std::map<std::string, std::shared_ptr<const CustomKernel>, std::less<>> kernels_;
 };
-
-// The registry of one device (shared by every copy of the Device and every batch on it).
-std::shared_ptr<CustomKernelRegistry> custom_kernels(const std::shared_ptr<detail::GpuContext>& context);
 
 // GLSL source of the standalone kernel for a custom kernel (exposed for tests and the executor).
 std::string custom_kernel_source(const CustomKernel& kernel);

@@ -6,13 +6,14 @@
 #include "gpubatch/error.hpp"
 
 #include "gpu/context.hpp"
+#include "gpu/device_identity.hpp"
 #include "gpu/vulkan_batch_device.hpp"
 
 namespace gpubatch {
 
 Device::Device(const DeviceOptions& options)
-    : context_(detail::GpuContext::create(options)),
-      batch_device_(std::make_shared<gpu::VulkanBatchDevice>(context_, options.max_request_bytes, options)),
+    : identity_(std::make_shared<detail::DeviceIdentity>(options)),
+      batch_device_(std::make_shared<gpu::VulkanBatchDevice>(identity_, options.max_request_bytes)),
       batch_timeout_(options.batch_timeout) {}
 
 Device::~Device() = default;
@@ -23,10 +24,10 @@ Device& Device::operator=(Device&&) noexcept = default;
 
 std::vector<DeviceInfo> Device::available() { return detail::GpuContext::enumerate(); }
 
-const DeviceInfo& Device::info() const { return context_->info(); }
+const DeviceInfo& Device::info() const { return identity_->info(); }
 
 DeviceCounters Device::counters() const {
-  auto& c = context_->counters();
+  auto& c = identity_->counters();
   return {c.submissions.load(), c.dispatches.load(), c.uploads.load(), c.downloads.load(),
           c.bytes_up.load(), c.bytes_down.load(), c.pipelines_created.load(),
           c.pipeline_cache_hits.load()};
@@ -52,6 +53,7 @@ Result Device::run(const Request& request) {
 }
 
 std::shared_ptr<detail::BatchDevice> Device::batch_device() const { return batch_device_; }
-std::shared_ptr<detail::GpuContext> Device::context() const { return context_; }
+std::shared_ptr<detail::GpuContext> Device::context() const { return identity_->context(); }
+std::shared_ptr<detail::DeviceIdentity> Device::identity() const { return identity_; }
 
 }  // namespace gpubatch

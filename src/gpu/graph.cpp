@@ -22,11 +22,14 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_set>
+#include <utility>
 
 #include "gpu/batch_layout.hpp"
 #include "gpu/context.hpp"
 #include "gpu/custom_kernels.hpp"
+#include "gpu/device_identity.hpp"
 #include "gpu/encoding.hpp"
 #include "gpu/fusion.hpp"
 #include "gpu/glsl_compiler.hpp"
@@ -66,6 +69,7 @@ struct Imported {
   std::vector<float> host;  // until its upload
   gpu::Allocation device;
   bool uploaded = false;
+  bool lost = false;  // it was on a device that was lost and re-created (follow_device())
 };
 
 struct Node {
@@ -120,8 +124,8 @@ struct Access {
 
 struct GpuCommandBatch::Impl {
   Device device;
-  std::shared_ptr<detail::GpuContext> ctx;
-  std::shared_ptr<gpu::CustomKernelRegistry> custom_kernels;
+  std::shared_ptr<detail::DeviceIdentity> identity;
+  std::shared_ptr<detail::GpuContext> ctx;  // the context this graph's buffers live on
   GraphOptions options;
   bool direct = false;  // Transfers::direct in effect
   std::uint64_t serial = g_next_batch.fetch_add(1);
@@ -135,13 +139,30 @@ struct GpuCommandBatch::Impl {
 
   VkCommandPool pool = VK_NULL_HANDLE;
   VkCommandBuffer commands = VK_NULL_HANDLE;
-  std::uint64_t in_flight = 0;  // timeline value not yet waited for
+  std::uint64_t in_flight = 0;  // timeline value not yet waited for (set after a watchdog)
   gpu::Allocation staging, readback, scratch;
   std::size_t staged = 0;  // bytes of upload() data at the start of `staging`, for the next execute
   std::multimap<VkDeviceSize, gpu::Allocation> recycled;  // device buffers of the last execute
 
-  Impl(Device& d, const GraphOptions& o) : device(d), ctx(d.context()), custom_kernels(gpu::custom_kernels(ctx)), options(o) {
+  Impl(Device& d, const GraphOptions& o) : device(d), identity(d.identity()), ctx(identity->context()), options(o) {
     if (options.max_fused_ops < 2) options.max_fused_ops = 2;
+    open_commands();
+  }
+
+  ~Impl() {
+    // Never free memory the GPU may still use: the last submission completes first (or the
+    // device is lost, and nothing runs any more).
+    try {
+      settle(std::chrono::nanoseconds::max());
+    } catch (const Error&) {
+    }
+    vkDestroyCommandPool(ctx->device(), pool, nullptr);
+  }
+
+  std::chrono::milliseconds watchdog() const { return identity->options().batch_timeout; }
+
+  // The command pool and buffer, and the transfer mode, on `ctx`.
+  void open_commands() {
     direct = options.transfers == Transfers::direct ||
              (options.transfers == Transfers::automatic && device_memory_is_host_visible(*ctx));
     VkCommandPoolCreateInfo info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
@@ -155,21 +176,55 @@ struct GpuCommandBatch::Impl {
     const VkResult r = vkAllocateCommandBuffers(ctx->device(), &alloc, &commands);
     if (r != VK_SUCCESS) {
       vkDestroyCommandPool(ctx->device(), pool, nullptr);
+      pool = VK_NULL_HANDLE;
       gpu::throw_vk(r, "vkAllocateCommandBuffers");
     }
   }
 
-  ~Impl() {
-    // Never free memory the GPU may still use: wait for the last submission first.
-    if (in_flight) {
-      try {
-        while (!ctx->wait(in_flight, std::chrono::seconds(1))) {
-        }
-      } catch (const Error&) {
-        // device lost: nothing runs any more
-      }
+  // An earlier execute that the watchdog gave up on must complete before its memory is reused:
+  // polls the timeline's real counter for up to `timeout` (1 ms apart: only after a watchdog).
+  // Throws Error(device_lost) when the device is lost or the time runs out.
+  void settle(std::chrono::nanoseconds timeout) {
+    if (!in_flight) return;
+    const auto start = std::chrono::steady_clock::now();
+    while (ctx->completed_value() < in_flight) {
+      if (std::chrono::steady_clock::now() - start >= timeout)
+        throw Error(ErrorCode::device_lost,
+                    "graph execute: an earlier execute has still not completed " + std::to_string(watchdog().count()) +
+                        " ms after the watchdog (DeviceOptions::batch_timeout) gave up on it; the device is presumed hung");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    vkDestroyCommandPool(ctx->device(), pool, nullptr);
+    in_flight = 0;
+  }
+
+  // After the device was re-created (DeviceIdentity::recover(), e.g. by an executor on it), the
+  // graph moves to the new one. The upload() data staged for the next execute is copied over
+  // (it is host memory); buffers of the lost device are dropped, and imports already uploaded
+  // there are gone (an execute that uses one fails with device_lost: import it again).
+  void follow_device() {
+    auto current = identity->context();
+    if (current == ctx) return;
+    try {
+      settle(std::chrono::nanoseconds::max());
+    } catch (const Error&) {  // lost: nothing runs there any more
+      in_flight = 0;
+    }
+    const std::shared_ptr<detail::GpuContext> old = std::exchange(ctx, std::move(current));
+    gpu::Allocation old_staging = std::move(staging);  // destroyed before `old`
+    readback.reset();
+    scratch.reset();
+    recycled.clear();
+    for (Imported& im : imports) {
+      im.lost = im.lost || im.uploaded;
+      im.device.reset();
+    }
+    vkDestroyCommandPool(old->device(), pool, nullptr);
+    pool = VK_NULL_HANDLE;
+    open_commands();
+    if (staged > 0) {
+      grow_staging(staged, 0);
+      std::memcpy(staging.mapped(), old_staging.mapped(), staged);
+    }
   }
 
   // ---- ids ------------------------------------------------------------------------------------
@@ -269,6 +324,7 @@ gpu::Allocation GpuCommandBatch::Impl::take(VkDeviceSize bytes, std::vector<gpu:
 }
 
 void GpuCommandBatch::Impl::execute() {
+  follow_device();  // the device as it is now
   // Whatever happens below, the queued work is consumed: its ids become the last execute's.
   std::vector<Value> values = std::move(pending);
   std::vector<Node> ops = std::move(nodes);
@@ -280,6 +336,12 @@ void GpuCommandBatch::Impl::execute() {
   ++generation;
   last_failed = true;
   stats = {};
+  settle(watchdog());
+  for (const Node& n : ops)
+    for (std::uint32_t i = 0; i < n.arity; ++i)
+      if ((n.in[i] & kImport) && imports[n.in[i] & ~kImport].lost)
+        throw Error(ErrorCode::device_lost, n.name() + ": imported buffer #" + std::to_string(n.in[i] & ~kImport) +
+                                                " was on a device that was lost; import_buffer() it again");
 
   auto& memory = ctx->memory();
   auto& kernels = ctx->kernels();
@@ -653,7 +715,9 @@ void GpuCommandBatch::Impl::execute() {
   }
   gpu::check_vk(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
 
-  // 7. Submit once and wait on the timeline (the wait never gives up on in-flight work).
+  // 7. Submit once and wait on the timeline, for at most DeviceOptions::batch_timeout (the
+  //    watchdog: a hung GPU must not hang the caller). Past it, in_flight stays set and the next
+  //    execute, or the destructor, waits for it before the memory is reused.
   in_flight = ctx->submit(cmd);
   for (const Value& v : values)
     if (v.source == Source::op) ++stats.operations;
@@ -668,8 +732,10 @@ void GpuCommandBatch::Impl::execute() {
   counters.downloads.fetch_add(stats.downloads, std::memory_order_relaxed);
   counters.bytes_up.fetch_add(stats.bytes_up, std::memory_order_relaxed);
   counters.bytes_down.fetch_add(stats.bytes_down, std::memory_order_relaxed);
-  while (!ctx->wait(in_flight, std::chrono::seconds(1))) {
-  }
+  if (!ctx->wait(in_flight, watchdog()))
+    throw Error(ErrorCode::device_lost, "graph execute: the device did not complete it within " +
+                                            std::to_string(watchdog().count()) +
+                                            " ms (watchdog: DeviceOptions::batch_timeout)");
   in_flight = 0;
   if (readback_bytes > 0) readback.invalidate();
 
@@ -794,7 +860,7 @@ BufferId GpuCommandBatch::custom(std::string_view kernel, BufferId a, float scal
 
 BufferId GpuCommandBatch::custom(std::string_view kernel, BufferId a, BufferId b, float scalar) {
   Impl& g = checked(impl_);
-  auto k = g.custom_kernels->find(kernel);
+  auto k = g.identity->custom_kernels().find(kernel);
   const std::string what = "custom kernel '" + std::string(kernel) + "'";
   if (!k) invalid(what + ": no kernel of that name is registered on this device");
   Node n;

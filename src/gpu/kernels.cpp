@@ -83,6 +83,7 @@ Kernels::~Kernels() {
 
 void Kernels::save_cache() {
   if (cache_file_.empty()) return;
+  std::lock_guard lock(save_mutex_);  // one writer of the file (and of its temporary) at a time
   std::size_t size = 0;
   if (vkGetPipelineCacheData(context_.device(), cache_, &size, nullptr) != VK_SUCCESS) return;
   std::vector<char> data(size);
@@ -139,13 +140,33 @@ VkPipeline Kernels::build(const std::string& key, std::span<const std::uint32_t>
   return pipeline;
 }
 
+// The build runs outside mutex_: it takes ~20 ms on the H200 (a cache miss; more for a large
+// kernel), and holding the lock across it stalled every other lookup, on the strand and on the
+// graph's threads alike. Two threads that miss on one key both build; the first to publish wins
+// and the other destroys its pipeline (rare: the callers of one key mostly come one after the
+// other), so a key maps to one pipeline for the Kernels' lifetime. The pipeline cache itself is
+// internally synchronised (not created EXTERNALLY_SYNCHRONIZED), so concurrent builds are legal.
 VkPipeline Kernels::get_or_build(const std::string& key, std::span<const std::uint32_t> spirv) {
-  std::lock_guard lock(mutex_);
-  if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
-  VkPipeline p = build(key, spirv);
-  pipelines_.emplace(key, p);
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+  }
+  VkPipeline built = build(key, spirv);
+  {
+    std::lock_guard lock(mutex_);
+    auto [it, inserted] = pipelines_.emplace(key, built);
+    if (!inserted) {
+      vkDestroyPipeline(context_.device(), built, nullptr);  // lost the race: use the winner's
+      return it->second;
+    }
+  }
   save_cache();
-  return p;
+  return built;
+}
+
+std::size_t Kernels::size() {
+  std::lock_guard lock(mutex_);
+  return pipelines_.size();
 }
 
 bool Kernels::has(const std::string& key) {

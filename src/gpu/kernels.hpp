@@ -30,8 +30,12 @@ class Kernels {
   // driver cannot build it.
   VkPipeline get(std::string_view name);
   // A kernel whose SPIR-V was produced at run time (fusion, user kernels), keyed by `key`.
+  // Thread-safe; the driver's build runs outside the lock (one pipeline per key: when two threads
+  // race to build one, the loser's is destroyed and both get the winner's).
   VkPipeline get_or_build(const std::string& key, std::span<const std::uint32_t> spirv);
   bool has(const std::string& key);
+  // How many pipelines are built (for tests).
+  std::size_t size();
 
   // Where the pipeline cache is kept (empty when disabled).
   const std::filesystem::path& cache_file() const { return cache_file_; }
@@ -45,8 +49,9 @@ class Kernels {
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::filesystem::path cache_file_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards pipelines_; never held across a build or a file write
   std::map<std::string, VkPipeline, std::less<>> pipelines_;
+  std::mutex save_mutex_;  // serialises save_cache()
 };
 
 // The directory the pipeline cache goes to, from the option, GPUBATCH_CACHE_DIR, XDG_CACHE_HOME

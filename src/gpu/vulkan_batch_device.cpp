@@ -98,11 +98,7 @@ FusedShape fused_shape_of(const ChainShape& chain) {
 }
 
 // "compile_failed: kernel ..." -> "kernel ...": Error::what() starts with its code.
-std::string message_of(const Error& e) {
-  std::string what = e.what();
-  const std::string prefix = std::string(to_string(e.code())) + ": ";
-  return what.rfind(prefix, 0) == 0 ? what.substr(prefix.size()) : what;
-}
+std::string message_of(const Error& e) { return std::string(e.message()); }
 
 }  // namespace
 
@@ -270,35 +266,44 @@ void FrameSet::release(Frame* frame) {
   free.push_back(frame);
 }
 
-VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::GpuContext> context,
-                                     std::uint64_t max_request_bytes, DeviceOptions options)
-    : options_(std::move(options)) {
+VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> identity,
+                                     std::uint64_t max_request_bytes)
+    : identity_(std::move(identity)) {
+  auto context = identity_->context();
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.
   const std::uint64_t device_limit = context->max_allocation_bytes() - (1u << 20);
   max_request_bytes_ = max_request_bytes == 0 ? device_limit : std::min(max_request_bytes, device_limit);
+  frames_generation_ = identity_->generation();
   frames_ = std::make_shared<FrameSet>(std::move(context));
 }
 
 VulkanBatchDevice::~VulkanBatchDevice() = default;
 
 std::shared_ptr<FrameSet> VulkanBatchDevice::current() const {
+  const std::uint64_t generation = identity_->generation();
   std::lock_guard lock(mutex_);
+  if (generation != frames_generation_) {  // re-created (by us, a graph or a Device): follow it
+    auto context = identity_->context();
+    if (context != frames_->context) frames_ = std::make_shared<FrameSet>(std::move(context));
+    frames_generation_ = generation;
+  }
   return frames_;
 }
 
 std::shared_ptr<detail::GpuContext> VulkanBatchDevice::current_context() const { return current()->context; }
 
-std::string VulkanBatchDevice::name() const { return current()->context->info().name; }
+std::string VulkanBatchDevice::name() const { return identity_->info().name; }
 
 std::size_t VulkanBatchDevice::max_request_bytes() const { return max_request_bytes_; }
 
 detail::TransferTotals VulkanBatchDevice::transfers() const {
-  auto& c = current()->context->counters();
+  auto& c = identity_->counters();
   return {c.uploads.load(), c.downloads.load(), c.bytes_up.load(), c.bytes_down.load(),
           c.dispatches.load(), c.submissions.load()};
 }
 
+<<<<<<< HEAD
 std::size_t VulkanBatchDevice::frames_made() const {
   const auto set = current();
   std::lock_guard lock(set->mutex);
@@ -327,6 +332,9 @@ void VulkanBatchDevice::recover() {
   spdlog::info("gpubatch: device {} re-created ({} times so far)", old->context->info().name,
                recreations_.load());
 }
+=======
+void VulkanBatchDevice::recover() { identity_->recover(current()->context); }
+>>>>>>> identity
 
 std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const Request* const> requests) {
   return submit(requests, detail::inline_runner());

@@ -11,6 +11,7 @@
 
 #include "gpubatch/batch_device.hpp"
 #include "gpu/context.hpp"
+#include "gpu/device_identity.hpp"
 
 namespace gpubatch::gpu {
 
@@ -34,9 +35,8 @@ struct FrameSet {
 class VulkanBatchDevice : public detail::BatchDevice,
                           public std::enable_shared_from_this<VulkanBatchDevice> {
  public:
-  // `options` are those `context` was created with: recover() opens the new device with them.
-  VulkanBatchDevice(std::shared_ptr<detail::GpuContext> context, std::uint64_t max_request_bytes,
-                    DeviceOptions options = {});
+  // Runs on `identity`'s current context (the one a Device and its graphs use too).
+  VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> identity, std::uint64_t max_request_bytes);
   ~VulkanBatchDevice() override;
 
   std::string name() const override;
@@ -46,15 +46,16 @@ class VulkanBatchDevice : public detail::BatchDevice,
   std::unique_ptr<detail::InFlightBatch> submit(std::span<const Request* const> requests,
                                                 detail::ParallelRunner& parallel) override;
   detail::TransferTotals transfers() const override;
-  // Checks whether the VkDevice is lost (vkGetSemaphoreCounterValue says VK_ERROR_DEVICE_LOST;
-  // Fault::device_lost_check makes it say so) and if so opens a new GpuContext: new VkDevice,
-  // memory and kernels (pipelines are rebuilt on first use). Batches in flight keep the old one.
+  // DeviceIdentity::recover() for the context the latest batches ran on: when that VkDevice is
+  // lost, a new GpuContext (new VkDevice, memory and kernels; pipelines are rebuilt on first use)
+  // becomes current for this device, the Device and its graphs alike. Batches in flight keep the
+  // old one.
   void recover() override;
 
-  // The context new batches run on (it changes when recover() re-creates the device).
+  // The context new batches run on (it changes when the device is re-created).
   std::shared_ptr<detail::GpuContext> current_context() const;
-  // How many times recover() re-created the device.
-  std::uint64_t recreations() const { return recreations_.load(); }
+  // How many times the device was re-created.
+  std::uint64_t recreations() const { return identity_->recreations(); }
   // Frames (command pool, staging, readback) the current device has made: one per batch that
   // was ever in flight at once, reused after that.
   std::size_t frames_made() const;
@@ -62,12 +63,11 @@ class VulkanBatchDevice : public detail::BatchDevice,
  private:
   std::shared_ptr<FrameSet> current() const;
 
+  const std::shared_ptr<detail::DeviceIdentity> identity_;
   std::uint64_t max_request_bytes_;
-  DeviceOptions options_;
-  mutable std::mutex mutex_;        // guards frames_ (the pointer)
-  std::shared_ptr<FrameSet> frames_;
-  std::mutex recover_mutex_;        // one recovery at a time
-  std::atomic<std::uint64_t> recreations_{0};
+  mutable std::mutex mutex_;        // guards frames_ (the pointer) and frames_generation_
+  mutable std::shared_ptr<FrameSet> frames_;
+  mutable std::uint64_t frames_generation_ = 0;  // identity_->generation() frames_ was made for
 };
 
 }  // namespace gpubatch::gpu

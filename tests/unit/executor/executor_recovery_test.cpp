@@ -6,6 +6,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "fake_device.hpp"
@@ -71,6 +72,34 @@ TEST(ExecutorRecovery, DeviceLostOnWaitAndWatchdogCallRecover) {
   EXPECT_EQ(error_code(e), ErrorCode::internal);
   EXPECT_EQ(error_code(f), ErrorCode::internal);
   EXPECT_EQ(device->recoveries(), 2);
+}
+
+// How many times `needle` occurs in `text`.
+std::size_t occurrences(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// A batch's error reaches each of its requests with its code named once: "device_lost: relu
+// request ... in batch 3 of 4 requests: fake device: injected fault on wait", not "device_lost:
+// ...: device_lost: fake device: ...".
+TEST(ExecutorRecovery, ABatchErrorCarriesItsCodeOnce) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchExecutor executor(device, batches_of(2));
+  auto gpu = executor.handle();
+  for (auto code : {ErrorCode::device_lost, ErrorCode::internal}) {
+    device->fail_next_wait(code);
+    std::vector<std::future<std::vector<float>>> failed;
+    for (int i = 0; i < 2; ++i) failed.push_back(gpu.relu({float(i)}));
+    for (auto& f : failed) {
+      const std::string what = error_message(f);
+      const std::string prefix = std::string(to_string(code)) + ": ";
+      EXPECT_EQ(what.rfind(prefix, 0), 0u) << what;
+      EXPECT_EQ(occurrences(what, std::string(to_string(code))), 1u) << what;
+      EXPECT_NE(what.find("fake device: injected fault on wait"), std::string::npos) << what;
+    }
+  }
 }
 
 TEST(ExecutorRecovery, OutOfMemoryHalvesTheBatchUntilItFits) {

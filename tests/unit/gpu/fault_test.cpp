@@ -6,6 +6,7 @@
 #include "gpu/fault_injection.hpp"
 #include "gpubatch/device.hpp"
 #include "gpubatch/error.hpp"
+#include "gpubatch/graph.hpp"
 #include "gpubatch/reference.hpp"
 #include "test_device.hpp"
 
@@ -82,4 +83,31 @@ TEST(Faults, HungBatchTripsTheWatchdog) {
   EXPECT_EQ(code_of(device, r), ErrorCode::device_lost);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30)) << "the caller is not held";
   expect_serves(device, r);
+}
+
+TEST(Faults, HungGraphExecuteTripsTheWatchdog) {
+  Disarm d;
+  DeviceOptions options;
+  options.batch_timeout = std::chrono::milliseconds(200);
+  Device device(options);
+  GpuCommandBatch graph(device);
+  auto run_once = [&] {
+    const auto out = graph.scale(graph.relu(graph.upload(std::vector<float>{-1.0f, 2.0f})), 2.0f);
+    graph.execute();
+    return graph.read(out);
+  };
+  EXPECT_EQ(run_once(), (std::vector<float>{0.0f, 4.0f}));  // pipelines built
+  FaultInjector::arm(Fault::hang);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    run_once();
+    ADD_FAILURE() << "expected device_lost";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::device_lost);
+    EXPECT_NE(std::string(e.what()).find("within 200 ms (watchdog"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30)) << "the caller is not held";
+  // The hung submission did run (only its completion was hidden): the next execute waits for it
+  // before reusing its memory, then serves.
+  EXPECT_EQ(run_once(), (std::vector<float>{0.0f, 4.0f}));
 }

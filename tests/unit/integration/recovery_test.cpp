@@ -17,6 +17,7 @@
 #include "gpubatch/device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/executor.hpp"
+#include "gpubatch/graph.hpp"
 #include "gpubatch/reference.hpp"
 
 using namespace gpubatch;
@@ -114,6 +115,27 @@ TEST(Recovery, InjectedDeviceLostOnWaitFailsTheBatchAndTheExecutorKeepsServing) 
   for (int i = 0; i < 3; ++i) expect_serves(gpu, requests);
 }
 
+// The message a batch's device error reaches its callers with names its code once, although it
+// is wrapped on its way (the executor adds the request and the batch).
+TEST(Recovery, ADeviceErrorNamesItsCodeOnce) {
+  Disarm d;
+  BatchExecutor executor(shared_device(), batches_of(1));
+  auto gpu = executor.handle();
+  FaultInjector::arm(Fault::submit_device_lost);
+  auto lost = gpu.submit(Request::relu({1.0f}));
+  ASSERT_EQ(lost.wait_for(120s), std::future_status::ready);
+  try {
+    lost.get();
+    ADD_FAILURE() << "expected device_lost";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::device_lost);
+    EXPECT_EQ(what.rfind("device_lost: relu request", 0), 0u) << what;
+    EXPECT_EQ(what.find("device_lost", 1), std::string::npos) << what;
+    EXPECT_NE(what.find("vkQueueSubmit (injected)"), std::string::npos) << what;
+  }
+}
+
 TEST(Recovery, ALostDeviceIsReCreatedAndServesEveryKindOfRequest) {
   Disarm d;
   (void)shared_device();  // keeps lavapipe loaded when `device` goes (ThreadSanitizer needs that)
@@ -135,14 +157,75 @@ TEST(Recovery, ALostDeviceIsReCreatedAndServesEveryKindOfRequest) {
   auto custom = gpu.submit(Request::custom(twice, {1.0f, -2.0f}));
   auto tanh = gpu.tanh({0.5f});
   auto gelu = gpu.gelu({0.5f});
-  auto interp = gpu.interpolate(std::vector<std::uint8_t>(16, 0x00), std::vector<std::uint8_t>(16, 0xFF),
-                                0.5f, InterpolationMode::slerp);
+  const Request interp_request = Request::interpolate(std::vector<std::uint8_t>(16, 0x00),
+                                                      std::vector<std::uint8_t>(16, 0xFF), 0.5f,
+                                                      InterpolationMode::slerp);
+  auto interp = gpu.submit(interp_request);
   EXPECT_EQ(custom.get().values, (std::vector<float>{2.0f, -4.0f}));
   EXPECT_FALSE(reference::check(Request::tanh({0.5f}), Result{{tanh.get()}, {}}).has_value());
-  (void)gelu.get();
-  EXPECT_EQ(interp.get().size(), 16u);
+  EXPECT_FALSE(reference::check(Request::gelu({0.5f}), Result{{gelu.get()}, {}}).has_value());
+  const Result interp_result = interp.get();
+  EXPECT_EQ(interp_result.states.size(), 16u);
+  EXPECT_FALSE(reference::check(interp_request, interp_result).has_value());
   // The synchronous path uses the new device too.
   EXPECT_EQ(device.run(Request::relu({-1.0f, 1.0f})).values, (std::vector<float>{0.0f, 1.0f}));
+}
+
+// One device identity: after the executor re-creates a lost device, the Device it came from,
+// its graphs, its custom kernels, info() and counters() all use the new one, and nothing keeps
+// the lost one alive.
+TEST(Recovery, TheDeviceItsGraphsAndKernelsAllMoveToTheReCreatedDevice) {
+  Disarm d;
+  (void)shared_device();  // keeps lavapipe loaded when `device` goes (ThreadSanitizer needs that)
+  Device device;
+  const KernelHandle triple = register_kernel(device, "triple", KernelKind::elementwise, "return 3.0 * x;");
+  GpuCommandBatch graph(device);
+  const auto kept = graph.import_buffer(std::vector<float>{1.0f, 2.0f});
+  const auto first = graph.relu(kept);
+  graph.execute();  // the import is now on the old device
+  EXPECT_EQ(graph.read(first), (std::vector<float>{1.0f, 2.0f}));
+  const DeviceCounters counters_before = device.counters();
+  const std::string name_before = device.info().name;
+  std::weak_ptr<detail::GpuContext> old_context = device.context();
+  const auto staged = graph.upload(std::vector<float>{-1.0f, 2.0f});  // staged before the loss
+  {
+    BatchExecutor executor(device, batches_of(4));
+    auto gpu = executor.handle();
+    FaultInjector::arm(Fault::wait_device_lost);
+    FaultInjector::arm(Fault::device_lost_check);  // recover() finds the device lost
+    for (ErrorCode c : codes_of_batch(gpu, mixed_requests())) EXPECT_EQ(c, ErrorCode::device_lost);
+    ASSERT_EQ(vulkan(device).recreations(), 1u);
+    EXPECT_EQ(device.context(), vulkan(device).current_context()) << "one current context";
+  }
+  EXPECT_NE(device.context(), old_context.lock());
+  // The graph: data staged before the loss, a built-in and a custom kernel registered before it.
+  const auto out = graph.custom("triple", graph.relu(staged));
+  graph.execute();
+  EXPECT_EQ(graph.read(out), (std::vector<float>{0.0f, 6.0f}));
+  // An import that lived on the lost device is gone, and says so.
+  (void)graph.relu(kept);
+  try {
+    graph.execute();
+    ADD_FAILURE() << "expected device_lost";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::device_lost);
+    EXPECT_NE(std::string(e.what()).find("import_buffer() it again"), std::string::npos) << e.what();
+  }
+  // Kernels: one registered before the loss runs on the new device, one registers after it.
+  EXPECT_EQ(find_kernel(device, "triple"), triple);
+  EXPECT_EQ(device.run(Request::custom(triple, {1.0f, -2.0f})).values, (std::vector<float>{3.0f, -6.0f}));
+  const KernelHandle half = register_kernel(device, "half", KernelKind::elementwise, "return 0.5 * x;");
+  EXPECT_TRUE(has_kernel(device, "half"));
+  EXPECT_EQ(device.run(Request::custom(half, {4.0f})).values, (std::vector<float>{2.0f}));
+  const auto y = graph.custom("half", graph.upload(std::vector<float>{8.0f}));
+  graph.execute();
+  EXPECT_EQ(graph.read(y), (std::vector<float>{4.0f}));
+  // info() and counters(): the new device, counting on from before the loss.
+  EXPECT_EQ(device.info().name, name_before);
+  const DeviceCounters counters_after = device.counters();
+  EXPECT_GT(counters_after.submissions, counters_before.submissions + 2);
+  EXPECT_GT(counters_after.pipelines_created, counters_before.pipelines_created);
+  EXPECT_TRUE(old_context.expired()) << "something still holds the lost device";
 }
 
 TEST(Recovery, RecoverWithoutALostDeviceChangesNothing) {

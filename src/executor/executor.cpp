@@ -802,7 +802,15 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
     try {
       const auto limit =
           b.submitted + std::chrono::duration_cast<Clock::duration>(config_.batch_timeout);
-      for (;;) {
+      // Poll for up to completion_spin first (never past the watchdog's limit): a lone request
+      // is back without the blocking wait's wake-up. Only this thread, while it awaits a
+      // submitted batch, polls: an idle executor spins not at all.
+      bool finished = false;
+      if (config_.completion_spin.count() > 0)
+        finished = poll_until(*b.inflight,
+                              std::min(limit, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                                 config_.completion_spin)));
+      while (!finished) {
         const auto now = Clock::now();
         if (now >= limit) {
           error = make_error(ErrorCode::device_lost,
@@ -812,7 +820,7 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
           break;
         }
         const auto slice = std::min<Clock::duration>(limit - now, std::chrono::milliseconds(100));
-        if (b.inflight->wait_for(slice)) break;
+        finished = b.inflight->wait_for(slice);
       }
     } catch (...) {
       error = std::current_exception();

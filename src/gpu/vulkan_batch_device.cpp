@@ -151,6 +151,15 @@ class VulkanInFlight final : public detail::InFlightBatch {
     return true;
   }
 
+  // One vkGetSemaphoreCounterValue while the batch runs; once the counter has passed it, the
+  // zero-timeout wait_for (which returns at once: the context has noted the value) finishes the
+  // batch as a blocking wait would, injected faults and hidden completions included.
+  bool poll() override {
+    if (done_) return true;
+    if (set_->context->completed_value() < frame_->timeline_value) return false;
+    return wait_for(std::chrono::nanoseconds(0));
+  }
+
   void take_result(std::size_t index, Result& out) override {
     const OutputSlot& slot = frame_->outputs.at(index);
     if (slot.error) std::rethrow_exception(slot.error);

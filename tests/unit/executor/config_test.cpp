@@ -42,6 +42,11 @@ TEST(BatchConfig, PresetsHaveTheDesignNumbers) {
   EXPECT_EQ(BatchConfig::throughput().max_wait, 10ms);
   EXPECT_EQ(BatchConfig::adaptive().max_batch_size, 4096u);
   EXPECT_EQ(BatchConfig::adaptive().policy, FlushPolicy::adaptive);
+  // The latency presets poll a batch before blocking; the throughput ones block at once.
+  EXPECT_EQ(BatchConfig::adaptive().completion_spin, 200us);
+  EXPECT_EQ(BatchConfig::latency().completion_spin, 200us);
+  EXPECT_EQ(BatchConfig::balanced().completion_spin, 0us);
+  EXPECT_EQ(BatchConfig::throughput().completion_spin, 0us);
   EXPECT_EQ(BatchConfig{}, BatchConfig::balanced());
   for (auto name : BatchConfig::preset_names) {
     EXPECT_NO_THROW(BatchConfig::preset(name).validate()) << name;
@@ -112,6 +117,12 @@ TEST(BatchConfig, BadFilesNameTheKey) {
   expect_invalid([] { BatchConfig::from_string("max_batch_size = ="); }, "<string>");
   expect_invalid([] { BatchConfig::from_string("max_wait_us = 0\nmax_batch_size = 1"); },
                  "max_wait_us");
+  expect_invalid([] { BatchConfig::from_string("completion_spin_us = -1"); }, "negative");
+  expect_invalid([] { BatchConfig::from_string("completion_spin_us = 10001", "my.toml"); },
+                 "my.toml: completion_spin_us: must be in [0, 10000]");
+  EXPECT_EQ(BatchConfig::from_string("completion_spin_us = 10000").completion_spin, 10000us);
+  EXPECT_EQ(BatchConfig::from_string("preset = \"adaptive\"\ncompletion_spin_us = 0").completion_spin,
+            0us);
 }
 
 TEST(BatchConfig, ValidateNamesTheKey) {
@@ -127,6 +138,8 @@ TEST(BatchConfig, ValidateNamesTheKey) {
   bad([](BatchConfig& c) { c.max_batch_bytes = 0; }, "max_batch_bytes");
   bad([](BatchConfig& c) { c.completion_threads = 0; }, "completion_threads");
   bad([](BatchConfig& c) { c.batch_timeout = 0ms; }, "batch_timeout_ms");
+  bad([](BatchConfig& c) { c.completion_spin = -1us; }, "completion_spin_us");
+  bad([](BatchConfig& c) { c.completion_spin = 1s; }, "completion_spin_us");
   bad([](BatchConfig& c) {
         c.overflow = OverflowPolicy::block_for;
         c.block_timeout = 0us;
@@ -163,8 +176,10 @@ TEST(BatchConfig, EnvironmentOverridesKeys) {
   EnvGuard b("GPUBATCH_MAX_WAIT_US", "1234");
   EnvGuard c("GPUBATCH_OVERFLOW", "block_for");
   EnvGuard d("GPUBATCH_POLICY", "adaptive");
+  EnvGuard e("GPUBATCH_COMPLETION_SPIN_US", "75");
   BatchConfig config = BatchConfig::latency();
   config.apply_environment();
+  EXPECT_EQ(config.completion_spin, 75us);
   EXPECT_EQ(config.max_batch_size, 77u);
   EXPECT_EQ(config.max_wait, 1234us);
   EXPECT_EQ(config.overflow, OverflowPolicy::block_for);
@@ -197,6 +212,14 @@ TEST(BatchConfig, BadEnvironmentNamesTheVariable) {
   {
     EnvGuard a("GPUBATCH_PRESET", "speedy");
     expect_invalid([] { BatchConfig::from_environment(); }, "GPUBATCH_PRESET");
+  }
+  {
+    EnvGuard a("GPUBATCH_COMPLETION_SPIN_US", "-3");
+    expect_invalid([] { BatchConfig::from_environment(); }, "GPUBATCH_COMPLETION_SPIN_US");
+  }
+  {
+    EnvGuard a("GPUBATCH_COMPLETION_SPIN_US", "20000");
+    expect_invalid([] { BatchConfig::from_environment(); }, "completion_spin_us");
   }
   {
     EnvGuard a("GPUBATCH_OVERFLOW", "drop");

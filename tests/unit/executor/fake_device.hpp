@@ -1,8 +1,8 @@
 #pragma once
 // A BatchDevice for executor tests: runs every request with the CPU reference at submit time and
 // completes the batch after an optional delay. It records what it saw (batch sizes, ops, a marker
-// per request) and injects faults: throw on submit, throw on wait, pause (no batch completes
-// until resume()).
+// per request, how often batches were polled and how often waited for with a timeout) and injects
+// faults: throw on submit, throw on wait, pause (no batch completes until resume()).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -181,6 +181,15 @@ class FakeDevice : public detail::BatchDevice {
     std::lock_guard<std::mutex> lock(state_->m);
     return state_->max_inflight;
   }
+  // poll() calls, and wait_for() calls with a positive timeout (blocking waits), on every batch.
+  std::uint64_t polls() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->polls;
+  }
+  std::uint64_t blocking_waits() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->blocking_waits;
+  }
   int submit_faults() const {
     std::lock_guard<std::mutex> lock(state_->m);
     return state_->submit_faults;
@@ -215,6 +224,8 @@ class FakeDevice : public detail::BatchDevice {
     std::size_t requests_seen = 0;
     std::size_t inflight = 0;
     std::size_t max_inflight = 0;
+    std::uint64_t polls = 0;
+    std::uint64_t blocking_waits = 0;
     detail::TransferTotals totals;
   };
 
@@ -239,11 +250,22 @@ class FakeDevice : public detail::BatchDevice {
     bool wait_for(std::chrono::nanoseconds timeout) override {
       const auto deadline = std::chrono::steady_clock::now() + timeout;
       std::unique_lock<std::mutex> lock(state_->m);
+      if (timeout > std::chrono::nanoseconds::zero()) ++state_->blocking_waits;
       for (;;) {
         const auto now = std::chrono::steady_clock::now();
         if (!state_->paused && now >= ready_) break;
         if (now >= deadline) return false;
         state_->cv.wait_until(lock, state_->paused ? deadline : std::min(deadline, ready_));
+      }
+      if (wait_fault_) throw Error(*wait_fault_, "fake device: injected fault on wait");
+      return true;
+    }
+
+    bool poll() override {
+      {
+        std::lock_guard<std::mutex> lock(state_->m);
+        ++state_->polls;
+        if (state_->paused || std::chrono::steady_clock::now() < ready_) return false;
       }
       if (wait_fault_) throw Error(*wait_fault_, "fake device: injected fault on wait");
       return true;

@@ -1,0 +1,113 @@
+// The lone caller's path on a fake device: completion threads poll a batch for completion_spin
+// before they block, and never poll while nothing is in flight.
+#include "gpubatch/executor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "fake_device.hpp"
+#include "gpubatch/error.hpp"
+#include "test_util.hpp"
+
+namespace gpubatch::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+BatchConfig lone_config(std::chrono::microseconds spin) {
+  BatchConfig c = BatchConfig::adaptive();
+  c.completion_threads = 2;
+  c.completion_spin = spin;
+  return c;
+}
+
+// Polls and blocking waits do not move while the executor has nothing in flight.
+void expect_quiet_while_idle(const FakeDevice& device) {
+  const auto polls = device.polls();
+  const auto waits = device.blocking_waits();
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(device.polls(), polls) << "a completion thread polled with nothing in flight";
+  EXPECT_EQ(device.blocking_waits(), waits) << "a completion thread waited with nothing in flight";
+}
+
+TEST(CompletionSpin, AFinishedBatchIsCollectedByPollingWithoutABlockingWait) {
+  auto device = std::make_shared<FakeDevice>();  // a batch is finished when submit returns
+  BatchExecutor executor(device, lone_config(1000us));
+  auto gpu = executor.handle();
+  for (int i = 0; i < 5; ++i) {
+    auto f = gpu.relu({static_cast<float>(i) - 2.0f});
+    ASSERT_TRUE(ready_within(f, 30s));
+    EXPECT_EQ(f.get(), (std::vector<float>{std::max(0.0f, static_cast<float>(i) - 2.0f)}));
+  }
+  EXPECT_GE(device->polls(), 5u);
+  EXPECT_EQ(device->blocking_waits(), 0u);  // each first poll found its batch done
+  expect_quiet_while_idle(*device);
+}
+
+TEST(CompletionSpin, ASlowBatchIsPolledForTheSpinThenWaitedFor) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchExecutor executor(device, lone_config(2000us));
+  auto gpu = executor.handle();
+  device->pause();
+  auto f = gpu.relu({1.0f});
+  // The poll gives up after 2 ms and the thread blocks in wait_for.
+  const auto give_up = std::chrono::steady_clock::now() + 30s;
+  while (device->blocking_waits() == 0 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(1ms);
+  EXPECT_GE(device->blocking_waits(), 1u);
+  EXPECT_GE(device->polls(), 1u);
+  // Blocked now: the poll count stays put while the batch is still running.
+  const auto polls = device->polls();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(device->polls(), polls);
+  device->resume();
+  ASSERT_TRUE(ready_within(f, 30s));
+  EXPECT_EQ(f.get(), (std::vector<float>{1.0f}));
+  expect_quiet_while_idle(*device);
+}
+
+TEST(CompletionSpin, ZeroSpinBlocksAtOnce) {
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 2ms});
+  BatchExecutor executor(device, lone_config(0us));
+  auto gpu = executor.handle();
+  auto f = gpu.relu({1.0f});
+  ASSERT_TRUE(ready_within(f, 30s));
+  EXPECT_EQ(device->polls(), 0u);
+  EXPECT_GE(device->blocking_waits(), 1u);
+}
+
+TEST(CompletionSpin, AFaultSeenByThePollFailsThatBatchOnly) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchExecutor executor(device, lone_config(1000us));
+  auto gpu = executor.handle();
+  device->fail_next_wait(ErrorCode::device_lost);
+  auto bad = gpu.relu({1.0f});
+  EXPECT_EQ(error_code(bad), ErrorCode::device_lost);
+  auto good = gpu.relu({2.0f});
+  EXPECT_EQ(good.get(), (std::vector<float>{2.0f}));
+  EXPECT_EQ(device->blocking_waits(), 0u);  // the fault came from poll()
+  EXPECT_EQ(device->recoveries(), 1);
+}
+
+TEST(CompletionSpin, TheWatchdogStillBoundsAPolledBatch) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchConfig config = lone_config(10000us);  // the longest spin allowed, past the timeout
+  config.batch_timeout = 5ms;
+  BatchExecutor executor(device, config);
+  auto gpu = executor.handle();
+  device->pause();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto f = gpu.relu({1.0f});
+  EXPECT_EQ(error_code(f), ErrorCode::device_lost);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 5ms);
+  device->resume();
+}
+
+}  // namespace
+}  // namespace gpubatch::testing

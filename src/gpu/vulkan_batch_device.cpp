@@ -312,38 +312,13 @@ detail::TransferTotals VulkanBatchDevice::transfers() const {
           c.dispatches.load(), c.submissions.load()};
 }
 
-<<<<<<< HEAD
 std::size_t VulkanBatchDevice::frames_made() const {
   const auto set = current();
   std::lock_guard lock(set->mutex);
   return set->frames.size();
 }
 
-void VulkanBatchDevice::recover() {
-  std::lock_guard serial(recover_mutex_);
-  const std::shared_ptr<FrameSet> old = current();
-  bool lost = FaultInjector::fire(Fault::device_lost_check);
-  if (!lost) {
-    try {
-      old->context->completed_value();  // vkGetSemaphoreCounterValue
-    } catch (const Error& e) {
-      lost = e.code() == ErrorCode::device_lost;
-    }
-  }
-  if (!lost) return;  // an injected or transient fault: the device still works
-  spdlog::warn("gpubatch: device {} is lost; opening it again", old->context->info().name);
-  auto fresh = std::make_shared<FrameSet>(detail::GpuContext::create(options_));
-  {
-    std::lock_guard lock(mutex_);
-    frames_ = std::move(fresh);
-  }
-  recreations_.fetch_add(1);
-  spdlog::info("gpubatch: device {} re-created ({} times so far)", old->context->info().name,
-               recreations_.load());
-}
-=======
 void VulkanBatchDevice::recover() { identity_->recover(current()->context); }
->>>>>>> identity
 
 std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const Request* const> requests) {
   return submit(requests, detail::inline_runner());

@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "executor/batch_device.hpp"
+#include "gpubatch/batch_device.hpp"
 #include "gpu/fault_injection.hpp"
 #include "gpubatch/device.hpp"
 #include "gpubatch/error.hpp"

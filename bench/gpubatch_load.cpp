@@ -51,6 +51,14 @@ struct Options {
 // would be. Every result is checked against the CPU reference; a result bit-identical to one
 // that already passed for the same request passes by comparison (the check is a pure function
 // of request and result), which keeps the generator's own cost far below the executor's.
+// The table's ops but custom (user GLSL has no CPU reference to verify against), for --help.
+std::string verifiable_ops() {
+  std::string names;
+  for (const OpInfo& info : kOpTable)
+    if (info.name != "custom") names += (names.empty() ? "" : " ") + std::string(info.name);
+  return names;
+}
+
 class Workload {
  public:
   Workload(const Options& o, unsigned seed) {
@@ -100,17 +108,12 @@ class Workload {
     // DESIGN.md's chain: relu -> scale(2) -> add(y), one fused kernel; a batch of them is one
     // ragged dispatch.
     if (op_name == "chain") return chain(a).relu().scale(2.0f).add(b);
+    // Any other op of the table (element-wise ops, dot): its inputs and its sample scalars.
     const Op op = *op_from_string(op_name);
-    switch (op) {
-      case Op::add: case Op::sub: case Op::mul: case Op::dot: {
-        Request r = Request::add(a, b);
-        r.op = op;
-        return r;
-      }
-      case Op::lerp: return Request::lerp(a, b, t);
-      case Op::scale: return Request::scale(a, 1.0f + t);
-      default: return Request::unary(op, a);
-    }
+    const OpInfo& info = op_info(op);
+    Request r = Request::unary(op, a, info.sample_scalar[0], info.sample_scalar[1]);
+    if (info.arity == 2) r.b = b;
+    return r;
   }
 
   static constexpr int kPool = 32;
@@ -258,7 +261,7 @@ int main(int argc, char** argv) {
   app.add_option("--config", o.config_file, "TOML config file (overrides --preset)");
   app.add_option("--threads", o.threads, "submitting threads")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--requests", o.requests, "requests in total")->check(CLI::Range(1ull, 1ull << 40))->capture_default_str();
-  app.add_option("--op", o.op, "relu scale add sub mul sigmoid tanh swish gelu dot matmul lerp gradients interpolate chain")
+  app.add_option("--op", o.op, verifiable_ops())
       ->capture_default_str();
   app.add_option("--size", o.size, "floats per request (states for gradients/interpolate, side for matmul)")
       ->check(CLI::Range(1u, 1u << 28))->capture_default_str();

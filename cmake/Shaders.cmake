@@ -1,23 +1,29 @@
-# gpubatch_embed_shaders(TARGET <name> SOURCES a.comp b.comp ...)
+# gpubatch_embed_shaders(TARGET <name> SOURCES a.comp b.comp ... [INCLUDE_DIRS dir ...] [DEPENDS file ...])
+# (SOURCES relative to the calling directory, or absolute: generated ones.)
 # Compiles each GLSL compute shader to SPIR-V with glslangValidator at build time and embeds the
 # words as a uint32_t array in a generated header, so the library carries its kernels and never
 # reads .spv files at run time (and none are committed).
 function(gpubatch_embed_shaders)
-  cmake_parse_arguments(ARG "" "TARGET" "SOURCES;DEPENDS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TARGET" "SOURCES;DEPENDS;INCLUDE_DIRS" ${ARGN})
   set(out_dir ${CMAKE_CURRENT_BINARY_DIR}/generated/gpubatch/shaders)
   file(MAKE_DIRECTORY ${out_dir})
   set(headers)
   set(table_entries)
   set(includes)
+  set(include_flags)
+  foreach(dir ${ARG_INCLUDE_DIRS})
+    list(APPEND include_flags -I${dir})
+  endforeach()
   foreach(src ${ARG_SOURCES})
     get_filename_component(name ${src} NAME_WE)
+    get_filename_component(path ${src} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})
     set(header ${out_dir}/${name}.spv.h)
     add_custom_command(
       OUTPUT ${header}
       COMMAND ${GLSLANG_VALIDATOR} -V --target-env vulkan1.2 --quiet
-              -I${CMAKE_CURRENT_SOURCE_DIR} --vn spirv_${name} -o ${header}
-              ${CMAKE_CURRENT_SOURCE_DIR}/${src}
-      DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${src} ${ARG_DEPENDS}
+              -I${CMAKE_CURRENT_SOURCE_DIR} ${include_flags} --vn spirv_${name} -o ${header}
+              ${path}
+      DEPENDS ${path} ${ARG_DEPENDS}
       COMMENT "glslangValidator ${src}"
       VERBATIM)
     list(APPEND headers ${header})

@@ -1,5 +1,5 @@
-// libFuzzer target: request validation. Builds a Request from the bytes (op, lengths, matmul
-// dimensions, t, interpolation mode, packed states, chain steps), calls validate(), which may
+// libFuzzer target: request validation. Builds a Request from the bytes (any op of the table,
+// lengths, matmul dimensions, both scalars, interpolation mode, packed states, chain steps), calls validate(), which may
 // refuse it only with gpubatch::Error(invalid_argument); a request it accepts must run on the CPU
 // reference, produce output_bytes() of output, and pass reference::check against itself. Sizes
 // stay small (at most 64 elements, 8x8 matrices). Built by fuzz/run.sh.
@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   Bytes in{data, size};
   Request r;
   const std::uint8_t op = in.u8();
-  r.op = static_cast<Op>(op % (kBuiltinOpCount + 2));  // built-ins, chain, and custom (no kernel)
+  r.op = static_cast<Op>(op % kOpCount);  // every op of the table: built-ins, chain, custom (no kernel)
   const std::size_t la = in.u8() % 65, lb = in.u8() % 65;
   r.a = in.floats(la);
   r.b = in.floats(lb);
@@ -69,6 +69,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     r.b = in.floats(std::size_t(r.k) * r.n);
   }
   r.scalar = (in.u8() & 1) ? in.f32() : float(in.u8()) / 255.0f;
+  r.scalar2 = (in.u8() & 1) ? in.f32() : float(in.u8()) / 255.0f;  // clamp's hi; below lo or NaN at times
   r.mode = static_cast<InterpolationMode>(in.u8() % 3);  // 2 is not a mode
   const std::size_t sa = in.u8() % 70, sb = (in.u8() & 1) ? sa : in.u8() % 70;
   r.states_a = in.bytes(sa);
@@ -79,6 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (auto& s : steps) {
       s.op = static_cast<Op>(in.u8() % kOpCount);
       s.scalar = float(int(in.u8()) - 128) / 32.0f;
+      s.scalar2 = float(int(in.u8()) - 128) / 32.0f;
       s.input = std::int32_t(in.u8() % 4) - 1;
     }
     try {

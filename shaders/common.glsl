@@ -19,8 +19,8 @@ struct Segment {
   uvec2 dst;     // address of the output
   uint start;    // element-wise: first global element; dot and matmul: first block
   uint len;      // element-wise: elements; dot: elements; matmul: unused
-  float p0;      // scale factor, t
-  uint u0;       // matmul M; dot: blocks of this segment; interpolate: mode
+  float p0;      // the first scalar: scale factor, t, clamp's lo
+  uint u0;       // matmul M; dot: blocks of this segment; interpolate: mode; element-wise: the second scalar's bits
   uint u1;       // matmul K; interpolate: t in 1/65536 steps
   uint u2;       // matmul N
 };

@@ -1,4 +1,5 @@
-// Body of every element-wise kernel: one invocation per element of the concatenated segments.
+// Body of every user element-wise kernel (register_kernel: src/gpu/custom_kernels.cpp): one
+// invocation per element of the concatenated segments.
 // The including file defines apply() and, for two inputs, BINARY.
 #include "common.glsl"
 layout(local_size_x = WORKGROUP_SIZE) in;

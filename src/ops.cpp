@@ -2,16 +2,13 @@
 
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "gpubatch/error.hpp"
 
 namespace gpubatch {
 namespace {
-
-constexpr std::array<std::string_view, kOpCount> kOpNames = {
-    "relu", "scale", "add", "sub", "mul", "sigmoid", "tanh",
-    "swish", "gelu", "dot", "matmul", "lerp", "gradients", "interpolate", "chain", "custom"};
 
 [[noreturn]] void invalid(const Request& r, const std::string& why) {
   throw Error(ErrorCode::invalid_argument, describe_op(r) + ": " + why);
@@ -36,9 +33,30 @@ void require_states(const Request& r, std::size_t size, const char* what) {
 }
 
 // Ops a chain step may be (besides custom).
-bool chain_op(Op op) { return is_elementwise(op) && op != Op::chain; }
+bool chain_op(Op op) { return static_cast<std::size_t>(op) < kOpCount && op_info(op).kind == OpKind::ew; }
 
-bool binary_op(Op op) { return op == Op::add || op == Op::sub || op == Op::mul || op == Op::lerp; }
+std::string number(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", double(v));
+  return buf;
+}
+
+// The table's rule for an op's scalars; `what` names the request or step for the message.
+void check_scalars(const Request& r, const OpInfo& info, float s0, float s1, const std::string& what) {
+  switch (info.rule) {
+    case ScalarRule::none: return;
+    case ScalarRule::ordered:
+      if (!(s0 <= s1))  // also catches NaN
+        invalid(r, what + "lo = " + number(s0) + ", hi = " + number(s1) + ": needs lo <= hi, neither NaN");
+      return;
+  }
+}
+
+void validate_elementwise(const Request& r, const OpInfo& info) {
+  if (info.arity == 2) require_same_length(r);
+  else require_data(r, r.a.size(), "input");
+  check_scalars(r, info, r.scalar, r.scalar2, "");
+}
 
 std::string step_name(const ChainStep& s) {
   std::string name = s.op == Op::custom ? (s.kernel ? s.kernel->name : std::string("custom?"))
@@ -69,7 +87,7 @@ void validate_chain(const Request& r) {
   for (std::size_t i = 0; i < shape.steps().size(); ++i) {
     const ChainStep& s = shape.steps()[i];
     const std::string which = "step " + std::to_string(i + 1) + " (" + step_name(s) + ")";
-    std::uint32_t arity = binary_op(s.op) ? 2 : 1;
+    std::uint32_t arity = chain_op(s.op) ? op_info(s.op).arity : 1;
     if (s.op == Op::custom) {
       if (!s.kernel) invalid(r, which + " has no kernel");
       if (s.kernel->kind != KernelKind::elementwise)
@@ -79,6 +97,8 @@ void validate_chain(const Request& r) {
       invalid(r, which + " is not an element-wise operation");
     } else if (s.kernel) {
       invalid(r, which + " has a kernel but is not a custom step");
+    } else {
+      check_scalars(r, op_info(s.op), s.scalar, s.scalar2, which + ": ");
     }
     if (arity == 2 && (s.input < 0 || static_cast<std::uint32_t>(s.input) >= shape.inputs()))
       invalid(r, which + " needs a second input (an extra input index below " +
@@ -105,20 +125,17 @@ void validate_custom(const Request& r) {
 
 std::string_view to_string(Op op) noexcept {
   auto i = static_cast<std::size_t>(op);
-  return i < kOpNames.size() ? kOpNames[i] : "unknown";
+  return i < kOpCount ? kOpTable[i].name : "unknown";
 }
 
 std::optional<Op> op_from_string(std::string_view name) noexcept {
-  for (std::size_t i = 0; i < kOpNames.size(); ++i)
-    if (kOpNames[i] == name) return static_cast<Op>(i);
+  for (std::size_t i = 0; i < kOpCount; ++i)
+    if (kOpTable[i].name == name) return static_cast<Op>(i);
   return std::nullopt;
 }
 
 bool is_elementwise(Op op) noexcept {
-  switch (op) {
-    case Op::dot: case Op::matmul: case Op::gradients: case Op::interpolate: case Op::custom: return false;
-    default: return true;
-  }
+  return chain_op(op) || op == Op::chain;
 }
 
 std::string describe_op(const Request& r) {
@@ -151,8 +168,8 @@ std::string ChainShape::describe() const {
   return s;
 }
 
-void ChainBuilder::push(Op op, float scalar, std::vector<float>* y, KernelHandle kernel) {
-  ChainStep step{op, scalar, -1, std::move(kernel)};
+void ChainBuilder::push(Op op, std::vector<float>* y, float scalar, float scalar2, KernelHandle kernel) {
+  ChainStep step{op, scalar, -1, std::move(kernel), scalar2};
   if (y) {
     step.input = static_cast<std::int32_t>(inputs_.size());
     inputs_.push_back(std::move(*y));
@@ -210,21 +227,16 @@ std::vector<std::uint8_t> pack_states(std::span<const Layer> layers) {
   return out;
 }
 
-Request Request::unary(Op op, std::vector<float> x, float scalar) {
+Request Request::unary(Op op, std::vector<float> x, float scalar, float scalar2) {
   Request r;
   r.op = op;
   r.a = std::move(x);
   r.scalar = scalar;
+  r.scalar2 = scalar2;
   return r;
 }
-Request Request::relu(std::vector<float> x) { return unary(Op::relu, std::move(x)); }
-Request Request::scale(std::vector<float> x, float f) { return unary(Op::scale, std::move(x), f); }
-Request Request::sigmoid(std::vector<float> x) { return unary(Op::sigmoid, std::move(x)); }
-Request Request::tanh(std::vector<float> x) { return unary(Op::tanh, std::move(x)); }
-Request Request::swish(std::vector<float> x) { return unary(Op::swish, std::move(x)); }
-Request Request::gelu(std::vector<float> x) { return unary(Op::gelu, std::move(x)); }
 
-static Request binary(Op op, std::vector<float> a, std::vector<float> b, float scalar = 0.0f) {
+Request Request::binary(Op op, std::vector<float> a, std::vector<float> b, float scalar) {
   Request r;
   r.op = op;
   r.a = std::move(a);
@@ -232,13 +244,24 @@ static Request binary(Op op, std::vector<float> a, std::vector<float> b, float s
   r.scalar = scalar;
   return r;
 }
-Request Request::add(std::vector<float> a, std::vector<float> b) { return binary(Op::add, std::move(a), std::move(b)); }
-Request Request::sub(std::vector<float> a, std::vector<float> b) { return binary(Op::sub, std::move(a), std::move(b)); }
-Request Request::mul(std::vector<float> a, std::vector<float> b) { return binary(Op::mul, std::move(a), std::move(b)); }
+
+// One constructor per element-wise op of the table.
+#define GPUBATCH_SET_OPERANDS_1 r.a = std::move(x);
+#define GPUBATCH_SET_OPERANDS_2 r.a = std::move(a), r.b = std::move(b);
+#define GPUBATCH_SET_SCALARS_0()
+#define GPUBATCH_SET_SCALARS_1(s0) r.scalar = s0;
+#define GPUBATCH_SET_SCALARS_2(s0, s1) r.scalar = s0, r.scalar2 = s1;
+#define GPUBATCH_REQUEST_CTOR(name, kind, arity, scalars, params, ...)                                   \
+  GPUBATCH_IF_EW_##kind(                                                                                \
+      Request Request::name(GPUBATCH_OPERANDS_##arity(std::vector<float>) GPUBATCH_FLOAT_PARAMS_##scalars params) { \
+        Request r;                                                                                     \
+        r.op = Op::name;                                                                               \
+        GPUBATCH_SET_OPERANDS_##arity GPUBATCH_SET_SCALARS_##scalars params return r;                  \
+      })
+GPUBATCH_OPS(GPUBATCH_REQUEST_CTOR)
+#undef GPUBATCH_REQUEST_CTOR
+
 Request Request::dot(std::vector<float> a, std::vector<float> b) { return binary(Op::dot, std::move(a), std::move(b)); }
-Request Request::lerp(std::vector<float> a, std::vector<float> b, float t) {
-  return binary(Op::lerp, std::move(a), std::move(b), t);
-}
 Request Request::matmul(std::vector<float> a, std::vector<float> b, std::uint32_t m,
                         std::uint32_t k, std::uint32_t n) {
   Request r = binary(Op::matmul, std::move(a), std::move(b));
@@ -265,11 +288,11 @@ Request Request::interpolate(std::vector<std::uint8_t> a, std::vector<std::uint8
 }
 
 void validate(const Request& r) {
+  if (static_cast<std::size_t>(r.op) >= kOpCount)
+    invalid(r, "unknown operation " + std::to_string(static_cast<int>(r.op)));
+  if (op_info(r.op).kind == OpKind::ew) return validate_elementwise(r, op_info(r.op));
   switch (r.op) {
-    case Op::relu: case Op::scale: case Op::sigmoid: case Op::tanh: case Op::swish: case Op::gelu:
-      require_data(r, r.a.size(), "input");
-      return;
-    case Op::add: case Op::sub: case Op::mul: case Op::dot: case Op::lerp:
+    case Op::dot:
       require_same_length(r);
       return;
     case Op::matmul: {
@@ -306,6 +329,8 @@ void validate(const Request& r) {
     case Op::custom:
       validate_custom(r);
       return;
+    default:
+      break;
   }
   invalid(r, "unknown operation " + std::to_string(static_cast<int>(r.op)));
 }

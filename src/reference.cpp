@@ -1,5 +1,6 @@
 #include "gpubatch/reference.hpp"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -12,48 +13,66 @@
 namespace gpubatch::reference {
 namespace {
 
-double sigmoid(double x) {
-  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
-  const double e = std::exp(x);
-  return e / (1.0 + e);
-}
-
 // gelu's exponent argument, computed in float with the kernel's own operation order: it is part
 // of the kernel's definition, so the reference measures only the kernel's exp/sigmoid error.
-float gelu_argument(float x) {
+float gelu_argument_float(float x) {
   volatile float x2 = x * x;  // volatile: no contraction into an FMA the kernel may not do
   volatile float inner = 1.5957692f + 0.0713548f * x2;
   return x * inner;
 }
 
-// The argument the kernel passes to exp(); Vulkan lets exp err by (3 + 2|z|) ulp, so for large
-// |z| the bound grows with it (docs/KERNELS.md).
-double exp_argument(Op op, float x) {
-  switch (op) {
-    case Op::tanh: return 2.0 * x;
-    case Op::gelu: return gelu_argument(x);
-    default: return x;
-  }
+// The table's element-wise entries in C++: each body and error expression of op_table.hpp,
+// evaluated in double with exact versions of the GLSL helpers it calls (math.glsl).
+namespace table {
+[[maybe_unused]] double abs(double x) { return std::fabs(x); }
+[[maybe_unused]] double exp(double x) { return std::exp(x); }
+[[maybe_unused]] double stable_sigmoid(double x) {
+  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+  const double e = std::exp(x);
+  return e / (1.0 + e);
 }
+[[maybe_unused]] double stable_tanh(double x) { return std::tanh(x); }
+[[maybe_unused]] double gelu_argument(double x) { return gelu_argument_float(static_cast<float>(x)); }
+
+// What the error column gives, at one point (see op_table.hpp).
+struct ErrorTerms {
+  double floor = 0, magnitude = 0, z = 0, L = 0, Ly = 0;
+};
+#define GPUBATCH_ERROR_TERMS(f, m, zz, l, ly) return ErrorTerms{f, m, zz, l, ly};
+#define GPUBATCH_REFERENCE_OP(name, kind, arity, scalars, params, rule, sample, body, error)      \
+  struct name##_op {                                                                            \
+    static constexpr bool binary = arity == 2;                                                  \
+    static double value([[maybe_unused]] double a, [[maybe_unused]] double b,                  \
+                        [[maybe_unused]] double p, [[maybe_unused]] double q) { return body; } \
+    static ErrorTerms terms([[maybe_unused]] double a, [[maybe_unused]] double b,              \
+                            [[maybe_unused]] double p, [[maybe_unused]] double q,              \
+                            [[maybe_unused]] double r) { GPUBATCH_ERROR_TERMS error }          \
+  };
+GPUBATCH_OPS(GPUBATCH_REFERENCE_OP)
+#undef GPUBATCH_REFERENCE_OP
+#undef GPUBATCH_ERROR_TERMS
+}  // namespace table
 
 // The exact (double) value of an element-wise op on one pair of inputs.
-inline double exact_value(Op op, float scalar, float xf, float yf) {
-  const double x = xf, y = yf;
+double exact_value(Op op, float p, float q, float xf, float yf) {
   switch (op) {
-    case Op::relu: return x < 0 ? 0.0 : x;
-    case Op::scale: return x * static_cast<double>(scalar);
-    case Op::add: return x + y;
-    case Op::sub: return x - y;
-    case Op::mul: return x * y;
-    case Op::sigmoid: return sigmoid(x);
-    case Op::tanh: return std::tanh(x);
-    case Op::swish: return x * sigmoid(x);
-    case Op::gelu: return x * sigmoid(gelu_argument(xf));
-    case Op::lerp: return x + static_cast<double>(scalar) * (y - x);
-    default: return 0.0;
+#define GPUBATCH_EXACT_CASE(name, ...) case Op::name: return table::name##_op::value(xf, yf, p, q);
+    GPUBATCH_OPS(GPUBATCH_EXACT_CASE)
+#undef GPUBATCH_EXACT_CASE
   }
+  return 0.0;
 }
-double exact_value(const Request& r, float xf, float yf) { return exact_value(r.op, r.scalar, xf, yf); }
+
+table::ErrorTerms error_terms(Op op, float p, float q, double a, double b, double r) {
+  switch (op) {
+#define GPUBATCH_ERROR_CASE(name, ...) case Op::name: return table::name##_op::terms(a, b, p, q, r);
+    GPUBATCH_OPS(GPUBATCH_ERROR_CASE)
+#undef GPUBATCH_ERROR_CASE
+  }
+  return {};
+}
+
+double exact_value(const Request& r, float xf, float yf) { return exact_value(r.op, r.scalar, r.scalar2, xf, yf); }
 
 double exact_element(const Request& r, std::size_t i) {
   return exact_value(r, r.a[i], i < r.b.size() ? r.b[i] : 0.0f);
@@ -104,10 +123,16 @@ std::string describe(const Request& r, std::size_t i, double got, double want, d
 
 // NaN must meet NaN and an infinity the same infinity; otherwise |got - want| <= bound.
 // A reference beyond float's range must meet the infinity float rounding gives it.
+// Near the top of float's range the bound decides: a result within it of a reference that rounds
+// to infinity may be finite, and one whose reference is finite may overflow when the bound
+// reaches the overflow threshold (FLT_MAX + half an ulp); exp(88.7) is either, within its bound.
 inline bool agrees(double got, double want, double bound) {
   if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  if (std::isinf(want)) return got == want;
+  constexpr double kOverflow = 0x1.ffffffp127;
   const double rounded = static_cast<float>(want);
-  if (std::isinf(rounded) || std::isinf(got)) return got == rounded;
+  if (std::isinf(got))
+    return std::signbit(got) == std::signbit(want) && (std::isinf(rounded) || std::fabs(want) + bound >= kOverflow);
   return std::fabs(got - want) <= bound;
 }
 
@@ -135,33 +160,8 @@ float chain_operand(const Request& r, const ChainStep& s, std::size_t i) {
 float chain_element(const Request& r, std::size_t i) {
   float v = r.a[i];
   for (const ChainStep& s : r.chain->steps())
-    v = static_cast<float>(exact_value(s.op, s.scalar, v, chain_operand(r, s, i)));
+    v = static_cast<float>(exact_value(s.op, s.scalar, s.scalar2, v, chain_operand(r, s, i)));
   return v;
-}
-
-// Largest |d op / d x| (x the running value) anywhere: how much an error in the step's input can
-// grow through it. sigmoid 1/4; tanh 1; swish max 1.0998; gelu (x sigmoid(1.5957692x +
-// 0.0713548x^3)) max 1.1290, both rounded up; scale |s|; mul |y|; lerp |1 - t|.
-double lipschitz(const ChainStep& s, double y) {
-  switch (s.op) {
-    case Op::sigmoid: return 0.25;
-    case Op::swish: case Op::gelu: return 1.15;
-    case Op::scale: return std::fabs(double(s.scalar));
-    case Op::mul: return std::fabs(y);
-    case Op::lerp: return std::fabs(1.0 - double(s.scalar));
-    default: return 1.0;  // relu, add, sub, tanh
-  }
-}
-
-// |d op / d y| for the second operand (which the CPU and GPU read alike, except that a device may
-// flush it to zero when it is denormal).
-double lipschitz_y(const ChainStep& s, double x) {
-  switch (s.op) {
-    case Op::add: case Op::sub: return 1.0;
-    case Op::mul: return std::fabs(x);
-    case Op::lerp: return std::fabs(double(s.scalar));
-    default: return 0.0;
-  }
 }
 
 // The check of element i of a chain (docs/KERNELS.md, "Chains"): follow the step-by-step
@@ -177,30 +177,21 @@ std::optional<std::string> check_chain_element(const Request& r, std::size_t i, 
   double e = std::fabs(v) < FLT_MIN ? FLT_MIN : 0.0;
   for (const ChainStep& s : r.chain->steps()) {
     const float y = chain_operand(r, s, i);
-    const double exact = exact_value(s.op, s.scalar, v, y);
-    const double L = lipschitz(s, y);
+    const double exact = exact_value(s.op, s.scalar, s.scalar2, v, y);
+    // The table's error terms: magnitude at v; L, the larger of its values at v -+ e (exp's
+    // derivative grows with x); z at |v| + e, the largest |x| the GPU's step may see (the
+    // 1 + 1e-6 covers the float rounding of gelu's argument).
+    const table::ErrorTerms at = error_terms(s.op, s.scalar, s.scalar2, v, y, exact);
+    const double L = std::max(error_terms(s.op, s.scalar, s.scalar2, v - e, y, exact).L,
+                              error_terms(s.op, s.scalar, s.scalar2, v + e, y, exact).L);
+    const double reach = std::fabs(double(v)) + e;
+    const double z = error_terms(s.op, s.scalar, s.scalar2, reach, y, exact).z * (1 + 1e-6);
     const double spread = L * e;  // how far the GPU's exact step value may be from `exact`
-    double bound;
-    switch (s.op) {
-      case Op::sigmoid: case Op::tanh: case Op::swish: case Op::gelu: {
-        const double reach = std::fabs(double(v)) + e;  // |x| the GPU's step may see
-        const double z = s.op == Op::tanh ? 2.0 * reach
-                         : s.op == Op::gelu ? reach * (1.5957692 + 0.0713548 * reach * reach) * (1 + 1e-6)
-                                            : reach;
-        bound = (1e-5 + 4.0 * z * u) * (std::fabs(exact) + spread) + 1e-30;
-        break;
-      }
-      case Op::lerp:
-        bound = 1e-5 * (std::fabs(double(v)) + e + std::fabs(double(s.scalar) * (double(y) - v)) +
-                        std::fabs(double(s.scalar)) * e);
-        break;
-      default:
-        bound = 1e-5 * (std::fabs(exact) + spread);
-    }
+    const double bound = (1e-5 + 4.0 * z * u) * (at.magnitude + (1.0 + L + at.Ly) * e) + at.floor;
     v = static_cast<float>(exact);
     const double half_ulp = std::isfinite(v) ? std::fabs(double(v)) * u : 0.0;
     e = spread + bound + half_ulp + FLT_MIN;
-    if (std::fabs(y) < FLT_MIN && y != 0.0f) e += lipschitz_y(s, v) * FLT_MIN;
+    if (std::fabs(y) < FLT_MIN && y != 0.0f) e += at.Ly * FLT_MIN;
     if (std::isnan(e)) e = HUGE_VAL;  // inf * 0 on the way: only NaN/inf matching remains
   }
   if (agrees(got, v, e)) return std::nullopt;
@@ -214,21 +205,16 @@ std::optional<std::string> check_chain_element(const Request& r, std::size_t i, 
 // generator checks every result it gets; this keeps the check far cheaper than the request).
 // Each element must meet the exact value within its bound, or the value a device that flushes
 // denormals would give (tried only for elements that miss the first).
-template <Op kOp>
+template <class T>
 struct ElementBound {
   static constexpr double u = 0x1p-24;
-  static constexpr bool transcendental = kOp == Op::sigmoid || kOp == Op::tanh || kOp == Op::swish || kOp == Op::gelu;
-  static constexpr bool binary = kOp == Op::add || kOp == Op::sub || kOp == Op::mul || kOp == Op::lerp;
-  static constexpr double floor = transcendental ? 1e-30 : FLT_MIN;
+  static constexpr bool binary = T::binary;
 
   // The exact value of element (x, y) and how far a correct device result may be from it.
-  static void of(float scalar, float x, float y, double& want, double& bound) {
-    want = exact_value(kOp, scalar, x, y);
-    double scale = std::fabs(want);
-    if constexpr (kOp == Op::lerp) scale = std::fabs(double(x)) + std::fabs(double(scalar) * (double(y) - x));
-    double relative = 1e-5;
-    if constexpr (transcendental) relative += 4.0 * std::fabs(exp_argument(kOp, x)) * u;
-    bound = (scale == 0.0 ? 0.0 : relative * scale) + floor;
+  static void of(float p, float q, float x, float y, double& want, double& bound) {
+    want = T::value(x, y, p, q);
+    const table::ErrorTerms t = T::terms(x, y, p, q, want);
+    bound = (t.magnitude == 0.0 ? 0.0 : (1e-5 + 4.0 * t.z * u) * t.magnitude) + t.floor;
   }
 };
 
@@ -241,9 +227,9 @@ inline bool agrees_branchless(double got, double want, double bound) {
   return (nan_want | nan_got) ? (nan_want & nan_got) : (inf ? got == rounded : close);
 }
 
-template <Op kOp>
+template <class T>
 std::optional<std::string> check_elementwise_op(const Request& r, const float* got) {
-  using B = ElementBound<kOp>;
+  using B = ElementBound<T>;
   const float* a = r.a.data();
   const float* b = B::binary ? r.b.data() : nullptr;
   const std::size_t n = r.a.size();
@@ -251,14 +237,14 @@ std::optional<std::string> check_elementwise_op(const Request& r, const float* g
   bool all = true;
   for (std::size_t i = 0; i < n; ++i) {
     double want, bound;
-    B::of(r.scalar, a[i], B::binary ? b[i] : 0.0f, want, bound);
+    B::of(r.scalar, r.scalar2, a[i], B::binary ? b[i] : 0.0f, want, bound);
     all &= agrees_branchless(got[i], want, bound);
   }
   if (all) return std::nullopt;
   // Some did not: each must then meet the value a device that flushes denormals would give.
   for (std::size_t i = 0; i < n; ++i) {
     double want, bound;
-    B::of(r.scalar, a[i], B::binary ? b[i] : 0.0f, want, bound);
+    B::of(r.scalar, r.scalar2, a[i], B::binary ? b[i] : 0.0f, want, bound);
     if (agrees(got[i], want, bound)) continue;
     if (agrees(got[i], exact_element_flushed(r, i), bound)) continue;
     return describe(r, i, got[i], want, bound);
@@ -268,16 +254,10 @@ std::optional<std::string> check_elementwise_op(const Request& r, const float* g
 
 std::optional<std::string> check_elementwise(const Request& r, const float* got) {
   switch (r.op) {
-    case Op::relu: return check_elementwise_op<Op::relu>(r, got);
-    case Op::scale: return check_elementwise_op<Op::scale>(r, got);
-    case Op::add: return check_elementwise_op<Op::add>(r, got);
-    case Op::sub: return check_elementwise_op<Op::sub>(r, got);
-    case Op::mul: return check_elementwise_op<Op::mul>(r, got);
-    case Op::sigmoid: return check_elementwise_op<Op::sigmoid>(r, got);
-    case Op::tanh: return check_elementwise_op<Op::tanh>(r, got);
-    case Op::swish: return check_elementwise_op<Op::swish>(r, got);
-    case Op::gelu: return check_elementwise_op<Op::gelu>(r, got);
-    case Op::lerp: return check_elementwise_op<Op::lerp>(r, got);
+#define GPUBATCH_CHECK_CASE(name, kind, ...) \
+  GPUBATCH_IF_EW_##kind(case Op::name: return check_elementwise_op<table::name##_op>(r, got);)
+    GPUBATCH_OPS(GPUBATCH_CHECK_CASE)
+#undef GPUBATCH_CHECK_CASE
     default: return std::string(to_string(r.op)) + ": not an element-wise op";
   }
 }

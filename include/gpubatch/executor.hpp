@@ -157,37 +157,17 @@ class BatchedGpuHandle {
   // completion token, in that order. Without a token it returns std::future<T>.
 
   // ---- element-wise: one float out per float in ----
-  template <typename... Tail> auto relu(Floats x, Tail&&... tail) const {
-    return call<Floats>(Request::relu(std::move(x)), std::forward<Tail>(tail)...);
-  }
-  template <typename... Tail> auto sigmoid(Floats x, Tail&&... tail) const {
-    return call<Floats>(Request::sigmoid(std::move(x)), std::forward<Tail>(tail)...);
-  }
-  template <typename... Tail> auto tanh(Floats x, Tail&&... tail) const {
-    return call<Floats>(Request::tanh(std::move(x)), std::forward<Tail>(tail)...);
-  }
-  template <typename... Tail> auto swish(Floats x, Tail&&... tail) const {
-    return call<Floats>(Request::swish(std::move(x)), std::forward<Tail>(tail)...);
-  }
-  template <typename... Tail> auto gelu(Floats x, Tail&&... tail) const {
-    return call<Floats>(Request::gelu(std::move(x)), std::forward<Tail>(tail)...);
-  }
-  template <typename... Tail> auto scale(Floats x, float factor, Tail&&... tail) const {
-    return call<Floats>(Request::scale(std::move(x), factor), std::forward<Tail>(tail)...);
-  }
-  template <typename... Tail> auto add(Floats a, Floats b, Tail&&... tail) const {
-    return call<Floats>(Request::add(std::move(a), std::move(b)), std::forward<Tail>(tail)...);
-  }
-  template <typename... Tail> auto sub(Floats a, Floats b, Tail&&... tail) const {
-    return call<Floats>(Request::sub(std::move(a), std::move(b)), std::forward<Tail>(tail)...);
-  }
-  template <typename... Tail> auto mul(Floats a, Floats b, Tail&&... tail) const {
-    return call<Floats>(Request::mul(std::move(a), std::move(b)), std::forward<Tail>(tail)...);
-  }
-  // a + t (b - a)
-  template <typename... Tail> auto lerp(Floats a, Floats b, float t, Tail&&... tail) const {
-    return call<Floats>(Request::lerp(std::move(a), std::move(b), t), std::forward<Tail>(tail)...);
-  }
+  // One method per element-wise op of the table (gpubatch/op_table.hpp): relu(x),
+  // scale(x, factor), add(a, b), sub, mul, sigmoid, tanh, swish, gelu, lerp(a, b, t) = a + t (b - a),
+  // abs(x), exp(x), clamp(x, lo, hi), ...
+#define GPUBATCH_HANDLE_METHOD(name, kind, arity, scalars, params, ...)                                      \
+  GPUBATCH_IF_EW_##kind(template <typename... Tail> auto name(                                              \
+      GPUBATCH_OPERANDS_##arity(Floats) GPUBATCH_FLOAT_PARAMS_##scalars params, Tail&&... tail) const {      \
+    return call<Floats>(Request::name(GPUBATCH_MOVED_OPERANDS_##arity GPUBATCH_FLOAT_ARGS_##scalars params), \
+                        std::forward<Tail>(tail)...);                                                       \
+  })
+  GPUBATCH_OPS(GPUBATCH_HANDLE_METHOD)
+#undef GPUBATCH_HANDLE_METHOD
 
   // ---- reductions and products ----
   template <typename... Tail> auto dot(Floats a, Floats b, Tail&&... tail) const {

@@ -31,6 +31,7 @@
 
 #include "gpubatch/custom_kernel.hpp"
 #include "gpubatch/device.hpp"
+#include "gpubatch/ops.hpp"
 
 namespace gpubatch {
 
@@ -107,20 +108,18 @@ class GpuCommandBatch {
   BufferId import_buffer(std::initializer_list<float> data) { return import_buffer(std::span<const float>(data.begin(), data.size())); }
 
   // Operations: each checks its inputs, queues itself and returns its result's id.
-  BufferId relu(BufferId x);
-  BufferId scale(BufferId x, float factor);
-  BufferId add(BufferId a, BufferId b);
-  BufferId sub(BufferId a, BufferId b);
-  BufferId mul(BufferId a, BufferId b);
-  BufferId sigmoid(BufferId x);
-  BufferId tanh(BufferId x);
-  BufferId swish(BufferId x);
-  BufferId gelu(BufferId x);
+  // Element-wise, one per element-wise op of the table (gpubatch/op_table.hpp): relu(x),
+  // scale(x, factor), add(a, b), sub, mul, sigmoid, tanh, swish, gelu, lerp(a, b, t), abs, exp,
+  // clamp(x, lo, hi), ...
+#define GPUBATCH_GRAPH_METHOD(name, kind, arity, scalars, params, ...) \
+  GPUBATCH_IF_EW_##kind(BufferId name(GPUBATCH_OPERANDS_##arity(BufferId) GPUBATCH_FLOAT_PARAMS_##scalars params);)
+  GPUBATCH_OPS(GPUBATCH_GRAPH_METHOD)
+#undef GPUBATCH_GRAPH_METHOD
   BufferId dot(BufferId a, BufferId b);  // one float
   BufferId matmul(BufferId a, BufferId b, std::uint32_t m, std::uint32_t k, std::uint32_t n);
-  BufferId lerp(BufferId a, BufferId b, float t);
-  // Any element-wise or binary op of Op (relu ... gelu, lerp): `scalar` is scale's factor, lerp's t.
-  BufferId apply(Op op, BufferId a, BufferId b = {}, float scalar = 0.0f);
+  // Any element-wise op of the table: `scalar` and `scalar2` are its scalars (scale's factor,
+  // lerp's t, clamp's lo and hi).
+  BufferId apply(Op op, BufferId a, BufferId b = {}, float scalar = 0.0f, float scalar2 = 0.0f);
   // A kernel registered with register_kernel() on this batch's device.
   BufferId custom(std::string_view kernel, BufferId a, float scalar = 0.0f);
   BufferId custom(std::string_view kernel, BufferId a, BufferId b, float scalar = 0.0f);

@@ -3,6 +3,8 @@
 // A Request owns its inputs (move vectors in to avoid a copy); the same type feeds the synchronous
 // path, the batching executor and the CPU reference.
 #include <array>
+#include <cfloat>
+#include <iterator>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -13,23 +15,80 @@
 #include <vector>
 
 #include "gpubatch/custom_kernel.hpp"
+#include "gpubatch/op_table.hpp"
 
 namespace gpubatch {
 
+// ---- the operations (one entry each in gpubatch/op_table.hpp) --------------------------------
 enum class Op : std::uint8_t {
-  relu, scale, add, sub, mul, sigmoid, tanh, swish, gelu,  // element-wise
-  dot,          // sum(a[i] * b[i]) -> one float
-  matmul,       // row-major M x K times K x N -> M x N
-  lerp,         // a + t * (b - a), one t per request
-  gradients,    // compute_gradients(states) -> 32 floats per state
-  interpolate,  // interpolate(a, b, t, mode) -> packed states
-  chain,        // element-wise steps applied in turn to x (and extra inputs): one fused kernel
-  custom,       // a kernel registered with register_kernel()
+#define GPUBATCH_OP_ENUM(name, ...) name,
+  GPUBATCH_OPS(GPUBATCH_OP_ENUM)
+#undef GPUBATCH_OP_ENUM
 };
-inline constexpr std::size_t kOpCount = 16;
-// relu ... interpolate: the ops a Request describes by its data alone (chain needs its steps,
-// custom its kernel). Tests that pick random ops pick among these.
-inline constexpr std::size_t kBuiltinOpCount = 14;
+
+enum class OpKind : std::uint8_t {
+  ew,       // element-wise: kernel generated from the table's body, fuses, may be a chain step
+  kernel,   // its own shader(s), validator and encoding (dot, matmul, gradients, interpolate)
+  runtime,  // chain, custom: kernels built at run time
+};
+enum class ScalarRule : std::uint8_t {
+  none,
+  ordered,  // scalar <= scalar2, neither NaN (clamp's lo and hi)
+};
+
+// One row of the table, as C++ reads it.
+struct OpInfo {
+  std::string_view name;
+  OpKind kind = OpKind::ew;
+  std::uint32_t arity = 1;    // float inputs: a, or a and b
+  std::uint32_t scalars = 0;  // Request::scalar, then Request::scalar2
+  ScalarRule rule = ScalarRule::none;
+  float sample_lo = -4.0f, sample_hi = 4.0f;  // tests and benchmarks draw inputs from here
+  float sample_scalar[2] = {0.0f, 0.0f};      // and use these scalars
+  std::string_view body;                      // ew: the GLSL (and C++) expression of the result
+};
+
+#define GPUBATCH_UNPACK(...) __VA_ARGS__
+#define GPUBATCH_OP_INFO(name, kind, arity, scalars, params, rule, sample, body, error) \
+  OpInfo{#name, OpKind::kind, arity, scalars, ScalarRule::rule, GPUBATCH_SAMPLE_BOUNDS sample, \
+         {GPUBATCH_SAMPLE_SCALARS sample}, #body},
+#define GPUBATCH_SAMPLE_BOUNDS(lo, hi, s0, s1) lo, hi
+#define GPUBATCH_SAMPLE_SCALARS(lo, hi, s0, s1) s0, s1
+inline constexpr OpInfo kOpTable[] = {GPUBATCH_OPS(GPUBATCH_OP_INFO)};
+#undef GPUBATCH_OP_INFO
+#undef GPUBATCH_SAMPLE_BOUNDS
+#undef GPUBATCH_SAMPLE_SCALARS
+
+inline constexpr std::size_t kOpCount = std::size(kOpTable);
+// The ops a Request describes by its data alone (every kind but runtime: chain needs its steps,
+// custom its kernel). The runtime ops come last, so these are Op values 0 .. kBuiltinOpCount - 1.
+// Tests that pick random ops pick among these.
+inline constexpr std::size_t kBuiltinOpCount = [] {
+  std::size_t n = 0;
+  while (n < kOpCount && kOpTable[n].kind != OpKind::runtime) ++n;
+  return n;
+}();
+static_assert(kOpTable[kBuiltinOpCount].name == "chain" && kOpTable[kBuiltinOpCount + 1].name == "custom" &&
+                  kBuiltinOpCount + 2 == kOpCount,
+              "op_table.hpp: chain and custom come last");
+
+constexpr const OpInfo& op_info(Op op) noexcept { return kOpTable[static_cast<std::size_t>(op)]; }
+
+// Helpers that turn a table row into a method's parameters (used by Request, ChainBuilder,
+// BatchedGpuHandle and GpuCommandBatch to generate one method per element-wise op).
+#define GPUBATCH_IF_EW_ew(...) __VA_ARGS__
+#define GPUBATCH_IF_EW_kernel(...)
+#define GPUBATCH_IF_EW_runtime(...)
+#define GPUBATCH_FLOAT_PARAMS_0()
+#define GPUBATCH_FLOAT_PARAMS_1(s0) , float s0
+#define GPUBATCH_FLOAT_PARAMS_2(s0, s1) , float s0, float s1
+#define GPUBATCH_FLOAT_ARGS_0()
+#define GPUBATCH_FLOAT_ARGS_1(s0) , s0
+#define GPUBATCH_FLOAT_ARGS_2(s0, s1) , s0, s1
+#define GPUBATCH_OPERANDS_1(T) T x
+#define GPUBATCH_OPERANDS_2(T) T a, T b
+#define GPUBATCH_MOVED_OPERANDS_1 std::move(x)
+#define GPUBATCH_MOVED_OPERANDS_2 std::move(a), std::move(b)
 
 std::string_view to_string(Op op) noexcept;
 std::optional<Op> op_from_string(std::string_view name) noexcept;
@@ -70,10 +129,11 @@ enum class InterpolationMode : std::uint8_t {
 inline constexpr std::size_t kMaxChainSteps = 64;
 
 struct ChainStep {
-  Op op = Op::relu;      // relu scale add sub mul sigmoid tanh swish gelu lerp, or custom
-  float scalar = 0.0f;   // scale's factor, lerp's t, a custom kernel's p
-  std::int32_t input = -1;  // add sub mul lerp, two-input kernels: index into Request::inputs
+  Op op = Op::relu;      // an element-wise op (OpKind::ew), or custom
+  float scalar = 0.0f;   // the op's first scalar (scale's factor, lerp's t, clamp's lo), a custom kernel's p
+  std::int32_t input = -1;  // two-input ops and kernels: index into Request::inputs
   KernelHandle kernel;      // Op::custom: an element-wise kernel from register_kernel()
+  float scalar2 = 0.0f;     // the op's second scalar (clamp's hi)
 };
 
 // Immutable once made (share it between requests freely).
@@ -106,30 +166,37 @@ class ChainBuilder {
 #define GPUBATCH_CHAIN_STEP(NAME, PARAMS, ...)                      \
   ChainBuilder& NAME PARAMS& { __VA_ARGS__; return *this; }         \
   ChainBuilder NAME PARAMS&& { __VA_ARGS__; return std::move(*this); }
-  GPUBATCH_CHAIN_STEP(relu, (), push(Op::relu))
-  GPUBATCH_CHAIN_STEP(scale, (float factor), push(Op::scale, factor))
-  GPUBATCH_CHAIN_STEP(sigmoid, (), push(Op::sigmoid))
-  GPUBATCH_CHAIN_STEP(tanh, (), push(Op::tanh))
-  GPUBATCH_CHAIN_STEP(swish, (), push(Op::swish))
-  GPUBATCH_CHAIN_STEP(gelu, (), push(Op::gelu))
-  GPUBATCH_CHAIN_STEP(add, (std::vector<float> y), push(Op::add, 0.0f, &y))
-  GPUBATCH_CHAIN_STEP(sub, (std::vector<float> y), push(Op::sub, 0.0f, &y))
-  GPUBATCH_CHAIN_STEP(mul, (std::vector<float> y), push(Op::mul, 0.0f, &y))
-  GPUBATCH_CHAIN_STEP(lerp, (std::vector<float> y, float t), push(Op::lerp, t, &y))
+  // One step per element-wise op of the table: relu(), scale(factor), add(y), lerp(y, t),
+  // clamp(lo, hi), ... (a two-input op takes its second operand `y`, of x's length).
+#define GPUBATCH_CHAIN_FLOATS_0()
+#define GPUBATCH_CHAIN_FLOATS_1(s0) float s0
+#define GPUBATCH_CHAIN_FLOATS_2(s0, s1) float s0, float s1
+#define GPUBATCH_CHAIN_SIG_1(scalars, params) GPUBATCH_CHAIN_FLOATS_##scalars params
+#define GPUBATCH_CHAIN_SIG_2(scalars, params) std::vector<float> y GPUBATCH_FLOAT_PARAMS_##scalars params
+#define GPUBATCH_CHAIN_Y_1 nullptr
+#define GPUBATCH_CHAIN_Y_2 &y
+#define GPUBATCH_SCALAR_VALUES_0() 0.0f, 0.0f
+#define GPUBATCH_SCALAR_VALUES_1(s0) s0, 0.0f
+#define GPUBATCH_SCALAR_VALUES_2(s0, s1) s0, s1
+#define GPUBATCH_CHAIN_OP_STEP(name, kind, arity, scalars, params, ...)    \
+  GPUBATCH_IF_EW_##kind(GPUBATCH_CHAIN_STEP(name, (GPUBATCH_CHAIN_SIG_##arity(scalars, params)), \
+                                            push(Op::name, GPUBATCH_CHAIN_Y_##arity, GPUBATCH_SCALAR_VALUES_##scalars params)))
+  GPUBATCH_OPS(GPUBATCH_CHAIN_OP_STEP)
+#undef GPUBATCH_CHAIN_OP_STEP
   // An element-wise custom kernel (one or two inputs); p is its scalar.
-  GPUBATCH_CHAIN_STEP(custom, (KernelHandle kernel, float p = 0.0f), push(Op::custom, p, nullptr, std::move(kernel)))
+  GPUBATCH_CHAIN_STEP(custom, (KernelHandle kernel, float p = 0.0f), push(Op::custom, nullptr, p, 0.0f, std::move(kernel)))
   GPUBATCH_CHAIN_STEP(custom, (KernelHandle kernel, std::vector<float> y, float p = 0.0f),
-                      push(Op::custom, p, &y, std::move(kernel)))
-  // Any element-wise op (relu ... gelu, lerp): `y` for add sub mul lerp, `scalar` for scale, lerp.
-  GPUBATCH_CHAIN_STEP(apply, (Op op, std::vector<float> y = {}, float scalar = 0.0f),
-                      push(op, scalar, y.empty() ? nullptr : &y))
+                      push(Op::custom, &y, p, 0.0f, std::move(kernel)))
+  // Any element-wise op: `y` for two-input ops, `scalar` and `scalar2` for its scalars.
+  GPUBATCH_CHAIN_STEP(apply, (Op op, std::vector<float> y = {}, float scalar = 0.0f, float scalar2 = 0.0f),
+                      push(op, y.empty() ? nullptr : &y, scalar, scalar2))
 #undef GPUBATCH_CHAIN_STEP
 
   Request build() &&;
   operator Request() &&;  // implicit, so that submit(chain(x)...) reads naturally
 
  private:
-  void push(Op op, float scalar = 0.0f, std::vector<float>* y = nullptr, KernelHandle kernel = nullptr);
+  void push(Op op, std::vector<float>* y, float scalar, float scalar2, KernelHandle kernel = nullptr);
   std::vector<float> x_;
   std::vector<std::vector<float>> inputs_;
   std::vector<ChainStep> steps_;
@@ -144,30 +211,29 @@ struct Request {
   std::vector<float> b;                // right operand; matmul B (K x N)
   std::vector<std::uint8_t> states_a;  // packed states: gradients input, interpolate from
   std::vector<std::uint8_t> states_b;  // packed states: interpolate to
-  float scalar = 0.0f;                 // scale factor; t of lerp and interpolate
+  float scalar = 0.0f;                 // the first scalar: scale factor; t of lerp and interpolate; clamp's lo
+  float scalar2 = 0.0f;                // the second scalar: clamp's hi
   std::uint32_t m = 0, k = 0, n = 0;   // matmul dimensions
   InterpolationMode mode = InterpolationMode::lerp;
   std::shared_ptr<const ChainShape> chain;  // Op::chain: the steps (x is `a`)
   std::vector<std::vector<float>> inputs;   // Op::chain: extra inputs, each of x's length
   KernelHandle kernel;                      // Op::custom: the kernel (a, b and scalar as p)
 
-  static Request relu(std::vector<float> x);
-  static Request scale(std::vector<float> x, float factor);
-  static Request add(std::vector<float> a, std::vector<float> b);
-  static Request sub(std::vector<float> a, std::vector<float> b);
-  static Request mul(std::vector<float> a, std::vector<float> b);
-  static Request sigmoid(std::vector<float> x);
-  static Request tanh(std::vector<float> x);
-  static Request swish(std::vector<float> x);
-  static Request gelu(std::vector<float> x);
+  // One constructor per element-wise op of the table: relu(x), scale(x, factor), add(a, b),
+  // lerp(a, b, t), clamp(x, lo, hi), ...
+#define GPUBATCH_REQUEST_CTOR(name, kind, arity, scalars, params, ...) \
+  GPUBATCH_IF_EW_##kind(static Request name(GPUBATCH_OPERANDS_##arity(std::vector<float>) GPUBATCH_FLOAT_PARAMS_##scalars params);)
+  GPUBATCH_OPS(GPUBATCH_REQUEST_CTOR)
+#undef GPUBATCH_REQUEST_CTOR
   static Request dot(std::vector<float> a, std::vector<float> b);
   static Request matmul(std::vector<float> a, std::vector<float> b, std::uint32_t m,
                         std::uint32_t k, std::uint32_t n);
-  static Request lerp(std::vector<float> a, std::vector<float> b, float t);
   static Request gradients(std::vector<std::uint8_t> states);
   static Request interpolate(std::vector<std::uint8_t> a, std::vector<std::uint8_t> b, float t,
                              InterpolationMode mode);
-  static Request unary(Op op, std::vector<float> x, float scalar = 0.0f);
+  static Request unary(Op op, std::vector<float> x, float scalar = 0.0f, float scalar2 = 0.0f);
+  // Any op of arity 2 without states (add ... lerp, dot) on a and b.
+  static Request binary(Op op, std::vector<float> a, std::vector<float> b, float scalar = 0.0f);
   // A chain with a prepared (shareable) shape; `inputs` are its extra inputs.
   static Request chain_of(std::shared_ptr<const ChainShape> shape, std::vector<float> x,
                           std::vector<std::vector<float>> inputs = {});
@@ -184,7 +250,7 @@ struct Result {
 };
 
 // Throws Error(invalid_argument) naming the cause when the request cannot be run: empty input,
-// mismatched lengths, matmul sizes that are not M x K and K x N, t outside [0, 1] or NaN for
+// mismatched lengths, scalars that break the op's rule (clamp: lo <= hi, neither NaN), matmul sizes that are not M x K and K x N, t outside [0, 1] or NaN for
 // interpolate, state data that is not a whole number of 16-byte states; a chain without steps,
 // with more than kMaxChainSteps, with extra inputs of another length than x, or with a step that
 // is not element-wise; a custom request without a kernel or with the wrong number of inputs.

@@ -4,6 +4,7 @@
 // division, and which built-in kernel runs an op.
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 #include "gpu/batch_layout.hpp"
 #include "gpubatch/ops.hpp"
@@ -16,26 +17,12 @@ constexpr std::uint32_t ceil_div(std::uint64_t a, std::uint64_t b) {
   return static_cast<std::uint32_t>((a + b - 1) / b);
 }
 
-// Which built-in kernel runs an op (dot's first pass; "dot_final" sums its partials).
-inline const char* kernel_name(Op op) {
-  switch (op) {
-    case Op::relu: return "relu";
-    case Op::scale: return "scale";
-    case Op::add: return "add";
-    case Op::sub: return "sub";
-    case Op::mul: return "mul";
-    case Op::sigmoid: return "sigmoid";
-    case Op::tanh: return "tanh";
-    case Op::swish: return "swish";
-    case Op::gelu: return "gelu";
-    case Op::dot: return "dot_partial";
-    case Op::matmul: return "matmul";
-    case Op::lerp: return "lerp";
-    case Op::gradients: return "gradients";
-    case Op::interpolate: return "interpolate";
-    case Op::chain: case Op::custom: return "";  // generated / user kernels, built at run time
-  }
-  return "";
+// Which built-in kernel runs an op: its name in the table (an element-wise op's kernel is
+// generated from its entry under that name), except dot's first pass, "dot_partial" ("dot_final"
+// sums its partials). Chain and custom kernels are built at run time: "".
+inline std::string_view kernel_name(Op op) {
+  if (op == Op::dot) return "dot_partial";
+  return op_info(op).kind == OpKind::runtime ? std::string_view() : op_info(op).name;
 }
 
 // Workgroups one request needs: dot, a block of kDotBlock elements each; matmul, a 16 x 16 tile.

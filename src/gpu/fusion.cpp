@@ -12,38 +12,24 @@ std::string operand_name(std::int32_t operand) {
   return name;
 }
 
-// The expression of a built-in op, exactly as its shaders/<op>.comp writes apply().
-std::string builtin_expression(Op op, const std::string& a, const std::string& b, const std::string& p) {
-  switch (op) {
-    case Op::relu: return a + " < 0.0 ? 0.0 : " + a;
-    case Op::scale: return a + " * " + p;
-    case Op::add: return a + " + " + b;
-    case Op::sub: return a + " - " + b;
-    case Op::mul: return a + " * " + b;
-    case Op::sigmoid: return "stable_sigmoid(" + a + ")";
-    case Op::tanh: return "stable_tanh(" + a + ")";
-    case Op::swish: return a + " * stable_sigmoid(" + a + ")";
-    case Op::gelu: return a + " * stable_sigmoid(gelu_argument(" + a + "))";
-    case Op::lerp: return a + " + " + p + " * (" + b + " - " + a + ")";
-    default: return "0.0";
-  }
+// The statement that computes step `t` of a built-in op: its table body, in a block that binds
+// the names the body uses (a, b inputs; p, q scalars). The body stays inline in main(), so
+// `precise` on t covers all of it.
+std::string builtin_statement(Op op, const std::string& t, const std::string& a, const std::string& b,
+                              const std::string& p, const std::string& q) {
+  return "{ float a = " + a + "; float b = " + b + "; float p = " + p + "; float q = " + q + "; " + t + " = " +
+         std::string(op_info(op).body) + "; }";
 }
 
 }  // namespace
 
-// The element-wise built-ins; a chain is fused already.
-bool fusable(Op op) noexcept { return is_elementwise(op) && op != Op::chain; }
-
-std::uint32_t arity(Op op) noexcept {
-  switch (op) {
-    case Op::add: case Op::sub: case Op::mul: case Op::lerp: case Op::dot: case Op::matmul:
-      return 2;
-    default:
-      return 1;
-  }
+bool fusable(Op op) noexcept {
+  return static_cast<std::size_t>(op) < kOpCount && op_info(op).kind == OpKind::ew;
 }
 
-bool takes_scalar(Op op) noexcept { return op == Op::scale || op == Op::lerp; }
+std::uint32_t arity(Op op) noexcept { return op_info(op).arity; }
+
+std::uint32_t scalars(Op op) noexcept { return fusable(op) ? op_info(op).scalars : 0; }
 
 std::string fused_key(const FusedShape& shape) {
   std::string key = "fused/v1/i" + std::to_string(shape.inputs);
@@ -80,20 +66,24 @@ std::string fused_source(const FusedShape& shape) {
        "  uint k = g - s.start;\n"
        "  if (k >= s.len) return;\n"
        "  FusedIO io = FusedIO(s.a);\n"
-       "  FloatsIn p = FloatsIn(s.b);\n";
+       "  FloatsIn ps = FloatsIn(s.b);\n";
   for (std::uint32_t i = 0; i < shape.inputs; ++i)
     s += "  float x" + std::to_string(i) + " = FloatsIn(io.v[" + std::to_string(i) + "]).v[k];\n";
   for (std::size_t i = 0; i < shape.steps.size(); ++i) {
     const FusedStep& step = shape.steps[i];
     const std::string a = operand_name(step.operand[0]);
     const std::string b = step.arity == 2 ? operand_name(step.operand[1]) : a;
-    const std::string p = step.scalar >= 0 ? "p.v[" + std::to_string(step.scalar) + "]" : "0.0";
-    std::string expr;
-    if (step.kernel)
-      expr = step.kernel->function_name() + "(" + a + (step.kernel->inputs == 2 ? ", " + b : "") + ", " + p + ")";
-    else
-      expr = builtin_expression(step.op, a, b, p);
-    s += "  precise float t" + std::to_string(i) + " = " + expr + ";\n";
+    auto scalar = [&](int j) {
+      return step.scalar >= 0 ? "ps.v[" + std::to_string(step.scalar + j) + "]" : std::string("0.0");
+    };
+    const std::string t = "t" + std::to_string(i);
+    if (step.kernel) {
+      s += "  precise float " + t + " = " + step.kernel->function_name() + "(" + a +
+           (step.kernel->inputs == 2 ? ", " + b : "") + ", " + scalar(0) + ");\n";
+    } else {
+      s += "  precise float " + t + ";\n  " +
+           builtin_statement(step.op, t, a, b, scalar(0), scalars(step.op) == 2 ? scalar(1) : "0.0") + "\n";
+    }
   }
   for (std::size_t o = 0; o < shape.outputs.size(); ++o)
     s += "  FloatsOut(io.v[" + std::to_string(shape.inputs + o) + "]).v[k] = t" +

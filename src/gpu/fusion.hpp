@@ -6,9 +6,10 @@
 // The generated kernel runs on ragged segments like the built-ins (so a batch of chains of one
 // shape, of different lengths, is one dispatch). Per segment:
 //   a   -> the segment's address table: uvec2 per input (in order), then per output
-//   b   -> the segment's scalar table: one float per operation that takes a scalar
+//   b   -> the segment's scalar table: each operation's scalars in turn (op_info(op).scalars each,
+//          one for a custom kernel)
 //   start, len: as for every element-wise kernel
-// Each operation's expression is the one its built-in kernel uses (shaders/<op>.comp, with
+// Each operation's expression is its body in the op table (the one its built-in kernel uses, with
 // stable_sigmoid etc. from math.glsl), evaluated into a `precise` variable so that the driver
 // cannot contract across operations: results match the unfused kernels.
 #include <cstdint>
@@ -27,7 +28,7 @@ struct FusedStep {
   // Operands: >= 0, the value of an earlier step; < 0, external input -(operand + 1).
   std::int32_t operand[2] = {0, 0};
   std::uint32_t arity = 1;
-  std::int32_t scalar = -1;  // index into the scalar table, or -1
+  std::int32_t scalar = -1;  // index of its first scalar in the scalar table, or -1
 };
 
 struct FusedShape {
@@ -37,10 +38,10 @@ struct FusedShape {
   std::vector<std::uint32_t> outputs;  // steps whose values are stored, in address-table order
 };
 
-// Operations the fused kernel generator understands.
-bool fusable(Op op) noexcept;   // relu ... gelu, lerp
+// Operations the fused kernel generator understands: the table's element-wise ops.
+bool fusable(Op op) noexcept;
 std::uint32_t arity(Op op) noexcept;
-bool takes_scalar(Op op) noexcept;
+std::uint32_t scalars(Op op) noexcept;  // of an element-wise op
 
 // The shape's identity (scalars and lengths excluded): the kernel cache's key.
 std::string fused_key(const FusedShape& shape);

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <bit>
 #include <array>
 #include <atomic>
 #include <cstring>
@@ -78,6 +79,7 @@ struct Node {
   std::uint32_t in[2] = {0, 0};
   std::uint32_t arity = 1;
   float scalar = 0.0f;
+  float scalar2 = 0.0f;  // an element-wise op's second scalar (clamp's hi)
   std::uint32_t m = 0, k = 0, n = 0;
   std::uint32_t out = 0;
 
@@ -490,7 +492,9 @@ void GpuCommandBatch::Impl::execute() {
               fs.operand[j] = -(e->second + 1);
             }
           }
-          if (node.kernel || gpu::takes_scalar(node.op)) fs.scalar = static_cast<std::int32_t>(shape.scalars++);
+          const std::uint32_t n_scalars = node.kernel ? 1 : gpu::scalars(node.op);
+          if (n_scalars > 0) fs.scalar = static_cast<std::int32_t>(shape.scalars);
+          shape.scalars += n_scalars;
           const auto index = static_cast<std::int32_t>(shape.steps.size());
           local[node.out] = index;
           shape.steps.push_back(std::move(fs));
@@ -591,7 +595,11 @@ void GpuCommandBatch::Impl::execute() {
         auto* scalars = reinterpret_cast<float*>(up + s.scalar_offset);
         scalars[0] = 0.0f;
         for (std::uint32_t i = 0; i < s.node_count; ++i)
-          if (s.shape.steps[i].scalar >= 0) scalars[s.shape.steps[i].scalar] = ops[s.first_node + i].scalar;
+          if (const std::int32_t j = s.shape.steps[i].scalar; j >= 0) {
+            scalars[j] = ops[s.first_node + i].scalar;
+            if (!ops[s.first_node + i].kernel && gpu::scalars(ops[s.first_node + i].op) == 2)
+              scalars[j + 1] = ops[s.first_node + i].scalar2;
+          }
         rec.a = up_addr + s.io_offset;
         rec.b = up_addr + s.scalar_offset;
         rec.len = values[n.out].floats;
@@ -602,6 +610,7 @@ void GpuCommandBatch::Impl::execute() {
         rec.b = address(n.in[n.arity == 2 ? 1 : 0]);
         rec.dst = address(n.out);
         rec.p0 = n.scalar;
+        rec.u0 = std::bit_cast<std::uint32_t>(n.scalar2);  // element-wise: the second scalar
         rec.len = length(n.in[0]);
         if (s.kind == StepKind::dot) rec.u0 = s.blocks;
         if (s.kind == StepKind::matmul) rec.u0 = n.m, rec.u1 = n.k, rec.u2 = n.n;
@@ -790,15 +799,19 @@ BufferId GpuCommandBatch::import_buffer(std::span<const float> data) {
   return make_id(g.serial, 0, static_cast<std::uint32_t>(g.imports.size() - 1));
 }
 
-BufferId GpuCommandBatch::apply(Op op, BufferId a, BufferId b, float scalar) {
+BufferId GpuCommandBatch::apply(Op op, BufferId a, BufferId b, float scalar, float scalar2) {
   Impl& g = checked(impl_);
   const std::string what(to_string(op));
   if (!gpu::fusable(op))
     invalid(what + ": not an element-wise operation (use dot(), matmul())");
+  if (op_info(op).rule == ScalarRule::ordered && !(scalar <= scalar2))  // also catches NaN
+    invalid(what + ": lo = " + std::to_string(scalar) + ", hi = " + std::to_string(scalar2) +
+            ": needs lo <= hi, neither NaN");
   Node n;
   n.op = op;
   n.arity = gpu::arity(op);
   n.scalar = scalar;
+  n.scalar2 = scalar2;
   n.in[0] = g.input_ref(a.batch_, a.generation_, a.index_, what.c_str());
   if (n.arity == 2) {
     n.in[1] = g.input_ref(b.batch_, b.generation_, b.index_, what.c_str());
@@ -812,16 +825,16 @@ BufferId GpuCommandBatch::apply(Op op, BufferId a, BufferId b, float scalar) {
   return g.push(std::move(n), out);
 }
 
-BufferId GpuCommandBatch::relu(BufferId x) { return apply(Op::relu, x); }
-BufferId GpuCommandBatch::scale(BufferId x, float factor) { return apply(Op::scale, x, {}, factor); }
-BufferId GpuCommandBatch::add(BufferId a, BufferId b) { return apply(Op::add, a, b); }
-BufferId GpuCommandBatch::sub(BufferId a, BufferId b) { return apply(Op::sub, a, b); }
-BufferId GpuCommandBatch::mul(BufferId a, BufferId b) { return apply(Op::mul, a, b); }
-BufferId GpuCommandBatch::sigmoid(BufferId x) { return apply(Op::sigmoid, x); }
-BufferId GpuCommandBatch::tanh(BufferId x) { return apply(Op::tanh, x); }
-BufferId GpuCommandBatch::swish(BufferId x) { return apply(Op::swish, x); }
-BufferId GpuCommandBatch::gelu(BufferId x) { return apply(Op::gelu, x); }
-BufferId GpuCommandBatch::lerp(BufferId a, BufferId b, float t) { return apply(Op::lerp, a, b, t); }
+// One method per element-wise op of the table.
+#define GPUBATCH_GRAPH_OPERANDS_1 x, BufferId{}
+#define GPUBATCH_GRAPH_OPERANDS_2 a, b
+#define GPUBATCH_GRAPH_METHOD(name, kind, arity, scalars, params, ...)                                 \
+  GPUBATCH_IF_EW_##kind(                                                                              \
+      BufferId GpuCommandBatch::name(GPUBATCH_OPERANDS_##arity(BufferId) GPUBATCH_FLOAT_PARAMS_##scalars params) { \
+        return apply(Op::name, GPUBATCH_GRAPH_OPERANDS_##arity GPUBATCH_FLOAT_ARGS_##scalars params);   \
+      })
+GPUBATCH_OPS(GPUBATCH_GRAPH_METHOD)
+#undef GPUBATCH_GRAPH_METHOD
 
 BufferId GpuCommandBatch::dot(BufferId a, BufferId b) {
   Impl& g = checked(impl_);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -68,8 +69,8 @@ struct Group {
 };
 
 // The fused kernel's shape for a chain: step i reads step i-1 (the first reads x, external input
-// 0); a binary step's second operand is extra input j = external input j + 1; one scalar per
-// scale, lerp and custom step, in step order; only the last step is stored.
+// 0); a binary step's second operand is extra input j = external input j + 1; each step's scalars
+// (the op's count in the table, one for a custom step) in step order; only the last step is stored.
 FusedShape fused_shape_of(const ChainShape& chain) {
   FusedShape f;
   f.inputs = 1 + chain.inputs();
@@ -90,7 +91,9 @@ FusedShape fused_shape_of(const ChainShape& chain) {
     }
     fs.operand[0] = i == 0 ? -1 : static_cast<std::int32_t>(i - 1);
     if (fs.arity == 2) fs.operand[1] = -(step.input + 2);
-    if (step.op == Op::custom || takes_scalar(step.op)) fs.scalar = static_cast<std::int32_t>(f.scalars++);
+    const std::uint32_t n_scalars = step.op == Op::custom ? 1 : scalars(step.op);
+    if (n_scalars > 0) fs.scalar = static_cast<std::int32_t>(f.scalars);
+    f.scalars += n_scalars;
     f.steps.push_back(std::move(fs));
   }
   f.outputs = {static_cast<std::uint32_t>(steps.size() - 1)};
@@ -506,8 +509,11 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
         auto* scalars = reinterpret_cast<float*>(up + scalar_off);
         scalars[0] = 0.0f;
         std::size_t m = 0;
-        for (const ChainStep& step : r.chain->steps())
-          if (step.op == Op::custom || takes_scalar(step.op)) scalars[m++] = step.scalar;
+        for (const ChainStep& step : r.chain->steps()) {
+          const std::uint32_t n_scalars = step.op == Op::custom ? 1 : gpu::scalars(step.op);
+          if (n_scalars > 0) scalars[m++] = step.scalar;
+          if (n_scalars > 1) scalars[m++] = step.scalar2;
+        }
         s.a = up_addr + io_off;
         s.b = up_addr + scalar_off;
       } else {
@@ -539,6 +545,8 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
           if (r.op == Op::interpolate) {
             s.u0 = r.mode == InterpolationMode::slerp ? 1u : 0u;
             s.u1 = static_cast<std::uint32_t>(detail::t_to_fixed16(r.scalar));
+          } else {
+            s.u0 = std::bit_cast<std::uint32_t>(r.scalar2);  // element-wise: the second scalar
           }
           // Each block's first item lies in this segment when it starts inside [item, item+len).
           const std::uint32_t end = item + s.len;

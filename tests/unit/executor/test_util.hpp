@@ -28,14 +28,6 @@ inline Request random_request(std::mt19937& rng, std::size_t max_len = 64) {
   const auto op = static_cast<Op>(pick(rng));
   const std::size_t n = len(rng);
   switch (op) {
-    case Op::relu: case Op::sigmoid: case Op::tanh: case Op::swish: case Op::gelu:
-      return Request::unary(op, random_floats(n, rng));
-    case Op::scale: return Request::scale(random_floats(n, rng), 1.5f);
-    case Op::add: return Request::add(random_floats(n, rng), random_floats(n, rng));
-    case Op::sub: return Request::sub(random_floats(n, rng), random_floats(n, rng));
-    case Op::mul: return Request::mul(random_floats(n, rng), random_floats(n, rng));
-    case Op::dot: return Request::dot(random_floats(n, rng), random_floats(n, rng));
-    case Op::lerp: return Request::lerp(random_floats(n, rng), random_floats(n, rng), 0.25f);
     case Op::matmul: {
       std::uniform_int_distribution<std::uint32_t> d(1, 6);
       const auto m = d(rng), k = d(rng), nn = d(rng);
@@ -45,10 +37,9 @@ inline Request random_request(std::mt19937& rng, std::size_t max_len = 64) {
     case Op::interpolate:
       return Request::interpolate(random_states(1 + n % 4, rng), random_states(1 + n % 4, rng),
                                   0.5f, n % 2 ? InterpolationMode::lerp : InterpolationMode::slerp);
-    default:
-      break;
+    default:  // element-wise ops and dot, as the table samples them
+      return sample_request(op, n, rng);
   }
-  return Request::relu(random_floats(n, rng));
 }
 
 // The ErrorCode a ready future holds, or nullopt when it holds a value.

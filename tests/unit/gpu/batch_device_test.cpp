@@ -47,12 +47,7 @@ Request random_request(std::mt19937& rng) {
       return Request::interpolate(random_states(n / 16 + 1, rng), random_states(n / 16 + 1, rng),
                                   std::uniform_real_distribution<float>(0, 1)(rng),
                                   n % 2 ? InterpolationMode::slerp : InterpolationMode::lerp);
-    case Op::add: case Op::sub: case Op::mul: case Op::dot: case Op::lerp: {
-      Request r = Request::lerp(random_floats(n, rng), random_floats(n, rng), 0.7f);
-      r.op = op;
-      return r;
-    }
-    default: return Request::unary(op, random_floats(n, rng), 0.5f);
+    default: return sample_request(op, n, rng);  // element-wise ops and dot, as the table samples them
   }
 }
 

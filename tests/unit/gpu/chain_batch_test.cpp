@@ -272,6 +272,36 @@ TEST(CustomBatch, PerSegmentKernelThroughTheSynchronousPath) {
   EXPECT_EQ(got.values, (std::vector<float>{11, 13, 16, 20}));
 }
 
+// ---- every element-wise op of the table chains ---------------------------------------------
+
+// Each element-wise op as a step (after relu and before scale, so that it is fused with others),
+// and all of them in one chain, batched at ragged lengths, against the step-by-step reference.
+TEST(ChainOps, EveryElementwiseOpOfTheTableFusesAndBatches) {
+  Device& device = test_device();
+  std::mt19937 rng(77);
+  std::vector<Request> requests;
+  for (int rep = 0; rep < 3; ++rep) {
+    const std::size_t n_all = random_length(rng, 2000);
+    ChainBuilder all(random_floats(n_all, rng, -3.0f, 3.0f));
+    for (Op op : elementwise_ops()) {
+      const OpInfo& info = op_info(op);
+      const std::size_t n = random_length(rng, 2000);
+      Request one = sample_request(op, n, rng);
+      std::vector<float> y = info.arity == 2 ? one.b : std::vector<float>{};
+      requests.push_back(chain(one.a).relu().apply(op, y, one.scalar, one.scalar2).scale(0.5f));
+      all.apply(op, info.arity == 2 ? random_floats(n_all, rng, -3.0f, 3.0f) : std::vector<float>{},
+                info.sample_scalar[0], info.sample_scalar[1]);
+    }
+    requests.push_back(std::move(all).build());
+  }
+  const auto outcomes = run_batch(device, requests);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    ASSERT_TRUE(outcomes[i].result) << describe_op(requests[i]) << ": " << outcomes[i].error->what();
+    const auto mismatch = reference::check(requests[i], *outcomes[i].result);
+    EXPECT_FALSE(mismatch) << *mismatch;
+  }
+}
+
 // ---- failures stay within their group --------------------------------------------------------
 
 TEST(GroupFailure, AChainThatDoesNotCompileFailsOnlyItsOwnRequests) {

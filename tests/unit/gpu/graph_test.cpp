@@ -48,18 +48,14 @@ void expect_error(ErrorCode code, F&& f, const std::string& fragment = "") {
   }
 }
 
-constexpr Op kElementwise[] = {Op::relu, Op::scale, Op::add, Op::sub, Op::mul, Op::sigmoid,
-                               Op::tanh, Op::swish, Op::gelu, Op::lerp};
+bool binary(Op op) { return op_info(op).arity == 2; }
+float scalar_of(Op op) { return op_info(op).sample_scalar[0]; }
+float scalar2_of(Op op) { return op_info(op).sample_scalar[1]; }
 
-bool binary(Op op) { return op == Op::add || op == Op::sub || op == Op::mul || op == Op::lerp || op == Op::dot; }
-float scalar_of(Op op) { return op == Op::scale ? 1.75f : op == Op::lerp ? 0.3f : 0.0f; }
-
-Request request_for(Op op, std::vector<float> a, std::vector<float> b, float scalar) {
-  Request r;
-  r.op = op;
-  r.a = std::move(a);
+// op on a (and b) with the table's sample scalars.
+Request request_for(Op op, std::vector<float> a, std::vector<float> b) {
+  Request r = Request::unary(op, std::move(a), scalar_of(op), scalar2_of(op));
   if (binary(op)) r.b = std::move(b);
-  r.scalar = scalar;
   return r;
 }
 
@@ -128,12 +124,11 @@ TEST_P(GraphOps, EveryOperationAgreesWithTheReference) {
     SCOPED_TRACE("length " + std::to_string(n));
     struct Case { Request r; BufferId id; };
     std::vector<Case> cases;
-    for (Op op : kElementwise) {
-      const bool wide = op == Op::sigmoid || op == Op::tanh || op == Op::swish || op == Op::gelu;
-      auto a = random_floats(n, rng, wide ? -30.0f : -4.0f, wide ? 30.0f : 4.0f);
-      auto b = random_floats(n, rng);
-      auto ia = g.upload(a), ib = g.upload(b);
-      cases.push_back({request_for(op, a, b, scalar_of(op)), g.apply(op, ia, binary(op) ? ib : BufferId{}, scalar_of(op))});
+    for (Op op : elementwise_ops()) {  // every element-wise op of the table
+      Request r = sample_request(op, n, rng);
+      const BufferId ia = g.upload(r.a), ib = binary(op) ? g.upload(r.b) : BufferId{};
+      const BufferId out = g.apply(op, ia, ib, r.scalar, r.scalar2);
+      cases.push_back({std::move(r), out});
     }
     {
       auto a = random_floats(n, rng), b = random_floats(n, rng);
@@ -167,12 +162,13 @@ TEST(Graph, FusedChainAgreesWithTheReferenceOpByOp) {
   auto x = random_floats(n, rng, -3.0f, 3.0f);
   auto y = random_floats(n, rng, -3.0f, 3.0f);
   auto ix = g.upload(x), iy = g.upload(y);
-  std::vector<Op> chain = {Op::relu, Op::scale, Op::add, Op::sigmoid, Op::sub, Op::tanh, Op::mul,
-                           Op::swish, Op::lerp, Op::gelu, Op::scale, Op::add};
+  // Every element-wise op of the table, twice.
+  std::vector<Op> chain = elementwise_ops();
+  chain.insert(chain.end(), chain.begin(), chain.end());
   std::vector<BufferId> ids;
   BufferId cur = ix;
   for (Op op : chain) {
-    cur = g.apply(op, cur, binary(op) ? iy : BufferId{}, scalar_of(op));
+    cur = g.apply(op, cur, binary(op) ? iy : BufferId{}, scalar_of(op), scalar2_of(op));
     ids.push_back(cur);
   }
   for (auto id : ids) g.keep(id);
@@ -182,7 +178,7 @@ TEST(Graph, FusedChainAgreesWithTheReferenceOpByOp) {
   std::vector<float> in = x;
   for (std::size_t i = 0; i < chain.size(); ++i) {
     const auto out = g.read(ids[i]);
-    expect_reference(request_for(chain[i], in, y, scalar_of(chain[i])), out);
+    expect_reference(request_for(chain[i], in, y), out);
     in = out;
   }
 }
@@ -200,9 +196,9 @@ TEST(Graph, FusedAndUnfusedChainsAgreeOnTheDataScale) {
     auto iy = g.upload(y);
     BufferId cur = g.upload(x);
     for (int rep = 0; rep < 3; ++rep)
-      for (Op op : kElementwise) cur = g.apply(op, cur, binary(op) ? iy : BufferId{}, scalar_of(op));
+      for (Op op : elementwise_ops()) cur = g.apply(op, cur, binary(op) ? iy : BufferId{}, scalar_of(op), scalar2_of(op));
     g.execute();
-    EXPECT_EQ(g.last_execute().dispatches, fuse ? 1u : 30u);
+    EXPECT_EQ(g.last_execute().dispatches, fuse ? 1u : 3 * elementwise_ops().size());
     return g.read(cur);
   };
   const auto fused = run(true), unfused = run(false);

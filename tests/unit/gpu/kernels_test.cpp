@@ -19,22 +19,13 @@ namespace {
 
 Request make(Op op, std::size_t n, std::mt19937& rng) {
   switch (op) {
-    case Op::scale: return Request::scale(random_floats(n, rng), 1.75f);
-    case Op::add: case Op::sub: case Op::mul: case Op::dot: {
-      Request r = Request::add(random_floats(n, rng), random_floats(n, rng));
-      r.op = op;
-      return r;
-    }
-    case Op::lerp: return Request::lerp(random_floats(n, rng), random_floats(n, rng), 0.3f);
     case Op::matmul: {
       const auto m = static_cast<std::uint32_t>(n), k = static_cast<std::uint32_t>(n / 2 + 1), nn = static_cast<std::uint32_t>(n + 3);
       return Request::matmul(random_floats(std::size_t{m} * k, rng), random_floats(std::size_t{k} * nn, rng), m, k, nn);
     }
     case Op::gradients: return Request::gradients(random_states(n, rng));
     case Op::interpolate: return Request::interpolate(random_states(n, rng), random_states(n, rng), 0.37f, InterpolationMode::slerp);
-    case Op::sigmoid: case Op::tanh: case Op::swish: case Op::gelu:
-      return Request::unary(op, random_floats(n, rng, -30.0f, 30.0f));
-    default: return Request::unary(op, random_floats(n, rng));
+    default: return sample_request(op, n, rng);  // element-wise ops and dot, as the table samples them
   }
 }
 
@@ -44,8 +35,12 @@ void expect_matches_reference(Device& device, const Request& r) {
   EXPECT_FALSE(mismatch.has_value()) << *mismatch;
 }
 
-constexpr Op kFloatOps[] = {Op::relu, Op::scale, Op::add, Op::sub, Op::mul, Op::sigmoid,
-                            Op::tanh, Op::swish, Op::gelu, Op::dot, Op::lerp};
+// Every element-wise op of the table, and dot.
+std::vector<Op> float_ops() {
+  std::vector<Op> ops = elementwise_ops();
+  ops.push_back(Op::dot);
+  return ops;
+}
 
 }  // namespace
 
@@ -60,7 +55,7 @@ TEST_P(KernelLengths, MatchReferenceAtBoundaryLengths) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, KernelLengths, testing::ValuesIn(kFloatOps),
+INSTANTIATE_TEST_SUITE_P(Ops, KernelLengths, testing::ValuesIn(float_ops()),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(Kernels, StateOpsMatchReferenceExactly) {

@@ -1,5 +1,0 @@
-#version 460
-#extension GL_GOOGLE_include_directive : require
-#include "elementwise.glsl"
-#include "math.glsl"
-float apply(float x, float p) { return x * stable_sigmoid(x); }

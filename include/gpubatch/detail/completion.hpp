@@ -76,9 +76,13 @@ class RequestCancel {
     if ((type & (cancellation_type::terminal | cancellation_type::partial |
                  cancellation_type::total)) == cancellation_type::none)
       return;
+    if (state_.load(std::memory_order_relaxed) != kPending) return;
+    // Taken before the exchange: once it succeeds, the strand may resolve the request and its
+    // state (this object) be freed while we still wake the executor, which this keeps alive.
+    std::shared_ptr<ExecutorCore> core = core_;
     std::uint8_t expected = kPending;
     if (state_.compare_exchange_strong(expected, kCancelled, std::memory_order_acq_rel))
-      notify_cancelled(core_.get());  // core_ keeps the executor alive until we are freed
+      notify_cancelled(core.get());
   }
 
  private:

@@ -16,7 +16,11 @@
 // its future (or completion handler) with a gpubatch::Error saying so. Completion handlers are
 // called through their associated executor; one without an associated executor runs on an
 // executor-internal completion thread (keep it short) or, when the call fails at once, on
-// boost::asio::system_executor.
+// boost::asio::system_executor. A handler's associated allocator provides the request's state;
+// its associated cancellation slot cancels the request until its batch is submitted (it then
+// fails with ErrorCode::cancelled); a handler that throws on an executor thread is caught,
+// logged and counted (Stats::handler_exceptions). See detail/completion.hpp and
+// docs/RELIABILITY.md, "Completion handlers".
 #include <chrono>
 #include <concepts>
 #include <cstdint>

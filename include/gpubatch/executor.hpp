@@ -16,7 +16,11 @@
 // its future (or completion handler) with a gpubatch::Error saying so. Completion handlers are
 // called through their associated executor; one without an associated executor runs on an
 // executor-internal completion thread (keep it short) or, when the call fails at once, on
-// boost::asio::system_executor.
+// boost::asio::system_executor. A handler's associated allocator provides the request's state;
+// its associated cancellation slot cancels the request until its batch is submitted (it then
+// fails with ErrorCode::cancelled); a handler that throws on an executor thread is caught,
+// logged and counted (Stats::handler_exceptions). See detail/completion.hpp and
+// docs/RELIABILITY.md, "Completion handlers".
 #include <chrono>
 #include <concepts>
 #include <cstdint>
@@ -29,16 +33,10 @@
 #include <variant>
 #include <vector>
 
-#include <boost/asio/append.hpp>
-#include <boost/asio/associated_executor.hpp>
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/execution/outstanding_work.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/prefer.hpp>
-#include <boost/asio/system_executor.hpp>
 
 #include "gpubatch/config.hpp"
+#include "gpubatch/detail/completion.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/ops.hpp"
 #include "gpubatch/stats.hpp"
@@ -74,60 +72,6 @@ namespace detail {
 
 template <typename T>
 using ResultSignature = void(std::exception_ptr, T);
-
-// A completion handler from an Asio token, type-erased, with outstanding work tracked on its
-// associated executor until it has been called.
-template <typename T>
-class HandlerBase {
- public:
-  virtual ~HandlerBase() = default;
-  // Calls the handler through its associated executor: dispatch (inline when that executor
-  // allows it, e.g. none was associated), or post when `from_initiation` (a failure found while
-  // the request was being submitted must not run the handler inside the initiating call).
-  virtual void complete(std::exception_ptr error, T value, bool from_initiation) noexcept = 0;
-};
-
-template <typename T, typename Handler>
-class HandlerImpl final : public HandlerBase<T> {
- public:
-  explicit HandlerImpl(Handler&& handler)
-      : work_(boost::asio::prefer(
-            boost::asio::get_associated_executor(handler, boost::asio::system_executor()),
-            boost::asio::execution::outstanding_work.tracked)),
-        handler_(std::move(handler)) {}
-
-  void complete(std::exception_ptr error, T value, bool from_initiation) noexcept override {
-    auto ex = boost::asio::get_associated_executor(handler_, boost::asio::system_executor());
-    try {
-      if (from_initiation)
-        boost::asio::post(ex, boost::asio::append(std::move(handler_), std::move(error), std::move(value)));
-      else
-        boost::asio::dispatch(ex,
-                              boost::asio::append(std::move(handler_), std::move(error), std::move(value)));
-    } catch (...) {
-      // A handler run inline threw; nothing sensible can be done with it here.
-    }
-  }
-
- private:
-  using WorkExecutor = std::decay_t<decltype(boost::asio::prefer(
-      boost::asio::get_associated_executor(std::declval<Handler&>(),
-                                           boost::asio::system_executor()),
-      boost::asio::execution::outstanding_work.tracked))>;
-  WorkExecutor work_;
-  Handler handler_;
-};
-
-template <typename T>
-using HandlerCompletion = std::unique_ptr<HandlerBase<T>>;
-
-// How one request reports its result: a promise (the default std::future path, no allocation
-// beyond the future's shared state) or an Asio completion handler (one allocation).
-using Completion =
-    std::variant<std::monostate, std::promise<std::vector<float>>, std::promise<float>,
-                 std::promise<std::vector<std::uint8_t>>, std::promise<Result>,
-                 HandlerCompletion<std::vector<float>>, HandlerCompletion<float>,
-                 HandlerCompletion<std::vector<std::uint8_t>>, HandlerCompletion<Result>>;
 
 // Validates and queues one request. Never throws: every failure resolves `completion`. A null
 // core (a default-constructed handle) fails with shut_down.
@@ -228,11 +172,9 @@ class BatchedGpuHandle {
     return boost::asio::async_initiate<Token, detail::ResultSignature<T>>(
         [](auto handler, std::shared_ptr<detail::ExecutorCore> core, Request r,
            SubmitOptions o) {
-          detail::HandlerCompletion<T> completion(
-              new detail::HandlerImpl<T, decltype(handler)>(std::move(handler)));
-          detail::enqueue(core.get(), std::move(r), o,
-                          detail::Completion(std::in_place_type<detail::HandlerCompletion<T>>,
-                                             std::move(completion)));
+          detail::ExecutorCore* const raw = core.get();
+          detail::enqueue(raw, std::move(r), o,
+                          detail::make_handler_completion<T>(std::move(handler), std::move(core)));
         },
         token, core_, std::move(request), options);
   }

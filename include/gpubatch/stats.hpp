@@ -45,10 +45,13 @@ struct Stats {
   std::uint64_t failed = 0;     // accepted, then resolved with an error (any cause below)
   std::uint64_t rejected = 0;
   std::uint64_t expired = 0;    // of failed: deadline passed while queued (never ran)
-  std::uint64_t cancelled = 0;  // of failed: shutdown(cancel)
+  std::uint64_t cancelled = 0;  // of failed: shutdown(cancel), or the request's cancellation slot
   std::uint64_t device_errors = 0;  // of failed: the batch failed on the device
   std::uint64_t queue_depth = 0;    // accepted, not yet in a batch (queue + forming batch)
   std::uint64_t inflight_batches = 0;
+  // Completion handlers that threw on an executor thread (caught and logged; see
+  // docs/RELIABILITY.md, "Completion handlers").
+  std::uint64_t handler_exceptions = 0;
 
   // Batches.
   std::uint64_t batches = 0;  // flushes that reached the device

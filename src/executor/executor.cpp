@@ -19,7 +19,7 @@ namespace detail {
 
 namespace {
 
-thread_local const ExecutorCore* tl_core = nullptr;
+thread_local ExecutorCore* tl_core = nullptr;
 
 void name_thread(const char* name) noexcept { pthread_setname_np(pthread_self(), name); }
 
@@ -81,7 +81,7 @@ struct PromiseValue<std::promise<T>> {
 template <typename H>
 struct HandlerValue;
 template <typename T>
-struct HandlerValue<std::unique_ptr<HandlerBase<T>>> {
+struct HandlerValue<HandlerCompletion<T>> {
   using type = T;
 };
 template <typename T>
@@ -119,7 +119,9 @@ void reuse_input_buffer(Request& request, Result& result) noexcept {
 
 }  // namespace
 
-void resolve_value(Completion& completion, Result&& result) noexcept {
+ExecutorCore* this_thread_core() noexcept { return tl_core; }
+
+void resolve_value(Completion& completion, Result&& result, ExecutorCore* core) noexcept {
   std::visit(
       [&](auto& alt) {
         using A = std::decay_t<decltype(alt)>;
@@ -145,14 +147,15 @@ void resolve_value(Completion& completion, Result&& result) noexcept {
           } catch (...) {
             error = fresh_current_exception();
           }
-          alt->complete(std::move(error), std::move(value), false);
+          alt.release()->complete(std::move(error), std::move(value), Delivery{false, core ? core : tl_core});
         }
       },
       completion);
   completion.emplace<std::monostate>();
 }
 
-void resolve_error(Completion& completion, std::exception_ptr error, bool from_initiation) noexcept {
+void resolve_error(Completion& completion, std::exception_ptr error, bool from_initiation,
+                   ExecutorCore* core) noexcept {
   std::visit(
       [&](auto& alt) {
         using A = std::decay_t<decltype(alt)>;
@@ -166,7 +169,8 @@ void resolve_error(Completion& completion, std::exception_ptr error, bool from_i
           }
         } else {
           using T = typename HandlerValue<A>::type;
-          if (alt) alt->complete(std::move(error), T{}, from_initiation);
+          if (alt)
+            alt.release()->complete(std::move(error), T{}, Delivery{from_initiation, core ? core : tl_core});
         }
       },
       completion);
@@ -265,9 +269,9 @@ bool ExecutorCore::on_internal_thread() const noexcept { return tl_core == this;
 void ExecutorCore::reject(Completion& completion, ErrorCode code, const std::string& message) noexcept {
   rejected_.fetch_add(1, std::memory_order_relaxed);
   try {
-    resolve_error(completion, make_error(code, message), true);
+    resolve_error(completion, make_error(code, message), true, this);
   } catch (...) {
-    resolve_error(completion, std::current_exception(), true);
+    resolve_error(completion, std::current_exception(), true, this);
   }
 }
 
@@ -277,7 +281,7 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
     validate(request);
   } catch (...) {
     rejected_.fetch_add(1, std::memory_order_relaxed);
-    resolve_error(completion, fresh_current_exception(), true);
+    resolve_error(completion, fresh_current_exception(), true, this);
     return;
   }
   try {
@@ -295,6 +299,7 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       return;
     }
     Pending p{std::move(request), std::move(completion), now, options.deadline, bytes};
+    RequestCancel* const cancel = p.cancel = cancel_state_of(p.completion);
     PushResult r = PushResult::full;
     std::uint64_t pos = 0;
     bool deadline_first = false;  // the wait for room ended at the request's own deadline
@@ -324,8 +329,12 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       // Wake the strand only when it is idle and needs this request (see wake_position()).
       const bool urgent = options.deadline != Clock::time_point::max();
       if (urgent) urgent_.store(true, std::memory_order_relaxed);
+      // Cancelled while it was being pushed: its signal found nothing to take out yet.
+      const bool cancelled = cancel && cancel->cancelled();
+      if (cancelled) cancels_.store(true, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (urgent || bytes > big_request_bytes_ || pos >= wake_pos_.load(std::memory_order_relaxed))
+      if (urgent || cancelled || bytes > big_request_bytes_ ||
+          pos >= wake_pos_.load(std::memory_order_relaxed))
         post_if_idle();
       return;
     }
@@ -344,7 +353,7 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
   } catch (...) {
     // Only std::bad_alloc can get here (the request was not queued).
     rejected_.fetch_add(1, std::memory_order_relaxed);
-    resolve_error(completion, std::current_exception(), true);
+    resolve_error(completion, std::current_exception(), true, this);
   }
 }
 
@@ -401,6 +410,7 @@ bool ExecutorCore::strand_has_work() const noexcept {
   if (strand_finished_) return false;
   if (blocked_on_slot_ && slot_free()) return true;
   if (urgent_.load(std::memory_order_relaxed)) return true;
+  if (cancels_.load(std::memory_order_relaxed)) return true;
   const std::uint64_t w = wake_position();
   return w != kNever && queue_.published(w);
 }
@@ -421,11 +431,13 @@ void ExecutorCore::on_shutdown_requested() {
 void ExecutorCore::process() {
   if (strand_finished_) return;
   const bool urgent = urgent_.exchange(false, std::memory_order_relaxed);
+  const bool cancels = cancels_.exchange(false, std::memory_order_relaxed);
   if (cancel_seen_) {
     cancel_everything();
   } else {
     auto now = Clock::now();
     blocked_on_slot_ = false;
+    if (cancels) sweep_cancelled();
     for (;;) {
       pull(now);
       if (next_deadline() <= now && now - last_sweep_ >= kSweepInterval) {
@@ -483,6 +495,10 @@ bool ExecutorCore::pull(Clock::time_point now) {
 
 void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
   if (p.resolved) return;  // expired in the queue, already counted and resolved
+  if (p.cancel && p.cancel->cancelled()) {
+    drop_cancelled(p);
+    return;
+  }
   if (p.deadline <= now) {
     bump(strand_stats_.expired);
     fail_pending(p, ErrorCode::deadline_exceeded,
@@ -593,7 +609,13 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
     earliest_deadline_ = p.deadline;
     forming_.push_back(std::move(p));
   }
+  claim_or_drop(batch->items);  // from here a cancellation no longer takes a request out
   const std::size_t n = batch->items.size();
+  if (n == 0) {  // every request of it was cancelled
+    --next_batch_id_;
+    return_batch_to_pool(std::move(batch));
+    return;
+  }
   batch->requests.clear();
   batch->requests.reserve(n);
   for (const Pending& p : batch->items) batch->requests.push_back(&p.request);
@@ -979,6 +1001,7 @@ Stats ExecutorCore::stats() const {
   };
   s.submitted = queue_.pushed_approx();
   s.rejected = load(rejected_);
+  s.handler_exceptions = load(handler_exceptions_);
   s.expired = load(strand_stats_.expired);
   s.cancelled = load(strand_stats_.cancelled);
   const std::uint64_t dispatched = load(strand_stats_.dispatched);

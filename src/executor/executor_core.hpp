@@ -51,6 +51,8 @@ struct Pending {
   Clock::time_point deadline = Clock::time_point::max();
   std::size_t bytes = 0;  // input + output bytes
   bool resolved = false;  // already failed while still in the queue (deadline): skip it
+  // A handler with a connected cancellation slot: claimed by flush(), or cancelled first.
+  RequestCancel* cancel = nullptr;
 };
 
 enum class FlushReason : std::uint8_t { size, deadline, idle, shutdown };
@@ -74,11 +76,15 @@ struct Batch {
   std::atomic<std::uint32_t> chunks_resolving{0};  // chunks not yet done resolving
 };
 
-// Resolving one request (any Completion alternative). Never throw.
-void resolve_value(Completion& completion, Result&& result) noexcept;
-void resolve_error(Completion& completion, std::exception_ptr error, bool from_initiation) noexcept;
+// Resolving one request (any Completion alternative). Never throw. A handler that throws on an
+// executor thread is counted in `core` (null: the executor whose thread this is).
+void resolve_value(Completion& completion, Result&& result, ExecutorCore* core = nullptr) noexcept;
+void resolve_error(Completion& completion, std::exception_ptr error, bool from_initiation,
+                   ExecutorCore* core = nullptr) noexcept;
 // "relu request (256 floats)"
 std::string describe(const Request& request);
+// The executor whose strand or completion thread this is (null on any other thread).
+ExecutorCore* this_thread_core() noexcept;
 
 // A job the strand spreads over the completion threads (ParallelRunner): parts are claimed under
 // inflight_mutex_; `left` counts those not yet finished.
@@ -107,6 +113,12 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     trace_.start(path, sample_every);
   }
   bool stop_trace() { return trace_.stop(); }
+  // A pending request's cancellation slot was signalled (any thread): wake the strand.
+  void on_request_cancelled() noexcept;
+  // A completion handler threw on an executor thread (caught); returns the count so far.
+  std::uint64_t note_handler_exception() noexcept {
+    return handler_exceptions_.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
 
  private:
   // ---- producers ----
@@ -129,6 +141,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // staggered deadlines cost one pass per interval, not one pass per request.
   static constexpr Clock::duration kSweepInterval = std::chrono::microseconds(200);
   void fail_pending(Pending& p, ErrorCode code, const std::string& why) noexcept;
+  // Requests whose cancellation slot was signalled leave the strand (src/executor/cancel.cpp).
+  void drop_cancelled(Pending& p) noexcept;
+  void sweep_cancelled();
+  void claim_or_drop(std::vector<Pending>& items);
   void cancel_everything();
   void schedule_timer(Clock::time_point now);
   void on_shutdown_requested();
@@ -186,6 +202,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   alignas(kCacheLine) std::atomic<bool> strand_awake_{false};
   std::atomic<std::uint64_t> wake_pos_{0};
   alignas(kCacheLine) std::atomic<bool> urgent_{false};  // a request with a deadline was pushed
+  std::atomic<bool> cancels_{false};  // a pending request's cancellation slot was signalled
 
   // Strand state (touched only by handlers on strand_).
   boost::asio::io_context io_{1};
@@ -252,6 +269,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::vector<std::unique_ptr<CompletionStats>> completion_stats_;
   TraceRecorder trace_;
   alignas(kCacheLine) std::atomic<std::uint64_t> rejected_{0};
+  std::atomic<std::uint64_t> handler_exceptions_{0};
 };
 
 // GPUBATCH_TRACE=file.json: trace this executor's batches into the file (written at shutdown).

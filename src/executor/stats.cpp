@@ -81,6 +81,9 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   w.sample("request_failures_total", "cause=\"deadline\"", s.expired);
   w.sample("request_failures_total", "cause=\"cancelled\"", s.cancelled);
   w.sample("request_failures_total", "cause=\"device\"", s.device_errors);
+  w.header("handler_exceptions_total", "counter",
+           "Completion handlers that threw on an executor thread (caught and logged).");
+  w.sample("handler_exceptions_total", "", s.handler_exceptions);
   w.header("queue_depth", "gauge", "Accepted requests not yet in a submitted batch.");
   w.sample("queue_depth", "", s.queue_depth);
   w.header("inflight_batches", "gauge", "Batches submitted to the device and not yet complete.");

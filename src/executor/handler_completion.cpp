@@ -127,7 +127,7 @@ void ExecutorCore::sweep_cancelled() {
     drop_cancelled(*carry_);
     carry_.reset();
   }
-  auto& q = queue_.raw();
+  auto& q = queue_;
   const std::uint64_t head = q.head_position();
   for (std::uint64_t pos = head; pos < head + q.capacity(); ++pos) {
     Pending* p = q.peek(pos);

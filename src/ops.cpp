@@ -14,6 +14,11 @@ namespace {
   throw Error(ErrorCode::invalid_argument, describe_op(r) + ": " + why);
 }
 
+// Well-formed, but larger than a kernel can address (docs/RELIABILITY.md: request_too_large).
+[[noreturn]] void too_large(const Request& r, const std::string& why) {
+  throw Error(ErrorCode::request_too_large, describe_op(r) + ": " + why);
+}
+
 void require_data(const Request& r, std::size_t size, const char* what) {
   if (size == 0) invalid(r, std::string(what) + " is empty");
 }
@@ -118,7 +123,7 @@ void validate_custom(const Request& r) {
     invalid(r, "kernel '" + r.kernel->name + "' takes one input, b has " + std::to_string(r.b.size()) + " elements");
   }
   if (r.a.size() > UINT32_MAX || r.kernel->output_floats(r.a.size()) > UINT32_MAX)
-    invalid(r, "more than 2^32 elements");
+    too_large(r, "more than 2^32 elements");
 }
 
 }  // namespace
@@ -306,7 +311,7 @@ void validate(const Request& r) {
       if (r.b.size() != kn)
         invalid(r, "B has " + std::to_string(r.b.size()) + " elements, K x N = " +
                        std::to_string(r.k) + " x " + std::to_string(r.n) + " needs " + std::to_string(kn));
-      if (std::uint64_t{r.m} * r.n > UINT32_MAX) invalid(r, "M x N exceeds 2^32 elements");
+      if (std::uint64_t{r.m} * r.n > UINT32_MAX) too_large(r, "M x N exceeds 2^32 elements");
       return;
     }
     case Op::gradients:

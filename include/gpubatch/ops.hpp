@@ -254,6 +254,8 @@ struct Result {
 // interpolate, state data that is not a whole number of 16-byte states; a chain without steps,
 // with more than kMaxChainSteps, with extra inputs of another length than x, or with a step that
 // is not element-wise; a custom request without a kernel or with the wrong number of inputs.
+// Throws Error(request_too_large) for a well-formed request whose output would hold more than
+// 2^32 floats (a matmul's M x N, a custom kernel's output).
 void validate(const Request& request);
 
 // "relu request", "chain request (relu -> scale -> add(in0))", "custom request (kernel 'cube')".

@@ -200,10 +200,11 @@ struct GpuCommandBatch::Impl {
   }
 
   // After the device was re-created (DeviceIdentity::recover(), e.g. by an executor on it), the
-  // graph moves to the new one. The upload() data staged for the next execute is copied over
-  // (it is host memory); buffers of the lost device are dropped, and imports already uploaded
-  // there are gone (an execute that uses one fails with device_lost: import it again).
-  void follow_device() {
+  // graph moves to the new one. The first `staged_bytes` of staging (this execute's upload()
+  // data; host memory) are copied over; buffers of the lost device are dropped, and imports
+  // already uploaded there are gone (an execute that uses one fails with device_lost: import it
+  // again).
+  void follow_device(std::size_t staged_bytes) {
     auto current = identity->context();
     if (current == ctx) return;
     try {
@@ -222,10 +223,11 @@ struct GpuCommandBatch::Impl {
     }
     vkDestroyCommandPool(old->device(), pool, nullptr);
     pool = VK_NULL_HANDLE;
-    open_commands();
-    if (staged > 0) {
-      grow_staging(staged, 0);
-      std::memcpy(staging.mapped(), old_staging.mapped(), staged);
+    commands = VK_NULL_HANDLE;
+    open_commands();  // if it throws, execute() opens them next time
+    if (staged_bytes > 0) {
+      grow_staging(staged_bytes, 0);
+      std::memcpy(staging.mapped(), old_staging.mapped(), staged_bytes);
     }
   }
 
@@ -326,7 +328,6 @@ gpu::Allocation GpuCommandBatch::Impl::take(VkDeviceSize bytes, std::vector<gpu:
 }
 
 void GpuCommandBatch::Impl::execute() {
-  follow_device();  // the device as it is now
   // Whatever happens below, the queued work is consumed: its ids become the last execute's.
   std::vector<Value> values = std::move(pending);
   std::vector<Node> ops = std::move(nodes);
@@ -338,6 +339,8 @@ void GpuCommandBatch::Impl::execute() {
   ++generation;
   last_failed = true;
   stats = {};
+  follow_device(staged_data);  // the device as it is now
+  if (!pool) open_commands();
   settle(watchdog());
   for (const Node& n : ops)
     for (std::uint32_t i = 0; i < n.arity; ++i)

@@ -3,6 +3,7 @@
 // the CPU reference; `verified` is true only when all of them were, `lost` counts futures that
 // never resolved. Flags and JSON fields are the contract in docs/DESIGN.md.
 #include <CLI/CLI.hpp>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -242,6 +243,15 @@ void run_closed_loop(const Options& o, const Workload& w, const SubmitFuture& su
   while (!pending.empty()) finish_front();
 }
 
+// CPU time (user + system) of every thread of this process so far, in seconds: the executor's
+// threads, the load generator's, and on lavapipe the device's own.
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto s = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
 double percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
   const std::size_t k = std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5));
@@ -341,6 +351,7 @@ int main(int argc, char** argv) {
     std::vector<ThreadResult> results(o.threads);
     std::atomic<std::uint64_t> done{0};
     std::vector<std::thread> threads;
+    const double cpu_start = process_cpu_seconds();
     const auto start = Clock::now();
     for (int t = 0; t < o.threads; ++t) {
       const std::uint64_t share = o.requests / o.threads + (static_cast<std::uint64_t>(t) < o.requests % o.threads);
@@ -367,6 +378,10 @@ int main(int argc, char** argv) {
       });
     for (auto& t : threads) t.join();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    // The price of the latency: process CPU time over the timed run (spinning shows here).
+    const double cpu_seconds = process_cpu_seconds() - cpu_start;
+    const double cpu_us_per_request = cpu_seconds * 1e6 / double(o.requests);
+    const double cores_busy = seconds > 0 ? cpu_seconds / seconds : 0;
     finished = true;
     if (progress.joinable()) progress.join();
     if (executor) executor->shutdown();
@@ -409,6 +424,7 @@ int main(int argc, char** argv) {
           "\"batches\": %llu, \"mean_batch_size\": %.2f, "
           "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
           "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
+          "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, "
           "\"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s}\n",
           device.info().name.c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
           static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
@@ -420,7 +436,7 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(counters_after.downloads - counters_before.downloads),
           static_cast<unsigned long long>(counters_after.bytes_up - counters_before.bytes_up),
           static_cast<unsigned long long>(counters_after.bytes_down - counters_before.bytes_down),
-          static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
+          cpu_us_per_request, cores_busy, static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
           static_cast<unsigned long long>(lost), verified ? "true" : "false");
     } else {
       std::printf("device      %s\n", device.info().name.c_str());
@@ -434,6 +450,8 @@ int main(int argc, char** argv) {
       if (executor)
         std::printf("submit us   p50 %.1f  p99 %.1f (the call to its batch's device submission returning)\n",
                     submit_p50, submit_p99);
+      std::printf("cpu         %.2f us per request, %.2f cores busy (process CPU time over the run)\n",
+                  cpu_us_per_request, cores_busy);
       if (o.rate > 0)
         std::printf("send lag us p50 %.1f  p99 %.1f  max %.1f (the generator's own lateness, included above)\n",
                     lag_p50, lag_p99, lag_max);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <future>
 #include <iostream>
@@ -33,7 +34,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Options {
-  std::string preset = "balanced";
+  std::string preset;  // empty: BatchConfig's defaults (a user's), which are the adaptive preset
   std::string config_file;
   int threads = 2;
   std::uint64_t requests = 20000;
@@ -264,7 +265,8 @@ double percentile(std::vector<double>& v, double p) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"gpubatch-load: load generator for the gpubatch executor"};
-  app.add_option("--preset", o.preset, "latency | balanced | throughput | adaptive")->capture_default_str();
+  app.add_option("--preset", o.preset,
+                 "latency | balanced | throughput | adaptive (default: BatchConfig's default, adaptive)");
   app.add_option("--config", o.config_file, "TOML config file (overrides --preset)");
   app.add_option("--threads", o.threads, "submitting threads")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--requests", o.requests, "requests in total")->check(CLI::Range(1ull, 1ull << 40))->capture_default_str();
@@ -294,10 +296,18 @@ int main(int argc, char** argv) {
     DeviceOptions device_options;
     device_options.selector = o.device;
     Device device(device_options);
-    BatchConfig config = o.config_file.empty() ? BatchConfig::preset(o.preset) : BatchConfig::from_file(o.config_file);
+    // What a user gets: BatchConfig{} (or the named preset, or the file), then GPUBATCH_* variables.
+    BatchConfig config = !o.config_file.empty() ? BatchConfig::from_file(o.config_file)
+                         : o.preset.empty()     ? BatchConfig{}
+                                                : BatchConfig::preset(o.preset);
     config.apply_environment();
     config.validate();
-    const std::string preset_label = o.unbatched ? "unbatched" : (o.config_file.empty() ? o.preset : o.config_file);
+    std::string preset_label = o.config_file.empty() ? o.preset : o.config_file;
+    if (preset_label.empty()) {
+      const char* env = std::getenv("GPUBATCH_PRESET");
+      preset_label = env && *env ? env : "adaptive";  // BatchConfig{} is the adaptive preset
+    }
+    if (o.unbatched) preset_label = "unbatched";
 
     std::unique_ptr<BatchExecutor> executor;
     SubmitFuture submit;

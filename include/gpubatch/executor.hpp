@@ -264,9 +264,9 @@ class BatchExecutor {
   // Runs batches on `device` (src/gpu's Vulkan device, or any BatchDevice). Throws
   // Error(invalid_config) when config.validate() does.
   explicit BatchExecutor(std::shared_ptr<detail::BatchDevice> device,
-                         BatchConfig config = BatchConfig::balanced());
+                         BatchConfig config = BatchConfig{});
   // Runs batches on a Vulkan device (shares its memory, kernels and pipelines).
-  explicit BatchExecutor(const Device& device, BatchConfig config = BatchConfig::balanced());
+  explicit BatchExecutor(const Device& device, BatchConfig config = BatchConfig{});
   // Drains: every accepted request resolves before the destructor returns.
   ~BatchExecutor();
 

@@ -3,6 +3,7 @@
 // the CPU reference; `verified` is true only when all of them were, `lost` counts futures that
 // never resolved. Flags and JSON fields are the contract in docs/DESIGN.md.
 #include <CLI/CLI.hpp>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <future>
 #include <iostream>
@@ -32,7 +34,7 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Options {
-  std::string preset = "balanced";
+  std::string preset;  // empty: BatchConfig's defaults (a user's), which are the adaptive preset
   std::string config_file;
   int threads = 2;
   std::uint64_t requests = 20000;
@@ -245,6 +247,15 @@ void run_closed_loop(const Options& o, const Workload& w, const SubmitFuture& su
   while (!pending.empty()) finish_front();
 }
 
+// CPU time (user + system) of every thread of this process so far, in seconds: the executor's
+// threads, the load generator's, and on lavapipe the device's own.
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto s = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
 double percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
   const std::size_t k = std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5));
@@ -257,7 +268,8 @@ double percentile(std::vector<double>& v, double p) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"gpubatch-load: load generator for the gpubatch executor"};
-  app.add_option("--preset", o.preset, "latency | balanced | throughput | adaptive")->capture_default_str();
+  app.add_option("--preset", o.preset,
+                 "latency | balanced | throughput | adaptive (default: BatchConfig's default, adaptive)");
   app.add_option("--config", o.config_file, "TOML config file (overrides --preset)");
   app.add_option("--threads", o.threads, "submitting threads")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--requests", o.requests, "requests in total")->check(CLI::Range(1ull, 1ull << 40))->capture_default_str();
@@ -287,10 +299,18 @@ int main(int argc, char** argv) {
     DeviceOptions device_options;
     device_options.selector = o.device;
     Device device(device_options);
-    BatchConfig config = o.config_file.empty() ? BatchConfig::preset(o.preset) : BatchConfig::from_file(o.config_file);
+    // What a user gets: BatchConfig{} (or the named preset, or the file), then GPUBATCH_* variables.
+    BatchConfig config = !o.config_file.empty() ? BatchConfig::from_file(o.config_file)
+                         : o.preset.empty()     ? BatchConfig{}
+                                                : BatchConfig::preset(o.preset);
     config.apply_environment();
     config.validate();
-    const std::string preset_label = o.unbatched ? "unbatched" : (o.config_file.empty() ? o.preset : o.config_file);
+    std::string preset_label = o.config_file.empty() ? o.preset : o.config_file;
+    if (preset_label.empty()) {
+      const char* env = std::getenv("GPUBATCH_PRESET");
+      preset_label = env && *env ? env : "adaptive";  // BatchConfig{} is the adaptive preset
+    }
+    if (o.unbatched) preset_label = "unbatched";
 
     std::unique_ptr<BatchExecutor> executor;
     SubmitFuture submit;
@@ -312,12 +332,14 @@ int main(int argc, char** argv) {
         });
         return p->get_future();
       };
-    } else {
-      executor = std::make_unique<BatchExecutor>(device, config);
+    }
+    const auto attach = [&](std::unique_ptr<BatchExecutor> e) {
+      executor = std::move(e);
       auto handle = executor->handle();
       submit = [handle](Request r) { return handle.submit(std::move(r)); };
       submit_with_callback = [handle](Request r, Completion done) { handle.submit(std::move(r), std::move(done)); };
-    }
+    };
+    if (!o.unbatched) attach(std::make_unique<BatchExecutor>(device, config));
 
     // Warm up: kernels built, and staging grown to full batches (a burst of max_batch_size per
     // in-flight slot), so the timed run measures the steady state, not first-time allocations.
@@ -328,6 +350,12 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < burst; ++i) warm.push_back(submit(w.make(i)));
       for (auto& f : warm) f.wait();
     }
+    // The timed run gets an executor of its own, so that its latency percentiles (submit_us) hold
+    // only the timed requests; the device's staging and kernels stay warm.
+    if (executor) {
+      executor->shutdown();
+      attach(std::make_unique<BatchExecutor>(device, config));
+    }
     const Stats before = executor ? executor->stats() : Stats{};
     const auto counters_before = device.counters();
 
@@ -336,6 +364,7 @@ int main(int argc, char** argv) {
     std::vector<ThreadResult> results(o.threads);
     std::atomic<std::uint64_t> done{0};
     std::vector<std::thread> threads;
+    const double cpu_start = process_cpu_seconds();
     const auto start = Clock::now();
     for (int t = 0; t < o.threads; ++t) {
       const std::uint64_t share = o.requests / o.threads + (static_cast<std::uint64_t>(t) < o.requests % o.threads);
@@ -362,6 +391,10 @@ int main(int argc, char** argv) {
       });
     for (auto& t : threads) t.join();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    // The price of the latency: process CPU time over the timed run (spinning shows here).
+    const double cpu_seconds = process_cpu_seconds() - cpu_start;
+    const double cpu_us_per_request = cpu_seconds * 1e6 / double(o.requests);
+    const double cores_busy = seconds > 0 ? cpu_seconds / seconds : 0;
     finished = true;
     if (progress.joinable()) progress.join();
     if (executor) executor->shutdown();
@@ -383,6 +416,12 @@ int main(int argc, char** argv) {
     const double max = lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end());
     const double lag_p50 = percentile(lag, 0.50), lag_p99 = percentile(lag, 0.99);
     const double lag_max = lag.empty() ? 0 : *std::max_element(lag.begin(), lag.end());
+    // The executor's own measure: from the call to its batch's device submission returning.
+    const auto us = [](std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e3; };
+    const double submit_p50 = us(after.submit_latency.p50), submit_p99 = us(after.submit_latency.p99);
+    char submit_json[96] = "null";  // the synchronous path has no executor
+    if (executor)
+      std::snprintf(submit_json, sizeof submit_json, "{\"p50\": %.2f, \"p99\": %.2f}", submit_p50, submit_p99);
     const std::uint64_t batches = o.unbatched ? counters_after.submissions - counters_before.submissions
                                               : after.batches - before.batches;
     const double mean_batch = batches ? double(o.requests) / double(batches) : 0;
@@ -393,14 +432,16 @@ int main(int argc, char** argv) {
       std::printf(
           "{\"device\": \"%s\", \"preset\": \"%s\", \"op\": \"%s\", \"size\": %u, \"threads\": %d, "
           "\"inflight\": %d, \"rate\": %.1f, \"requests\": %llu, \"seconds\": %.6f, \"throughput_rps\": %.1f, "
-          "\"latency_us\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f, \"max\": %.2f}, "
+          "\"latency_us\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f, \"max\": %.2f}, \"submit_us\": %s, "
           "\"send_lag_us\": {\"p50\": %.2f, \"p99\": %.2f, \"max\": %.2f}, "
           "\"batches\": %llu, \"mean_batch_size\": %.2f, "
           "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
           "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
+          "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, "
           "\"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s}\n",
           device.info().name.c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
           static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
+          submit_json,
           lag_p50, lag_p99, lag_max, static_cast<unsigned long long>(batches), mean_batch,
           static_cast<unsigned long long>(d(&FlushCounts::size)), static_cast<unsigned long long>(d(&FlushCounts::deadline)),
           static_cast<unsigned long long>(d(&FlushCounts::idle)), static_cast<unsigned long long>(d(&FlushCounts::shutdown)),
@@ -408,7 +449,7 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(counters_after.downloads - counters_before.downloads),
           static_cast<unsigned long long>(counters_after.bytes_up - counters_before.bytes_up),
           static_cast<unsigned long long>(counters_after.bytes_down - counters_before.bytes_down),
-          static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
+          cpu_us_per_request, cores_busy, static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
           static_cast<unsigned long long>(lost), verified ? "true" : "false");
     } else {
       std::printf("device      %s\n", device.info().name.c_str());
@@ -419,6 +460,11 @@ int main(int argc, char** argv) {
       std::printf("preset      %s\n", preset_label.c_str());
       std::printf("throughput  %.0f requests/s (%.3f s)\n", double(o.requests) / seconds, seconds);
       std::printf("latency us  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", p50, p90, p99, max);
+      if (executor)
+        std::printf("submit us   p50 %.1f  p99 %.1f (the call to its batch's device submission returning)\n",
+                    submit_p50, submit_p99);
+      std::printf("cpu         %.2f us per request, %.2f cores busy (process CPU time over the run)\n",
+                  cpu_us_per_request, cores_busy);
       if (o.rate > 0)
         std::printf("send lag us p50 %.1f  p99 %.1f  max %.1f (the generator's own lateness, included above)\n",
                     lag_p50, lag_p99, lag_max);

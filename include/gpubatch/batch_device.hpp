@@ -49,11 +49,14 @@ inline void cpu_relax() noexcept {
 
 // Polls `batch` until it has finished (true) or `until` has passed (false), instead of blocking in
 // the driver (whose wake-up costs 20-30 us on the H200). The first `pause_for` is a tight loop
-// with the cpu's pause hint: a small batch's whole round trip on the H200 is 14 us (p99 17 us).
-// After that each poll first yields the core to any thread that is ready (on lavapipe the device
-// itself is CPU threads). Throws what poll() throws. Callers bound `until` (completion_spin).
+// with the cpu's pause hint; after that each poll first yields the core to any thread that is
+// ready. The tight part is kept short so that the core goes to other work soon (on lavapipe the
+// device itself is CPU threads; 5 and 20 us measured the same there, within a noisy machine's
+// spread); a yield that finds nothing else to run is one system call (about a microsecond, an
+// estimate), small beside a small batch's 14 us round trip on the H200. Throws what poll()
+// throws. Callers bound `until` (completion_spin).
 inline bool poll_until(InFlightBatch& batch, std::chrono::steady_clock::time_point until,
-                       std::chrono::nanoseconds pause_for = std::chrono::microseconds(20)) {
+                       std::chrono::nanoseconds pause_for = std::chrono::microseconds(5)) {
   using Clock = std::chrono::steady_clock;
   const auto pause_until = Clock::now() + pause_for;
   for (;;) {

@@ -6,7 +6,8 @@
 //   auto config = gpubatch::BatchConfig::from_file("my.toml").apply_environment();
 //
 // File keys (every one optional; `preset` first picks the base, the others override it):
-//   preset               "latency" | "balanced" | "throughput" | "adaptive"
+//   preset               "latency" | "balanced" | "throughput" | "adaptive" (without it, the
+//                        defaults: adaptive)
 //   max_batch_size       requests per batch (1 .. 1048576)
 //   max_wait_us          the oldest waiting request is flushed after this long (microseconds)
 //   policy               "deadline" | "adaptive" (adaptive also flushes whenever an in-flight
@@ -50,25 +51,28 @@ std::string_view to_string(OverflowPolicy policy) noexcept;
 std::optional<FlushPolicy> flush_policy_from_string(std::string_view name) noexcept;
 std::optional<OverflowPolicy> overflow_policy_from_string(std::string_view name) noexcept;
 
+// The defaults (BatchConfig{}, a file without `preset`) are the `adaptive` preset: it flushes as
+// soon as the device has a free slot, so a lone caller never waits for a batch to fill, and under
+// load batches grow on their own; it measured best in every regime (DESIGN.md).
 struct BatchConfig {
-  std::size_t max_batch_size = 1024;
+  std::size_t max_batch_size = 4096;
   std::chrono::microseconds max_wait{5000};
-  FlushPolicy policy = FlushPolicy::deadline;
-  std::size_t queue_capacity = 16384;
-  std::size_t max_inflight_batches = 3;
+  FlushPolicy policy = FlushPolicy::adaptive;
+  std::size_t queue_capacity = 32768;
+  std::size_t max_inflight_batches = 2;
   OverflowPolicy overflow = OverflowPolicy::block;
   std::chrono::microseconds block_timeout{10000};
-  std::size_t max_batch_bytes = std::size_t{256} << 20;
-  std::size_t completion_threads = 2;
+  std::size_t max_batch_bytes = std::size_t{512} << 20;
+  std::size_t completion_threads = 4;  // big batches under load: four threads share the work
   std::chrono::milliseconds batch_timeout{60000};
   // A completion thread polls the batch it waits for this long (pause, then yield) before it
   // blocks in the driver: a blocking wait's wake-up costs 20-30 us on the H200 (submit + spin
   // round trip 14 us, submit + blocking wait 43 us). Only while a batch is in flight, so an idle
   // executor spins not at all; the price is up to this much CPU per batch.
-  std::chrono::microseconds completion_spin{0};
+  std::chrono::microseconds completion_spin{200};
 
-  // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms (the default), throughput
-  // 2048 / 10 ms, adaptive up to 4096, flushing whenever the device has a free slot.
+  // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,
+  // adaptive (the default, BatchConfig{}) up to 4096, flushing whenever the device has a free slot.
   static BatchConfig latency();
   static BatchConfig balanced();
   static BatchConfig throughput();
@@ -89,8 +93,8 @@ struct BatchConfig {
   // configuration with that preset), then validates. Throws Error(invalid_config) naming the
   // variable. Returns *this.
   BatchConfig& apply_environment();
-  // balanced() (or `base`) with the environment applied.
-  static BatchConfig from_environment(BatchConfig base = balanced());
+  // The default (adaptive) configuration, or `base`, with the environment applied.
+  static BatchConfig from_environment(BatchConfig base = adaptive());
 
   // Throws Error(invalid_config) naming the first key whose value is not allowed.
   void validate() const;

@@ -188,9 +188,9 @@ class BatchExecutor {
   // gpubatch/batch_device.hpp). Throws
   // Error(invalid_config) when config.validate() does.
   explicit BatchExecutor(std::shared_ptr<detail::BatchDevice> device,
-                         BatchConfig config = BatchConfig::balanced());
+                         BatchConfig config = BatchConfig{});
   // Runs batches on a Vulkan device (shares its memory, kernels and pipelines).
-  explicit BatchExecutor(const Device& device, BatchConfig config = BatchConfig::balanced());
+  explicit BatchExecutor(const Device& device, BatchConfig config = BatchConfig{});
   // Drains: every accepted request resolves before the destructor returns.
   ~BatchExecutor();
 

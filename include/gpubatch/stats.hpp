@@ -60,9 +60,17 @@ struct Stats {
   double mean_batch_size = 0.0;
   double mean_fill = 0.0;  // mean_batch_size / max_batch_size
 
-  // Latencies: queue wait (accepted -> batch submitted), device (batch submitted -> completed,
-  // one sample per batch), end to end (accepted -> future resolved).
+  // The strand that forms batches: how often it ran, and of those runs how many its timer
+  // started (max_wait, a request deadline). An arrival to an idle executor with the adaptive
+  // policy is flushed by the run its own push starts, never by the timer.
+  std::uint64_t strand_runs = 0;
+  std::uint64_t timer_wakeups = 0;
+
+  // Latencies: queue wait (accepted -> batch submitted), submit (accepted -> its batch's device
+  // submission returned: inputs staged, vkQueueSubmit done), device (batch submitted ->
+  // completed, one sample per batch), end to end (accepted -> future resolved).
   LatencySummary queue_wait;
+  LatencySummary submit_latency;
   LatencySummary device_time;
   LatencySummary end_to_end;
 

@@ -97,7 +97,7 @@ std::string node_where(std::string_view source, std::string_view key, const toml
 }
 
 BatchConfig from_table(const toml::table& table, std::string_view source) {
-  BatchConfig c = BatchConfig::balanced();
+  BatchConfig c;  // the defaults (adaptive) unless the file names a preset
   if (const toml::node* p = table.get("preset")) {
     const auto* s = p->as_string();
     if (!s) bad(node_where(source, "preset", *p), "expects a string such as \"latency\"");
@@ -155,16 +155,17 @@ std::optional<OverflowPolicy> overflow_policy_from_string(std::string_view s) no
 }
 
 namespace {
-// The presets that promise latency poll a batch for 200 us before blocking. On the H200 a small
+// The default (adaptive) and `latency` poll a batch for 200 us before blocking. On the H200 a small
 // batch's round trip is 14-60 us (p99 under 90 us), so it is caught by the poll, without the 20-30
 // us wake-up of a blocking wait; a batch that takes longer has paid at most 200 us of one core
 // (one thread polls at a time), and its blocking wait's wake-up is then a small part of the
 // wait. `throughput` and `balanced` batches wait milliseconds to fill: they block at once.
 constexpr std::chrono::microseconds kLatencySpin{200};
+static_assert(BatchConfig{}.completion_spin == kLatencySpin, "the default is adaptive, which polls");
 }  // namespace
 
 BatchConfig BatchConfig::latency() {
-  BatchConfig c;
+  BatchConfig c = balanced();
   c.max_batch_size = 256;
   c.max_wait = std::chrono::milliseconds(1);
   c.queue_capacity = 8192;
@@ -174,10 +175,21 @@ BatchConfig BatchConfig::latency() {
   return c;
 }
 
-BatchConfig BatchConfig::balanced() { return BatchConfig{}; }
+BatchConfig BatchConfig::balanced() {
+  BatchConfig c;
+  c.max_batch_size = 1024;
+  c.max_wait = std::chrono::milliseconds(5);
+  c.policy = FlushPolicy::deadline;
+  c.queue_capacity = 16384;
+  c.max_inflight_batches = 3;
+  c.max_batch_bytes = std::size_t{256} << 20;
+  c.completion_threads = 2;
+  c.completion_spin = std::chrono::microseconds(0);
+  return c;
+}
 
 BatchConfig BatchConfig::throughput() {
-  BatchConfig c;
+  BatchConfig c = balanced();
   c.max_batch_size = 2048;
   c.max_wait = std::chrono::milliseconds(10);
   c.queue_capacity = 32768;
@@ -188,18 +200,9 @@ BatchConfig BatchConfig::throughput() {
   return c;
 }
 
-BatchConfig BatchConfig::adaptive() {
-  BatchConfig c;
-  c.max_batch_size = 4096;
-  c.max_wait = std::chrono::milliseconds(5);
-  c.policy = FlushPolicy::adaptive;
-  c.queue_capacity = 32768;
-  c.max_inflight_batches = 2;
-  c.max_batch_bytes = std::size_t{512} << 20;
-  c.completion_threads = 4;  // big batches under load: see throughput()
-  c.completion_spin = kLatencySpin;
-  return c;
-}
+// The defaults: up to 4096 requests, flushing whenever the device has a free slot (2 in flight),
+// never past 5 ms; 4 completion threads (big batches under load: see throughput()); polls 200 us.
+BatchConfig BatchConfig::adaptive() { return BatchConfig{}; }
 
 BatchConfig BatchConfig::preset(std::string_view name) {
   if (name == "latency") return latency();

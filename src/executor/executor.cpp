@@ -357,11 +357,13 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
   }
 }
 
-void ExecutorCore::wake_if_idle() noexcept {
-  // Pairs with run_strand(): the push (or the freed slot) is visible to the strand's last look,
-  // or the strand's going idle is visible here.
+// After a slot was freed. Only a strand that went idle waiting for a slot is woken, not one
+// after every batch: a lone caller's completion would pay a post, and the strand a run that finds
+// nothing, before the caller's future resolves. Pairs with run_strand(), which publishes
+// wants_slot_, fences, then reads the slots: it sees the freed slot, or we see wants_slot_.
+void ExecutorCore::wake_if_waiting_for_slot() noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  post_if_idle();
+  if (wants_slot_.load(std::memory_order_relaxed)) post_if_idle();
 }
 
 void ExecutorCore::post_if_idle() noexcept {
@@ -379,12 +381,14 @@ void ExecutorCore::post_if_idle() noexcept {
 
 void ExecutorCore::run_strand() {
   for (;;) {
+    bump(strand_stats_.runs);
     try {
       process();
     } catch (const std::exception& e) {
       spdlog::error("gpubatch executor: batch formation failed: {}", e.what());
     }
     wake_pos_.store(wake_position(), std::memory_order_relaxed);
+    wants_slot_.store(blocked_on_slot_, std::memory_order_relaxed);
     strand_awake_.store(false, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (!strand_has_work()) return;
@@ -709,6 +713,7 @@ void ExecutorCore::schedule_timer(Clock::time_point now) {
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec == boost::asio::error::operation_aborted) return;
     timer_target_ = Clock::time_point::max();
+    bump(strand_stats_.timer_wakeups);
     kick();
   });
 }
@@ -890,13 +895,14 @@ void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thr
   if (b.chunks_taking.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     b.inflight.reset();
     inflight_slots_.fetch_sub(1, std::memory_order_seq_cst);
-    wake_if_idle();
+    wake_if_waiting_for_slot();
   }
 
   // Statistics first, so that whoever sees a result also sees it counted.
   const std::uint64_t bad = b.error ? last - first : item_errors.size();
   for (std::size_t i = first; i < last; ++i) {
     st.queue_wait.record(b.submitted - b.items[i].enqueued);
+    st.submit_latency.record(b.submit_returned - b.items[i].enqueued);
     st.end_to_end.record(b.done - b.items[i].enqueued);
   }
   bump(st.completed, static_cast<std::uint64_t>(last - first) - bad);
@@ -1010,11 +1016,12 @@ Stats ExecutorCore::stats() const {
   s.flushes.deadline = load(strand_stats_.flushes[1]);
   s.flushes.idle = load(strand_stats_.flushes[2]);
   s.flushes.shutdown = load(strand_stats_.flushes[3]);
-  LatencyHistogram::Snapshot qw, dt, e2e;
+  LatencyHistogram::Snapshot qw, sl, dt, e2e;
   for (const auto& c : completion_stats_) {
     s.completed += load(c->completed);
     s.device_errors += load(c->failed);
     qw += c->queue_wait;
+    sl += c->submit_latency;
     dt += c->device_time;
     e2e += c->end_to_end;
   }
@@ -1026,6 +1033,9 @@ Stats ExecutorCore::stats() const {
   s.mean_batch_size = s.batches ? static_cast<double>(dispatched) / static_cast<double>(s.batches) : 0.0;
   s.mean_fill = s.mean_batch_size / static_cast<double>(config_.max_batch_size);
   s.queue_wait = qw.summary();
+  s.submit_latency = sl.summary();
+  s.strand_runs = load(strand_stats_.runs);
+  s.timer_wakeups = load(strand_stats_.timer_wakeups);
   s.device_time = dt.summary();
   s.end_to_end = e2e.summary();
   try {

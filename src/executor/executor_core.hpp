@@ -1,14 +1,16 @@
 #pragma once
 // The executor's shared state (handles hold it by shared pointer) and its three parts:
 //   producers   enqueue(): validate, timestamp, push into the bounded MPSC queue, wake the strand
-//               only when it is idle (one flag);
+//               only when it is idle (one flag); the push's own post runs the strand, which
+//               flushes an arrival at an idle adaptive executor at once (no timer in between);
 //   strand      one io_context thread: drains the queue into the forming batch, decides when to
 //               flush, submits to the device (at most max_inflight_batches at a time), keeps one
 //               timer for the oldest request's max_wait and the earliest request deadline;
-//   completion  threads: one at a time waits for the oldest submitted batch; a finished batch is
-//               cut into chunks that every idle completion thread helps with (take the chunk's
-//               results, then resolve its futures or handlers); the last chunk to have taken its
-//               results frees the batch's device slot (waking the strand).
+//   completion  threads: one at a time waits for the oldest submitted batch (polling it for
+//               completion_spin, then blocking); a finished batch is cut into chunks that every
+//               idle completion thread helps with (take the chunk's results, then resolve its
+//               futures or handlers); the last chunk to have taken its results frees the batch's
+//               device slot (waking the strand if it waits for one).
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -65,7 +67,7 @@ struct Batch {
   std::unique_ptr<InFlightBatch> inflight;
   std::exception_ptr error;  // submit() failed, or the batch failed as a whole
   Clock::time_point submitted{};
-  Clock::time_point submit_returned{};  // the device's submit() returned (for the trace)
+  Clock::time_point submit_returned{};  // the device's submit() returned (or threw); the trace
   // Completion, once the device has finished it: requests [chunk * n / chunks, ...) per chunk.
   Clock::time_point done{};
   ErrorCode error_code = ErrorCode::internal;  // with `error`: its code and message
@@ -123,8 +125,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
  private:
   // ---- producers ----
   void reject(Completion& completion, ErrorCode code, const std::string& message) noexcept;
-  void wake_if_idle() noexcept;  // fence, then post run_strand() if the strand is idle
-  void post_if_idle() noexcept;  // the same without the fence
+  void post_if_idle() noexcept;  // post run_strand() if the strand is idle
+  void wake_if_waiting_for_slot() noexcept;  // fence, then post_if_idle() if it waits for a slot
 
   // ---- strand ----
   void run_strand();
@@ -203,6 +205,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<std::uint64_t> wake_pos_{0};
   alignas(kCacheLine) std::atomic<bool> urgent_{false};  // a request with a deadline was pushed
   std::atomic<bool> cancels_{false};  // a pending request's cancellation slot was signalled
+  // The idle strand waits for a free in-flight slot (its batch is due): only then does a
+  // completion that frees a slot wake it (published like wake_pos_, read after the slot's fence).
+  std::atomic<bool> wants_slot_{false};
 
   // Strand state (touched only by handlers on strand_).
   boost::asio::io_context io_{1};
@@ -258,11 +263,14 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     std::atomic<std::uint64_t> cancelled{0};
     std::atomic<std::uint64_t> batches{0};
     std::atomic<std::uint64_t> flushes[4]{};
+    std::atomic<std::uint64_t> runs{0};
+    std::atomic<std::uint64_t> timer_wakeups{0};
   } strand_stats_;
   struct alignas(kCacheLine) CompletionStats {
     std::atomic<std::uint64_t> completed{0};
     std::atomic<std::uint64_t> failed{0};  // device errors
     LatencyHistogram queue_wait;
+    LatencyHistogram submit_latency;
     LatencyHistogram device_time;
     LatencyHistogram end_to_end;
   };

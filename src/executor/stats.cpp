@@ -95,6 +95,11 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   w.sample("flushes_total", "reason=\"deadline\"", s.flushes.deadline);
   w.sample("flushes_total", "reason=\"idle\"", s.flushes.idle);
   w.sample("flushes_total", "reason=\"shutdown\"", s.flushes.shutdown);
+  w.header("strand_runs_total", "counter", "Runs of the batch-forming strand.");
+  w.sample("strand_runs_total", "", s.strand_runs);
+  w.header("strand_timer_wakeups_total", "counter",
+           "Strand runs started by its timer (max_wait or a request deadline).");
+  w.sample("strand_timer_wakeups_total", "", s.timer_wakeups);
   w.header("batch_size_mean", "gauge", "Mean requests per batch.");
   w.sample("batch_size_mean", "", s.mean_batch_size);
   w.header("batch_fill_mean", "gauge", "Mean batch size divided by max_batch_size.");
@@ -102,6 +107,8 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   w.header("batch_size_max", "gauge", "Configured max_batch_size.");
   w.sample("batch_size_max", "", static_cast<std::uint64_t>(s.max_batch_size));
   w.latency("queue_wait_seconds", "Time from acceptance to the batch's submission.", s.queue_wait);
+  w.latency("submit_seconds", "Time from acceptance to the return of its batch's device submission.",
+            s.submit_latency);
   w.latency("device_seconds", "Time from a batch's submission to its completion.", s.device_time);
   w.latency("end_to_end_seconds", "Time from acceptance to the result.", s.end_to_end);
   w.header("transfers_total", "counter", "Upload and download passes on the device.");

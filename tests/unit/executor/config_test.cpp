@@ -47,7 +47,10 @@ TEST(BatchConfig, PresetsHaveTheDesignNumbers) {
   EXPECT_EQ(BatchConfig::latency().completion_spin, 200us);
   EXPECT_EQ(BatchConfig::balanced().completion_spin, 0us);
   EXPECT_EQ(BatchConfig::throughput().completion_spin, 0us);
-  EXPECT_EQ(BatchConfig{}, BatchConfig::balanced());
+  EXPECT_EQ(BatchConfig{}, BatchConfig::adaptive());  // the default
+  EXPECT_EQ(BatchConfig::balanced().policy, FlushPolicy::deadline);
+  EXPECT_EQ(BatchConfig::latency().policy, FlushPolicy::deadline);
+  EXPECT_EQ(BatchConfig::throughput().policy, FlushPolicy::deadline);
   for (auto name : BatchConfig::preset_names) {
     EXPECT_NO_THROW(BatchConfig::preset(name).validate()) << name;
   }
@@ -82,12 +85,17 @@ TEST(BatchConfig, FileStartsFromAPresetAndOverridesKeys) {
   EXPECT_EQ(c, expected);
 }
 
-TEST(BatchConfig, FileWithoutPresetStartsFromBalanced) {
-  const auto c = BatchConfig::from_string("max_batch_size = 64\npolicy = \"adaptive\"\n");
-  BatchConfig expected = BatchConfig::balanced();
+TEST(BatchConfig, FileWithoutPresetStartsFromTheDefaultAdaptive) {
+  const auto c = BatchConfig::from_string("max_batch_size = 64\npolicy = \"deadline\"\n");
+  BatchConfig expected = BatchConfig::adaptive();
   expected.max_batch_size = 64;
-  expected.policy = FlushPolicy::adaptive;
+  expected.policy = FlushPolicy::deadline;
   EXPECT_EQ(c, expected);
+  EXPECT_EQ(BatchConfig::from_string("# nothing but a comment\n"), BatchConfig::adaptive());
+}
+
+TEST(BatchConfig, EnvironmentAloneStartsFromTheDefaultAdaptive) {
+  EXPECT_EQ(BatchConfig::from_environment(), BatchConfig::adaptive());
 }
 
 TEST(BatchConfig, FromFileReadsAFile) {

@@ -1,5 +1,6 @@
-// The lone caller's path on a fake device: completion threads poll a batch for completion_spin
-// before they block, and never poll while nothing is in flight.
+// The lone caller's path on a fake device: an arrival at an idle executor is flushed by its own
+// wake-up (no timer), completions wake the strand only when it waits for a slot, completion threads
+// poll a batch for completion_spin before they block and never poll while nothing is in flight.
 #include "gpubatch/executor.hpp"
 
 #include <gtest/gtest.h>
@@ -8,11 +9,13 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
+#include "gpubatch/stats.hpp"
 #include "test_util.hpp"
 
 namespace gpubatch::testing {
@@ -107,6 +110,50 @@ TEST(CompletionSpin, TheWatchdogStillBoundsAPolledBatch) {
   EXPECT_EQ(error_code(f), ErrorCode::device_lost);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 5ms);
   device->resume();
+}
+
+TEST(LoneCaller, AnArrivalAtAnIdleExecutorIsFlushedWithoutATimer) {
+  // Each batch takes 1 ms: the strand goes idle between calls.
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 1ms});
+  BatchConfig config = lone_config(0us);
+  config.max_wait = 60s;  // a timer-driven flush would take a minute
+  BatchExecutor executor(device, config);
+  auto gpu = executor.handle();
+  constexpr int kCalls = 20;
+  for (int i = 0; i < kCalls; ++i) {
+    auto f = gpu.relu({static_cast<float>(i)});
+    ASSERT_TRUE(ready_within(f, 30s));
+    EXPECT_EQ(f.get(), (std::vector<float>{static_cast<float>(i)}));
+  }
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.flushes.idle, static_cast<std::uint64_t>(kCalls));
+  EXPECT_EQ(s.timer_wakeups, 0u);
+  // At most one strand run per call: the completion that frees the slot does not wake an idle
+  // strand that does not wait for it (that was a second run per call).
+  EXPECT_GE(s.strand_runs, 1u);
+  EXPECT_LE(s.strand_runs, static_cast<std::uint64_t>(kCalls) + 3);
+  // Every call was timed from the call to its batch's submit returning, which is before it resolved.
+  EXPECT_EQ(s.submit_latency.count, static_cast<std::uint64_t>(kCalls));
+  EXPECT_LE(s.submit_latency.p50, s.end_to_end.p50);
+  EXPECT_GE(s.submit_latency.p50, s.queue_wait.p50);
+  const std::string text = to_prometheus(s);
+  EXPECT_NE(text.find("gpubatch_submit_seconds{quantile=\"0.99\"}"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpubatch_strand_timer_wakeups_total 0\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpubatch_strand_runs_total "), std::string::npos) << text;
+}
+
+TEST(LoneCaller, TheDeadlinePolicyFlushesALoneRequestByItsTimer) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchConfig config = lone_config(0us);
+  config.policy = FlushPolicy::deadline;
+  config.max_wait = 2ms;
+  BatchExecutor executor(device, config);
+  auto gpu = executor.handle();
+  auto f = gpu.relu({1.0f});
+  ASSERT_TRUE(ready_within(f, 30s));
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.flushes.deadline, 1u);
+  EXPECT_GE(s.timer_wakeups, 1u);
 }
 
 }  // namespace

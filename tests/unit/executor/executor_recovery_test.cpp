@@ -20,7 +20,7 @@ namespace {
 using namespace std::chrono_literals;
 
 BatchConfig batches_of(std::size_t n) {
-  BatchConfig c;
+  BatchConfig c = BatchConfig::balanced();  // the deadline policy
   c.max_batch_size = n;
   c.max_wait = 60s;  // flush on size only: each batch is exactly the n requests sent together
   c.queue_capacity = 1024;

@@ -27,8 +27,9 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
+// The deadline policy (balanced's base): these tests count flushes by size and max_wait.
 BatchConfig small_config(std::size_t batch, std::chrono::microseconds wait) {
-  BatchConfig c;
+  BatchConfig c = BatchConfig::balanced();
   c.max_batch_size = batch;
   c.max_wait = wait;
   c.queue_capacity = 1024;

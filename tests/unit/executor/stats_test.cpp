@@ -83,7 +83,7 @@ TEST(Stats, EmptySnapshotIsZero) {
 
 TEST(Stats, PrometheusExposition) {
   auto device = std::make_shared<FakeDevice>();
-  BatchConfig config;
+  BatchConfig config = BatchConfig::balanced();  // the deadline policy: two full batches of 4
   config.max_batch_size = 4;
   config.max_wait = 60s;
   BatchExecutor executor(device, config);

@@ -15,6 +15,7 @@
 namespace gpubatch::gpu {
 
 struct Frame;
+class ResidentRing;
 
 // The frames (command pool, staging and readback memory) of one GpuContext. Batches in flight
 // hold it, and through it their context, so that a re-created device never frees what a batch
@@ -51,6 +52,14 @@ class VulkanBatchDevice : public detail::BatchDevice,
   // memory and kernels (pipelines are rebuilt on first use). Batches in flight keep the old one.
   void recover() override;
 
+  // Resident mode: a ResidentRing (src/gpu/resident_ring.hpp) opened now, and again after a
+  // loss (at most kResidentLosses times; then resident mode stays off, said once in the log).
+  bool start_resident(const detail::ResidentSettings& settings) override;
+  std::unique_ptr<detail::InFlightBatch> try_submit_resident(const Request& request) override;
+  // The ring requests go to now (null when resident mode is off); for tests.
+  std::shared_ptr<ResidentRing> resident_ring() const;
+  static constexpr int kResidentLosses = 3;
+
   // The context new batches run on (it changes when recover() re-creates the device).
   std::shared_ptr<detail::GpuContext> current_context() const;
   // How many times recover() re-created the device.
@@ -65,6 +74,14 @@ class VulkanBatchDevice : public detail::BatchDevice,
   std::shared_ptr<FrameSet> frames_;
   std::mutex recover_mutex_;        // one recovery at a time
   std::atomic<std::uint64_t> recreations_{0};
+  // Resident mode. The ring pointer is read on every resident request: an atomic shared_ptr
+  // would do, a mutex held for a pointer copy is as cheap uncontended and simpler.
+  bool open_resident_locked();
+  mutable std::mutex resident_mutex_;
+  bool resident_on_ = false;  // guarded
+  int resident_losses_ = 0;   // guarded
+  detail::ResidentSettings resident_settings_;  // guarded
+  std::shared_ptr<ResidentRing> ring_;          // guarded
 };
 
 }  // namespace gpubatch::gpu

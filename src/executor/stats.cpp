@@ -81,6 +81,8 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   w.sample("request_failures_total", "cause=\"deadline\"", s.expired);
   w.sample("request_failures_total", "cause=\"cancelled\"", s.cancelled);
   w.sample("request_failures_total", "cause=\"device\"", s.device_errors);
+  w.header("resident_requests_total", "counter", "Requests served by the resident kernel (resident mode).");
+  w.sample("resident_requests_total", "", s.resident);
   w.header("queue_depth", "gauge", "Accepted requests not yet in a submitted batch.");
   w.sample("queue_depth", "", s.queue_depth);
   w.header("inflight_batches", "gauge", "Batches submitted to the device and not yet complete.");

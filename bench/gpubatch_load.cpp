@@ -41,6 +41,7 @@ struct Options {
   int inflight = 64;
   double rate = 0;  // requests/s offered in total; 0: closed loop
   bool unbatched = false;
+  bool resident = false;  // resident mode on top of the preset or file
   std::string device;
   bool json = false;
   bool progress = true;
@@ -254,7 +255,7 @@ double percentile(std::vector<double>& v, double p) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"gpubatch-load: load generator for the gpubatch executor"};
-  app.add_option("--preset", o.preset, "latency | balanced | throughput | adaptive")->capture_default_str();
+  app.add_option("--preset", o.preset, "latency | balanced | throughput | adaptive | realtime")->capture_default_str();
   app.add_option("--config", o.config_file, "TOML config file (overrides --preset)");
   app.add_option("--threads", o.threads, "submitting threads")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--requests", o.requests, "requests in total")->check(CLI::Range(1ull, 1ull << 40))->capture_default_str();
@@ -266,6 +267,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--rate", o.rate, "open loop: requests/s offered in total")->check(CLI::NonNegativeNumber);
   app.add_flag("--unbatched", o.unbatched, "each request alone through the synchronous path");
+  app.add_flag("--resident", o.resident, "resident mode on top of the preset (BatchConfig::resident)");
   app.add_option("--device", o.device, "device index or name substring");
   app.add_flag("--json", o.json, "one JSON object on stdout");
   CLI11_PARSE(app, argc, argv);
@@ -286,8 +288,10 @@ int main(int argc, char** argv) {
     Device device(device_options);
     BatchConfig config = o.config_file.empty() ? BatchConfig::preset(o.preset) : BatchConfig::from_file(o.config_file);
     config.apply_environment();
+    if (o.resident) config.resident = true;
     config.validate();
-    const std::string preset_label = o.unbatched ? "unbatched" : (o.config_file.empty() ? o.preset : o.config_file);
+    const std::string preset_label = o.unbatched ? "unbatched" : (o.config_file.empty() ? o.preset : o.config_file) +
+                                                                      (o.resident ? "+resident" : "");
 
     std::unique_ptr<BatchExecutor> executor;
     SubmitFuture submit;
@@ -423,6 +427,9 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(batches), mean_batch,
                   static_cast<unsigned long long>(d(&FlushCounts::size)), static_cast<unsigned long long>(d(&FlushCounts::deadline)),
                   static_cast<unsigned long long>(d(&FlushCounts::idle)), static_cast<unsigned long long>(d(&FlushCounts::shutdown)));
+      if (config.resident)
+        std::printf("resident    %llu requests served by the resident kernel\n",
+                    static_cast<unsigned long long>(after.resident - before.resident));
       std::printf("verified    %s (errors %llu, mismatches %llu, lost %llu)%s%s\n", verified ? "yes" : "NO",
                   static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
                   static_cast<unsigned long long>(lost), first_error.empty() ? "" : ": ", first_error.c_str());

@@ -45,7 +45,10 @@ const uint SEQ = 0u, DONE = 1u, OP = 2u, COUNT = 3u, SCALAR = 4u, RESULT = 5u, H
 const uint R_RELU = 0u, R_SCALE = 1u, R_SIGMOID = 2u, R_TANH = 3u, R_SWISH = 4u, R_GELU = 5u;
 const uint R_ADD = 8u, R_SUB = 9u, R_MUL = 10u, R_LERP = 11u, R_DOT = 16u;
 
-shared uint s_work;  // what thread 0 saw: 0 nothing yet, 1 the doorbell, 2 leave
+// What thread 0 saw in poll i, in s_work[i & 1]: 0 nothing yet, 1 the doorbell, 2 leave. Two
+// entries so that one barrier per poll suffices: thread 0 writes the entry for poll i + 2 only
+// after everyone passed the barrier of poll i + 1, so after everyone read poll i's entry.
+shared uint s_work[2];
 shared uint s_op;
 shared uint s_n;
 shared float s_p;
@@ -115,16 +118,15 @@ void main() {
                    clockRealtime2x32EXT().x - start > pc.idle_ns || polls >= pc.max_polls) {
           state = 2u;
         }
-        s_work = state;
+        s_work[polls & 1u] = state;
       }
       // Every invocation reads the slot after thread 0 saw its doorbell.
       controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
                      gl_SemanticsAcquireRelease | gl_SemanticsMakeAvailable | gl_SemanticsMakeVisible);
-      uint state = s_work;
-      op = s_op;
+      uint state = s_work[polls & 1u];
+      op = s_op;  // meaningful when state is 1; rewritten only for a later ticket
       n = s_n;
       p = s_p;
-      barrier();  // all have read the shared words before thread 0 writes them again
       if (state == 2u) return;
       if (state == 1u) break;
     }

@@ -140,18 +140,20 @@ void ExecutorCore::resident_loop() {
   }
 }
 
-// Waits for one request (1 ms slices: shutdown(cancel) and the watchdog are looked at between
-// them), then resolves it. device_lost goes through the recovery batches use.
+// Waits for one request (a 1 ms spinning slice, then 50 us naps between looks, so that a slow or
+// stalled ring costs little CPU; shutdown(cancel) and the watchdog are looked at between them),
+// then resolves it. device_lost goes through the recovery batches use.
 void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
   std::exception_ptr error;
   bool served = false;
   bool cancelled = false;
   const auto limit = e.enqueued + std::chrono::duration_cast<Clock::duration>(config_.batch_timeout);
   Result result;
+  bool first = true;
   try {
     for (;;) {
       const bool cancel = cancel_.load(std::memory_order_acquire);
-      if (e.inflight->wait_for(cancel ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1))) {
+      if (e.inflight->wait_for(cancel || !first ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1))) {
         e.inflight->take_result(0, result);
         served = true;
         break;
@@ -165,6 +167,8 @@ void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
       if (Clock::now() >= limit)
         throw Error(ErrorCode::device_lost, "the resident kernel did not answer within " +
                                                 std::to_string(config_.batch_timeout.count()) + " ms");
+      if (!first) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      first = false;
     }
   } catch (...) {
     error = current_error_for(e.request);

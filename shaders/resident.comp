@@ -103,8 +103,6 @@ void main() {
   for (;;) {
     uint base = CTL_WORDS + ((ticket - 1u) % pc.slots) * pc.slot_words;
     uint start = clockRealtime2x32EXT().x;  // low word: differences of a few ms never wrap badly
-    uint op = 0u, n = 0u;
-    float p = 0.0;
     for (uint polls = 1u;; ++polls) {
       if (lid == 0u) {
         uint state = 0u;
@@ -120,16 +118,18 @@ void main() {
         }
         s_work[polls & 1u] = state;
       }
-      // Every invocation reads the slot after thread 0 saw its doorbell.
-      controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
-                     gl_SemanticsAcquireRelease | gl_SemanticsMakeAvailable | gl_SemanticsMakeVisible);
+      barrier();  // shares what thread 0 saw (workgroup memory only: cheap, once per poll)
       uint state = s_work[polls & 1u];
-      op = s_op;  // meaningful when state is 1; rewritten only for a later ticket
-      n = s_n;
-      p = s_p;
       if (state == 2u) return;
       if (state == 1u) break;
     }
+    // Every invocation reads the slot after thread 0 saw its doorbell (its acquire, then this
+    // barrier's release/acquire on buffer memory): once per request, not once per poll.
+    controlBarrier(gl_ScopeWorkgroup, gl_ScopeDevice, gl_StorageSemanticsBuffer | gl_StorageSemanticsShared,
+                   gl_SemanticsAcquireRelease | gl_SemanticsMakeAvailable | gl_SemanticsMakeVisible);
+    uint op = s_op;  // rewritten only for a later ticket, after the barrier below
+    uint n = s_n;
+    float p = s_p;
     uint data = base + HEADER_WORDS;
     if (op == R_DOT) {
       float d = dot_of(f, data, n);

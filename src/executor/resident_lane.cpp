@@ -147,7 +147,10 @@ void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
   std::exception_ptr error;
   bool served = false;
   bool cancelled = false;
-  const auto limit = e.enqueued + std::chrono::duration_cast<Clock::duration>(config_.batch_timeout);
+  // The device's own watchdog (batch_timeout from the ticket's submission) fires first and also
+  // retires the ring, so that no later request queues behind a stuck ticket; this limit is only
+  // a backstop for a device without one.
+  const auto limit = e.enqueued + 2 * std::chrono::duration_cast<Clock::duration>(config_.batch_timeout);
   Result result;
   bool first = true;
   try {
@@ -166,7 +169,7 @@ void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
       }
       if (Clock::now() >= limit)
         throw Error(ErrorCode::device_lost, "the resident kernel did not answer within " +
-                                                std::to_string(config_.batch_timeout.count()) + " ms");
+                                                std::to_string(2 * config_.batch_timeout.count()) + " ms");
       if (!first) std::this_thread::sleep_for(std::chrono::microseconds(50));
       first = false;
     }

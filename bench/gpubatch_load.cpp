@@ -43,6 +43,7 @@ struct Options {
   int inflight = 64;
   double rate = 0;  // requests/s offered in total; 0: closed loop
   bool unbatched = false;
+  bool resident = false;  // resident mode on top of the preset or file
   std::string device;
   bool json = false;
   bool progress = true;
@@ -269,7 +270,7 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"gpubatch-load: load generator for the gpubatch executor"};
   app.add_option("--preset", o.preset,
-                 "latency | balanced | throughput | adaptive (default: BatchConfig's default, adaptive)");
+                 "latency | balanced | throughput | adaptive | realtime (default: BatchConfig's default, adaptive)");
   app.add_option("--config", o.config_file, "TOML config file (overrides --preset)");
   app.add_option("--threads", o.threads, "submitting threads")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--requests", o.requests, "requests in total")->check(CLI::Range(1ull, 1ull << 40))->capture_default_str();
@@ -281,6 +282,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--rate", o.rate, "open loop: requests/s offered in total")->check(CLI::NonNegativeNumber);
   app.add_flag("--unbatched", o.unbatched, "each request alone through the synchronous path");
+  app.add_flag("--resident", o.resident, "resident mode on top of the preset (BatchConfig::resident)");
   app.add_option("--device", o.device, "device index or name substring");
   app.add_flag("--json", o.json, "one JSON object on stdout");
   CLI11_PARSE(app, argc, argv);
@@ -304,12 +306,14 @@ int main(int argc, char** argv) {
                          : o.preset.empty()     ? BatchConfig{}
                                                 : BatchConfig::preset(o.preset);
     config.apply_environment();
+    if (o.resident) config.resident = true;
     config.validate();
     std::string preset_label = o.config_file.empty() ? o.preset : o.config_file;
     if (preset_label.empty()) {
       const char* env = std::getenv("GPUBATCH_PRESET");
       preset_label = env && *env ? env : "adaptive";  // BatchConfig{} is the adaptive preset
     }
+    if (o.resident) preset_label += "+resident";
     if (o.unbatched) preset_label = "unbatched";
 
     std::unique_ptr<BatchExecutor> executor;
@@ -472,6 +476,9 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(batches), mean_batch,
                   static_cast<unsigned long long>(d(&FlushCounts::size)), static_cast<unsigned long long>(d(&FlushCounts::deadline)),
                   static_cast<unsigned long long>(d(&FlushCounts::idle)), static_cast<unsigned long long>(d(&FlushCounts::shutdown)));
+      if (config.resident)
+        std::printf("resident    %llu requests served by the resident kernel\n",
+                    static_cast<unsigned long long>(after.resident - before.resident));
       std::printf("verified    %s (errors %llu, mismatches %llu, lost %llu)%s%s\n", verified ? "yes" : "NO",
                   static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
                   static_cast<unsigned long long>(lost), first_error.empty() ? "" : ": ", first_error.c_str());

@@ -96,6 +96,11 @@ inline ParallelRunner& inline_runner() noexcept {
 // Data movement and work since the device was opened (the same fields the executor's stats show).
 using TransferTotals = TransferCounts;
 
+struct ResidentSettings {
+  std::chrono::microseconds idle{1000};       // the kernel leaves after this long without work
+  std::chrono::milliseconds watchdog{60000};  // a request unanswered this long: device_lost
+};
+
 class BatchDevice {
  public:
   virtual ~BatchDevice() = default;
@@ -119,6 +124,21 @@ class BatchDevice {
   // safe to call concurrently with submit() and with itself, and cheap when nothing is lost.
   // May throw; the executor logs it and carries on (later submissions then fail on their own).
   virtual void recover() {}
+
+  // Resident mode (BatchConfig::resident; DESIGN.md "Resident mode"), optional. start_resident
+  // prepares a persistent kernel that serves small requests without a submission each; false
+  // when the device cannot (it has logged why). Idempotent.
+  virtual bool start_resident(const ResidentSettings& settings) {
+    (void)settings;
+    return false;
+  }
+  // One (validated) request for the resident kernel: a batch of one, or null when it does not
+  // fit a slot, the ring is full, or resident mode is not running. Thread-safe. wait_for()
+  // throws Error(device_lost) when the kernel stopped answering (settings.watchdog).
+  virtual std::unique_ptr<InFlightBatch> try_submit_resident(const Request& request) {
+    (void)request;
+    return nullptr;
+  }
 };
 
 }  // namespace gpubatch::detail

@@ -6,8 +6,8 @@
 //   auto config = gpubatch::BatchConfig::from_file("my.toml").apply_environment();
 //
 // File keys (every one optional; `preset` first picks the base, the others override it):
-//   preset               "latency" | "balanced" | "throughput" | "adaptive" (without it, the
-//                        defaults: adaptive)
+//   preset               "latency" | "balanced" | "throughput" | "adaptive" | "realtime" (without
+//                        it, the defaults: adaptive)
 //   max_batch_size       requests per batch (1 .. 1048576)
 //   max_wait_us          the oldest waiting request is flushed after this long (microseconds)
 //   policy               "deadline" | "adaptive" (adaptive also flushes whenever an in-flight
@@ -22,10 +22,15 @@
 //   batch_timeout_ms     a batch not complete after this long fails with device_lost
 //   completion_spin_us   how long a completion thread polls a submitted batch before it blocks
 //                        (0: block at once); 0 .. 10000
+//   resident             true | false: small requests that find the executor idle go to a
+//                        persistent kernel (DESIGN.md "Resident mode"), the rest are batched
+//   resident_idle_us     the resident kernel (and the thread that waits for it) leaves after
+//                        this long without a request
 // Environment: GPUBATCH_PRESET, GPUBATCH_MAX_BATCH_SIZE, GPUBATCH_MAX_WAIT_US, GPUBATCH_POLICY,
 // GPUBATCH_QUEUE_CAPACITY, GPUBATCH_MAX_INFLIGHT_BATCHES, GPUBATCH_OVERFLOW,
 // GPUBATCH_BLOCK_TIMEOUT_US, GPUBATCH_MAX_BATCH_BYTES, GPUBATCH_COMPLETION_THREADS,
-// GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US.
+// GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US, GPUBATCH_RESIDENT (1/0, true/false,
+// on/off), GPUBATCH_RESIDENT_IDLE_US.
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -70,6 +75,8 @@ struct BatchConfig {
   // round trip 14 us, submit + blocking wait 43 us). Only while a batch is in flight, so an idle
   // executor spins not at all; the price is up to this much CPU per batch.
   std::chrono::microseconds completion_spin{200};
+  bool resident = false;
+  std::chrono::microseconds resident_idle{1000};
 
   // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,
   // adaptive (the default, BatchConfig{}) up to 4096, flushing whenever the device has a free slot.
@@ -77,8 +84,10 @@ struct BatchConfig {
   static BatchConfig balanced();
   static BatchConfig throughput();
   static BatchConfig adaptive();
-  static constexpr std::array<std::string_view, 4> preset_names{"latency", "balanced",
-                                                                "throughput", "adaptive"};
+  // adaptive() plus resident mode: a lone small request is served by a persistent kernel.
+  static BatchConfig realtime();
+  static constexpr std::array<std::string_view, 5> preset_names{"latency", "balanced",
+                                                                "throughput", "adaptive", "realtime"};
   // Throws Error(invalid_config) naming an unknown preset.
   static BatchConfig preset(std::string_view name);
 

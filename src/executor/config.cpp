@@ -35,7 +35,7 @@ void check(const BatchConfig& c, std::string_view prefix);
 
 // One configuration key: how to set it from an integer or a string. `where` names the source
 // in messages ("file.toml: key max_batch_size", "GPUBATCH_MAX_BATCH_SIZE").
-enum class Kind { size, micros, millis, policy, overflow };
+enum class Kind { size, micros, millis, policy, overflow, boolean };
 struct Key {
   std::string_view name;
   std::string_view env;
@@ -53,6 +53,8 @@ constexpr Key kKeys[] = {
     {"completion_threads", "GPUBATCH_COMPLETION_THREADS", Kind::size},
     {"batch_timeout_ms", "GPUBATCH_BATCH_TIMEOUT_MS", Kind::millis},
     {"completion_spin_us", "GPUBATCH_COMPLETION_SPIN_US", Kind::micros},
+    {"resident", "GPUBATCH_RESIDENT", Kind::boolean},
+    {"resident_idle_us", "GPUBATCH_RESIDENT_IDLE_US", Kind::micros},
 };
 
 const Key* find_key(std::string_view name) {
@@ -73,6 +75,8 @@ void set_integer(BatchConfig& c, const Key& key, std::int64_t v, const std::stri
   else if (key.name == "completion_threads") c.completion_threads = u;
   else if (key.name == "batch_timeout_ms") c.batch_timeout = std::chrono::milliseconds(v);
   else if (key.name == "completion_spin_us") c.completion_spin = std::chrono::microseconds(v);
+  else if (key.name == "resident_idle_us") c.resident_idle = std::chrono::microseconds(v);
+  else if (key.kind == Kind::boolean) bad(where, "expects true or false, not an integer");
   else bad(where, "expects a string, not an integer");
 }
 
@@ -88,6 +92,18 @@ void set_string(BatchConfig& c, const Key& key, std::string_view v, const std::s
   } else {
     bad(where, "expects an integer, not a string");
   }
+}
+
+void set_boolean(BatchConfig& c, const Key& key, bool v, const std::string& where) {
+  if (key.kind != Kind::boolean) bad(where, "expects " + std::string(key.kind == Kind::policy || key.kind == Kind::overflow ? "a string" : "an integer") + ", not true/false");
+  c.resident = v;  // the only boolean key
+}
+
+// GPUBATCH_RESIDENT=1|0|true|false|on|off
+void set_boolean_from_text(BatchConfig& c, const Key& key, std::string_view v, const std::string& where) {
+  if (v == "1" || v == "true" || v == "on") set_boolean(c, key, true, where);
+  else if (v == "0" || v == "false" || v == "off") set_boolean(c, key, false, where);
+  else bad(where, "expects 1, 0, true, false, on or off");
 }
 
 std::string node_where(std::string_view source, std::string_view key, const toml::node& node) {
@@ -113,7 +129,8 @@ BatchConfig from_table(const toml::table& table, std::string_view source) {
     const std::string where = node_where(source, name, node);
     const Key* key = find_key(name);
     if (!key) bad(where, "unknown key");
-    if (const auto* i = node.as_integer()) set_integer(c, *key, i->get(), where);
+    if (const auto* b = node.as_boolean()) set_boolean(c, *key, b->get(), where);
+    else if (const auto* i = node.as_integer()) set_integer(c, *key, i->get(), where);
     else if (const auto* s = node.as_string()) set_string(c, *key, s->get(), where);
     else if (node.is_floating_point()) bad(where, "expects an integer, not a floating-point number");
     else bad(where, "has an unsupported type");
@@ -204,14 +221,21 @@ BatchConfig BatchConfig::throughput() {
 // never past 5 ms; 4 completion threads (big batches under load: see throughput()); polls 200 us.
 BatchConfig BatchConfig::adaptive() { return BatchConfig{}; }
 
+BatchConfig BatchConfig::realtime() {
+  BatchConfig c = adaptive();
+  c.resident = true;
+  return c;
+}
+
 BatchConfig BatchConfig::preset(std::string_view name) {
   if (name == "latency") return latency();
   if (name == "balanced") return balanced();
   if (name == "throughput") return throughput();
   if (name == "adaptive") return adaptive();
+  if (name == "realtime") return realtime();
   throw Error(ErrorCode::invalid_config,
               "preset: unknown preset \"" + std::string(name) +
-                  "\" (latency, balanced, throughput, adaptive)");
+                  "\" (latency, balanced, throughput, adaptive, realtime)");
 }
 
 namespace {
@@ -311,7 +335,7 @@ BatchConfig& BatchConfig::apply_environment() {
       *this = preset(p);
     } catch (const Error&) {
       bad("GPUBATCH_PRESET", "unknown preset \"" + std::string(p) +
-                                 "\" (latency, balanced, throughput, adaptive)");
+                                 "\" (latency, balanced, throughput, adaptive, realtime)");
     }
   }
   for (const Key& key : kKeys) {
@@ -319,6 +343,10 @@ BatchConfig& BatchConfig::apply_environment() {
     if (!raw) continue;
     const std::string_view v(raw);
     const std::string where = std::string(key.env) + "=" + std::string(v);
+    if (key.kind == Kind::boolean) {
+      set_boolean_from_text(*this, key, v, where);
+      continue;
+    }
     if (key.kind == Kind::policy || key.kind == Kind::overflow) {
       set_string(*this, key, v, where);
       continue;
@@ -348,7 +376,7 @@ namespace {
 void check(const BatchConfig& c, std::string_view prefix) {
   const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
                block_timeout, max_batch_bytes, completion_threads, batch_timeout,
-               completion_spin] = c;
+               completion_spin, resident, resident_idle] = c;
   auto bad = [prefix](std::string_view key, const std::string& why) {
     ::gpubatch::bad(std::string(prefix) + std::string(key), why);
   };
@@ -373,6 +401,10 @@ void check(const BatchConfig& c, std::string_view prefix) {
     bad("block_timeout_us", "must be positive with overflow = \"block_for\" (use \"reject\")");
   range("max_batch_bytes", max_batch_bytes, 1, std::numeric_limits<std::size_t>::max());
   range("completion_threads", completion_threads, 1, kMaxThreads);
+  (void)resident;
+  if (resident_idle.count() < 1 || resident_idle.count() > kMaxWaitLimitUs)
+    bad("resident_idle_us", "must be in [1, " + std::to_string(kMaxWaitLimitUs) + "] (got " +
+                                std::to_string(resident_idle.count()) + ")");
   if (batch_timeout.count() < 1)
     bad("batch_timeout_ms", "must be at least 1 (got " + std::to_string(batch_timeout.count()) + ")");
   if (completion_spin.count() < 0 || completion_spin.count() > kMaxCompletionSpinUs)

@@ -234,10 +234,12 @@ ExecutorCore::~ExecutorCore() {
     else t.join();
   };
   finish(io_thread_);
+  finish(resident_thread_);
   for (auto& t : completion_threads_) finish(t);
 }
 
 void ExecutorCore::start() {
+  start_resident();  // src/executor/resident_lane.cpp
   work_.emplace(io_.get_executor());
   auto self = shared_from_this();
   io_thread_ = std::thread([self] {
@@ -298,6 +300,7 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
              describe(request) + ": its deadline had passed when it was submitted");
       return;
     }
+    if (resident_on_ && try_resident(request, completion, now)) return;
     Pending p{std::move(request), std::move(completion), now, options.deadline, bytes};
     RequestCancel* const cancel = p.cancel = cancel_state_of(p.completion);
     PushResult r = PushResult::full;
@@ -968,6 +971,7 @@ void ExecutorCore::stop_threads_locked() {
     stop_completion_ = true;
   }
   inflight_cv_.notify_all();
+  if (resident_on_) wake_resident_locked();
   work_.reset();  // the strand thread ends once its last handler has run
 }
 
@@ -979,6 +983,7 @@ void ExecutorCore::shutdown(ShutdownMode mode) {
       if (mode == ShutdownMode::cancel && !cancel_.exchange(true)) post = true;
       if (!closing_) {
         closing_ = true;
+        resident_closed_.store(true, std::memory_order_seq_cst);
         queue_.close();
         post = true;
       }
@@ -992,6 +997,7 @@ void ExecutorCore::shutdown(ShutdownMode mode) {
   }
   std::lock_guard<std::mutex> lock(join_mutex_);
   if (io_thread_.joinable()) io_thread_.join();
+  if (resident_thread_.joinable()) resident_thread_.join();
   for (auto& t : completion_threads_)
     if (t.joinable()) t.join();
   if (trace_.on()) trace_.stop();  // every batch has been recorded: write the file
@@ -1025,8 +1031,17 @@ Stats ExecutorCore::stats() const {
     dt += c->device_time;
     e2e += c->end_to_end;
   }
+  // Resident requests (resident_lane.cpp) never enter the queue: they count as accepted and
+  // as having left it at once.
+  const std::uint64_t resident = load(resident_accepted_);
+  s.submitted += resident;
+  s.resident = load(resident_stats_.completed);
+  s.completed += s.resident;
+  s.device_errors += load(resident_stats_.failed);
+  s.cancelled += load(resident_stats_.cancelled);
+  e2e += resident_stats_.end_to_end;
   s.failed = s.expired + s.cancelled + s.device_errors;
-  const std::uint64_t left = dispatched + s.expired + s.cancelled;
+  const std::uint64_t left = dispatched + s.expired + s.cancelled - load(resident_stats_.cancelled) + resident;
   s.queue_depth = s.submitted > left ? s.submitted - left : 0;
   s.inflight_batches = inflight_slots_.load(std::memory_order_relaxed);
   s.max_batch_size = config_.max_batch_size;

@@ -185,6 +185,21 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // After a batch failed with device_lost: device_->recover() (serialised; never throws).
   void recover_if_device_lost(const std::exception_ptr& error) noexcept;
 
+  // ---- resident mode (src/executor/resident_lane.cpp; DESIGN.md "Resident mode") ----
+  struct ResidentEntry {
+    Request request;
+    Completion completion;
+    Clock::time_point enqueued{};
+    std::unique_ptr<InFlightBatch> inflight;
+  };
+  void start_resident();
+  // Producer: hands the request to the device's resident kernel when it fits and nothing else
+  // waits; true when taken (request and completion moved), false: batch it as usual.
+  bool try_resident(Request& request, Completion& completion, Clock::time_point now) noexcept;
+  void resident_loop();
+  void await_resident(ResidentEntry& entry) noexcept;
+  void wake_resident_locked();  // under shutdown_mutex_ via stop_threads_locked()
+
   // ---- shutdown ----
   void maybe_done();
   void stop_threads_locked();
@@ -251,6 +266,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool done_ = false;     // every accepted request resolved
   bool stopped_ = false;  // threads told to stop
   std::mutex join_mutex_;
+  std::thread resident_thread_;
   std::thread io_thread_;
   std::vector<std::thread> completion_threads_;
 
@@ -278,6 +294,23 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   TraceRecorder trace_;
   alignas(kCacheLine) std::atomic<std::uint64_t> rejected_{0};
   std::atomic<std::uint64_t> handler_exceptions_{0};
+
+  // Resident mode. resident_on_ is set by start() before any producer can see the executor.
+  bool resident_on_ = false;
+  std::atomic<bool> resident_closed_{false};  // shutdown began: producers batch instead
+  std::mutex resident_mutex_;
+  std::condition_variable resident_cv_;
+  std::deque<ResidentEntry> resident_entries_;  // guarded: accepted, in the ring, FIFO
+  bool resident_sleeping_ = false;              // guarded: the lane thread waits on resident_cv_
+  bool resident_stop_ = false;                  // guarded
+  alignas(kCacheLine) std::atomic<std::size_t> resident_pending_{0};  // entries (for the spin)
+  std::atomic<std::uint64_t> resident_accepted_{0};  // producers
+  struct alignas(kCacheLine) ResidentStats {  // the lane thread writes these
+    std::atomic<std::uint64_t> completed{0};
+    std::atomic<std::uint64_t> failed{0};  // device errors (watchdog, lost device)
+    std::atomic<std::uint64_t> cancelled{0};
+    LatencyHistogram end_to_end;
+  } resident_stats_;
 };
 
 // GPUBATCH_TRACE=file.json: trace this executor's batches into the file (written at shutdown).

@@ -84,6 +84,8 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   w.header("handler_exceptions_total", "counter",
            "Completion handlers that threw on an executor thread (caught and logged).");
   w.sample("handler_exceptions_total", "", s.handler_exceptions);
+  w.header("resident_requests_total", "counter", "Requests served by the resident kernel (resident mode).");
+  w.sample("resident_requests_total", "", s.resident);
   w.header("queue_depth", "gauge", "Accepted requests not yet in a submitted batch.");
   w.sample("queue_depth", "", s.queue_depth);
   w.header("inflight_batches", "gauge", "Batches submitted to the device and not yet complete.");

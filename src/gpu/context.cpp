@@ -226,6 +226,51 @@ static void apply_log_level_from_environment() {
   });
 }
 
+namespace {
+constexpr std::uint32_t kNoFamily = ~0u;
+
+bool has_device_extension(VkPhysicalDevice physical, const char* name) {
+  std::uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &n, exts.data());
+  return std::any_of(exts.begin(), exts.end(),
+                     [&](const auto& e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+}  // namespace
+
+// The queues to create: the batches' queue, and a second compute queue for the resident kernel
+// where the device offers one (a second queue of the same family, else another compute family),
+// so that a persistent dispatch never blocks batches. Lavapipe offers one queue in all: there the
+// resident ring opens a VkDevice of its own instead (resident_ring.cpp). Returns the count.
+std::uint32_t GpuContext::resident_queue_plan(GpuContext& ctx, VkDeviceQueueCreateInfo* infos,
+                                             const float* priorities) {
+  std::uint32_t nfam = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(ctx.physical_, &nfam, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(nfam);
+  vkGetPhysicalDeviceQueueFamilyProperties(ctx.physical_, &nfam, fams.data());
+  infos[0] = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  infos[0].queueFamilyIndex = ctx.queue_family_;
+  infos[0].queueCount = 1;
+  infos[0].pQueuePriorities = priorities;
+  ctx.resident_family_ = kNoFamily;
+  if (fams[ctx.queue_family_].queueCount >= 2) {
+    infos[0].queueCount = 2;
+    ctx.resident_family_ = ctx.queue_family_;
+    return 1;
+  }
+  for (std::uint32_t q = 0; q < nfam; ++q) {
+    if (q == ctx.queue_family_ || !(fams[q].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+    infos[1] = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    infos[1].queueFamilyIndex = q;
+    infos[1].queueCount = 1;
+    infos[1].pQueuePriorities = priorities;
+    ctx.resident_family_ = q;
+    return 2;
+  }
+  return 1;
+}
+
 std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
                                                std::shared_ptr<AtomicCounters> counters) {
   apply_log_level_from_environment();
@@ -257,11 +302,9 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
       ctx->timestamp_period_ns_ = props.limits.timestampPeriod;
   }
 
-  const float priority = 1.0f;
-  VkDeviceQueueCreateInfo queue_info{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
-  queue_info.queueFamilyIndex = ctx->queue_family_;
-  queue_info.queueCount = 1;
-  queue_info.pQueuePriorities = &priority;
+  const float priorities[2] = {1.0f, 1.0f};
+  VkDeviceQueueCreateInfo queue_infos[2]{};
+  const std::uint32_t queue_count = resident_queue_plan(*ctx, queue_infos, priorities);
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   f12.bufferDeviceAddress = VK_TRUE;
   f12.timelineSemaphore = VK_TRUE;
@@ -277,13 +320,40 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
         ctx->creation_feedback_ = true;
       }
   }
+  // The resident kernel times its idle exit with the device clock (VK_KHR_shader_clock).
+  VkPhysicalDeviceShaderClockFeaturesKHR clock{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
+  if (has_device_extension(ctx->physical_, VK_KHR_SHADER_CLOCK_EXTENSION_NAME)) {
+    VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &clock};
+    vkGetPhysicalDeviceFeatures2(ctx->physical_, &features);
+    if (clock.shaderDeviceClock) {
+      clock.shaderSubgroupClock = VK_FALSE;
+      clock.pNext = nullptr;
+      f12.pNext = &clock;
+      extensions.push_back(VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
+      ctx->device_clock_ = true;
+    }
+  }
+  {  // ... and orders its polls with the Vulkan memory model (acquire/release, device scope).
+    VkPhysicalDeviceVulkan12Features have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &have};
+    vkGetPhysicalDeviceFeatures2(ctx->physical_, &features);
+    if (have.vulkanMemoryModel && have.vulkanMemoryModelDeviceScope) {
+      f12.vulkanMemoryModel = VK_TRUE;
+      f12.vulkanMemoryModelDeviceScope = VK_TRUE;
+    } else {
+      ctx->device_clock_ = false;  // resident mode needs both
+    }
+  }
   VkDeviceCreateInfo device_info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &f12};
   device_info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
   device_info.ppEnabledExtensionNames = extensions.data();
-  device_info.queueCreateInfoCount = 1;
-  device_info.pQueueCreateInfos = &queue_info;
+  device_info.queueCreateInfoCount = queue_count;
+  device_info.pQueueCreateInfos = queue_infos;
   gpu::check_vk(vkCreateDevice(ctx->physical_, &device_info, nullptr, &ctx->device_), "vkCreateDevice");
   vkGetDeviceQueue(ctx->device_, ctx->queue_family_, 0, &ctx->queue_);
+  if (ctx->resident_family_ != kNoFamily)
+    vkGetDeviceQueue(ctx->device_, ctx->resident_family_,
+                     ctx->resident_family_ == ctx->queue_family_ ? 1 : 0, &ctx->resident_queue_);
 
   VkSemaphoreTypeCreateInfo type_info{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
   type_info.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;

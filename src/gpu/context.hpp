@@ -40,6 +40,15 @@ class GpuContext {
   VkDevice device() const { return device_; }
   VkPhysicalDevice physical_device() const { return physical_; }
   std::uint32_t queue_family() const { return queue_family_; }
+  // A second compute queue for the resident kernel (src/gpu/resident_ring.cpp), where the device
+  // has one; VK_NULL_HANDLE otherwise. Only the resident ring submits to it.
+  VkQueue resident_queue() const { return resident_queue_; }
+  // The batches' queue itself: only for a context with a single user (the resident ring's own
+  // device); everyone else submits through submit().
+  VkQueue queue() const { return queue_; }
+  std::uint32_t resident_family() const { return resident_family_; }
+  // shaderDeviceClock and the Vulkan memory model at device scope are enabled (resident mode).
+  bool device_clock() const { return device_clock_; }
   const DeviceInfo& info() const { return info_; }
   const VkPhysicalDeviceLimits& limits() const { return limits_; }
   const VkPhysicalDeviceMemoryProperties& memory_properties() const { return memory_props_; }
@@ -67,6 +76,8 @@ class GpuContext {
 
  private:
   GpuContext() = default;
+  static std::uint32_t resident_queue_plan(GpuContext& ctx, VkDeviceQueueCreateInfo* infos,
+                                           const float* priorities);
   bool wait_serial(std::uint64_t value, std::chrono::steady_clock::time_point deadline);
   VkResult driver_wait(std::uint64_t value, std::chrono::steady_clock::time_point deadline);
   bool reached(std::uint64_t value);  // one vkGetSemaphoreCounterValue
@@ -78,6 +89,9 @@ class GpuContext {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   std::uint32_t queue_family_ = 0;
+  VkQueue resident_queue_ = VK_NULL_HANDLE;
+  std::uint32_t resident_family_ = 0;
+  bool device_clock_ = false;
   VkSemaphore timeline_ = VK_NULL_HANDLE;
   std::mutex submit_mutex_;
   std::uint64_t last_signalled_ = 0;  // guarded by submit_mutex_

@@ -15,6 +15,8 @@ enum class Fault : int {
   hang,                // the submission is made but its completion is never reported
   host_out_of_memory,  // a batch's staging (host-visible upload) memory cannot be had: out_of_memory
   device_lost_check,   // VulkanBatchDevice::recover()'s check finds the device lost: it is re-created
+  resident_stall,      // the resident ring fills a slot but never rings its doorbell (no progress)
+  resident_unavailable,  // the resident ring cannot be set up (as on a device without ReBAR memory)
   count_
 };
 

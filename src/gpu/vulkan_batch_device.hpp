@@ -16,6 +16,7 @@
 namespace gpubatch::gpu {
 
 struct Frame;
+class ResidentRing;
 
 // The frames (command pool, staging and readback memory) of one GpuContext. Batches in flight
 // hold it, and through it their context, so that a re-created device never frees what a batch
@@ -52,6 +53,14 @@ class VulkanBatchDevice : public detail::BatchDevice,
   // old one.
   void recover() override;
 
+  // Resident mode: a ResidentRing (src/gpu/resident_ring.hpp) opened now, and again after a
+  // loss (at most kResidentLosses times; then resident mode stays off, said once in the log).
+  bool start_resident(const detail::ResidentSettings& settings) override;
+  std::unique_ptr<detail::InFlightBatch> try_submit_resident(const Request& request) override;
+  // The ring requests go to now (null when resident mode is off); for tests.
+  std::shared_ptr<ResidentRing> resident_ring() const;
+  static constexpr int kResidentLosses = 3;
+
   // The context new batches run on (it changes when the device is re-created).
   std::shared_ptr<detail::GpuContext> current_context() const;
   // How many times the device was re-created.
@@ -68,6 +77,14 @@ class VulkanBatchDevice : public detail::BatchDevice,
   mutable std::mutex mutex_;        // guards frames_ (the pointer) and frames_generation_
   mutable std::shared_ptr<FrameSet> frames_;
   mutable std::uint64_t frames_generation_ = 0;  // identity_->generation() frames_ was made for
+  // Resident mode. The ring pointer is read on every resident request: an atomic shared_ptr
+  // would do, a mutex held for a pointer copy is as cheap uncontended and simpler.
+  bool open_resident_locked();
+  mutable std::mutex resident_mutex_;
+  bool resident_on_ = false;  // guarded
+  int resident_losses_ = 0;   // guarded
+  detail::ResidentSettings resident_settings_;  // guarded
+  std::shared_ptr<ResidentRing> ring_;          // guarded
 };
 
 }  // namespace gpubatch::gpu

@@ -1,0 +1,214 @@
+// Resident mode in the executor (DESIGN.md "Resident mode"): a producer that finds the executor
+// idle hands a small request straight to the device's resident kernel (BatchDevice::
+// try_submit_resident) instead of the queue; one lane thread waits for those requests in ring
+// order and resolves their futures. Everything else takes the batched path at the same time.
+#include <pthread.h>
+
+#include <string>
+#include <utility>
+
+#include <spdlog/spdlog.h>
+
+#include "executor/executor_core.hpp"
+#include "gpubatch/error.hpp"
+
+namespace gpubatch::detail {
+
+namespace {
+
+// A fresh Error equal to the one being handled, with the request named (never shares the caught
+// object across threads; see fresh_current_exception in executor.cpp).
+std::exception_ptr current_error_for(const Request& r) noexcept {
+  try {
+    try {
+      throw;
+    } catch (const Error& e) {
+      std::string_view what = e.what();
+      const std::string_view prefix = to_string(e.code());
+      if (what.substr(0, prefix.size()) == prefix && what.substr(prefix.size(), 2) == ": ")
+        what.remove_prefix(prefix.size() + 2);
+      return std::make_exception_ptr(Error(e.code(), describe(r) + " (resident): " + std::string(what)));
+    } catch (const std::exception& e) {
+      return std::make_exception_ptr(Error(ErrorCode::internal, describe(r) + " (resident): " + e.what()));
+    } catch (...) {
+      return std::make_exception_ptr(Error(ErrorCode::internal, describe(r) + " (resident): unknown exception"));
+    }
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+}  // namespace
+
+void ExecutorCore::start_resident() {
+  if (!config_.resident) return;
+  ResidentSettings settings;
+  settings.idle = config_.resident_idle;
+  settings.watchdog = config_.batch_timeout;
+  try {
+    resident_on_ = device_->start_resident(settings);
+  } catch (const std::exception& e) {
+    spdlog::warn("gpubatch executor: starting resident mode failed: {}", e.what());
+    resident_on_ = false;
+  }
+  if (!resident_on_) {
+    spdlog::warn("gpubatch executor: resident mode is unavailable on {}; every request is batched",
+                 device_->name());
+    return;
+  }
+  auto self = shared_from_this();
+  resident_thread_ = std::thread([self] {
+    pthread_setname_np(pthread_self(), "gpubatch-ring");
+    self->resident_loop();
+  });
+}
+
+// A crowd batches better than the ring serves it one by one: only a request that finds the
+// queue empty and no batch on the device goes to the ring (and only while the ring has a free
+// slot and the request fits one). So under load everything is batched as before, and resident
+// mode never lowers throughput.
+bool ExecutorCore::try_resident(Request& request, Completion& completion, Clock::time_point now) noexcept {
+  if (queue_.raw().pushed_approx() != queue_.raw().popped_approx()) return false;
+  if (inflight_slots_.load(std::memory_order_relaxed) != 0) return false;
+  // Counted before the look at resident_closed_ (both seq_cst): either shutdown sees this
+  // request unresolved and waits for it, or this producer sees the shutdown and batches it
+  // (where the closed queue refuses it).
+  unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
+  auto give_back = [this] {
+    unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
+    maybe_done();
+    return false;
+  };
+  if (resident_closed_.load(std::memory_order_seq_cst)) return give_back();
+  std::unique_ptr<InFlightBatch> inflight;
+  try {
+    inflight = device_->try_submit_resident(request);
+  } catch (...) {
+    inflight.reset();  // the batched path meets the device's trouble and reports it
+  }
+  if (!inflight) return give_back();
+  resident_accepted_.fetch_add(1, std::memory_order_relaxed);
+  bool wake = false;
+  ResidentEntry entry{std::move(request), std::move(completion), now, std::move(inflight)};
+  {
+    std::lock_guard lock(resident_mutex_);
+    try {
+      resident_entries_.push_back(std::move(entry));  // strong guarantee: on throw, entry is intact
+    } catch (...) {  // bad_alloc: the request is in the ring but cannot be waited for here
+      resident_stats_.failed.fetch_add(1, std::memory_order_relaxed);
+      resolve_error(entry.completion, std::current_exception(), true);
+      unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
+      return true;
+    }
+    resident_pending_.fetch_add(1, std::memory_order_release);
+    wake = resident_sleeping_;
+  }
+  if (wake) resident_cv_.notify_one();
+  return true;
+}
+
+// Oldest first (the kernel serves the ring in order). When the ring is empty the thread spins
+// for resident_idle (a lone caller's next request comes within microseconds; an OS wake-up
+// would cost 20-30 us), then sleeps until a producer wakes it: an idle executor burns no CPU.
+void ExecutorCore::resident_loop() {
+  std::unique_lock lock(resident_mutex_);
+  for (;;) {
+    if (!resident_entries_.empty()) {
+      ResidentEntry entry = std::move(resident_entries_.front());
+      resident_entries_.pop_front();
+      lock.unlock();
+      await_resident(entry);
+      resident_pending_.fetch_sub(1, std::memory_order_relaxed);
+      lock.lock();
+      continue;
+    }
+    if (resident_stop_) return;
+    lock.unlock();
+    const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(config_.resident_idle);
+    for (std::uint32_t spins = 0; resident_pending_.load(std::memory_order_acquire) == 0; ++spins) {
+      if ((spins & 63) == 0 && Clock::now() >= until) break;
+      if (spins > 4096) std::this_thread::yield();
+#if defined(__x86_64__) || defined(__i386__)
+      else __builtin_ia32_pause();
+#endif
+    }
+    lock.lock();
+    if (!resident_entries_.empty() || resident_stop_) continue;
+    resident_sleeping_ = true;
+    resident_cv_.wait(lock, [&] { return !resident_entries_.empty() || resident_stop_; });
+    resident_sleeping_ = false;
+  }
+}
+
+// Waits for one request (a 1 ms spinning slice, then 50 us naps between looks, so that a slow or
+// stalled ring costs little CPU; shutdown(cancel) and the watchdog are looked at between them),
+// then resolves it. device_lost goes through the recovery batches use.
+void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
+  std::exception_ptr error;
+  bool served = false;
+  bool cancelled = false;
+  // The device's own watchdog (batch_timeout from the ticket's submission) fires first and also
+  // retires the ring, so that no later request queues behind a stuck ticket; this limit is only
+  // a backstop for a device without one.
+  const auto limit = e.enqueued + 2 * std::chrono::duration_cast<Clock::duration>(config_.batch_timeout);
+  Result result;
+  bool first = true;
+  try {
+    for (;;) {
+      const bool cancel = cancel_.load(std::memory_order_acquire);
+      if (e.inflight->wait_for(cancel || !first ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1))) {
+        e.inflight->take_result(0, result);
+        served = true;
+        break;
+      }
+      if (cancel) {
+        cancelled = true;
+        error = std::make_exception_ptr(Error(
+            ErrorCode::shut_down, describe(e.request) + ": cancelled by shutdown before the resident kernel served it"));
+        break;
+      }
+      if (Clock::now() >= limit)
+        throw Error(ErrorCode::device_lost, "the resident kernel did not answer within " +
+                                                std::to_string(2 * config_.batch_timeout.count()) + " ms");
+      if (!first) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      first = false;
+    }
+  } catch (...) {
+    error = current_error_for(e.request);
+  }
+  e.inflight.reset();  // frees its slot (a cancelled one once the kernel has passed it)
+  if (error && !cancelled) {
+    spdlog::warn("gpubatch executor: resident request failed: {}", [&] {
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& x) {
+        return std::string(x.what());
+      }
+    }());
+    recover_if_device_lost(error);
+  }
+  // Statistics first, so that whoever sees a result also sees it counted.
+  auto& st = resident_stats_;
+  if (served) {
+    st.end_to_end.record(Clock::now() - e.enqueued);
+    st.completed.store(st.completed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    resolve_value(e.completion, std::move(result));
+  } else {
+    auto& counter = cancelled ? st.cancelled : st.failed;
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    resolve_error(e.completion, std::move(error), false);
+  }
+  unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
+  maybe_done();
+}
+
+// Under shutdown_mutex_, once every accepted request has resolved.
+void ExecutorCore::wake_resident_locked() {
+  {
+    std::lock_guard lock(resident_mutex_);
+    resident_stop_ = true;
+  }
+  resident_cv_.notify_all();
+}
+
+}  // namespace gpubatch::detail

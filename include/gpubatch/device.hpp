@@ -34,6 +34,12 @@ struct DeviceOptions {
   // The synchronous path gives up on a submission that has not completed after this long and
   // reports device_lost (a watchdog: a hung GPU must not hang the caller).
   std::chrono::milliseconds batch_timeout{60000};
+  // Batches whose upload (inputs and tables) holds at least this many bytes go through the copy
+  // engine: host-cached staging, vkCmdCopyBuffer to device-local memory on a transfer queue,
+  // kernels on device memory, a copy back (docs/DESIGN.md "Large requests"). 0: every batch;
+  // UINT64_MAX: none. Unset: GPUBATCH_COPY_ENGINE_BYTES (a number or "never"), else 256 KiB on a
+  // device with memory of its own, none where device memory is host memory (lavapipe, iGPUs).
+  std::optional<std::uint64_t> copy_engine_bytes;
 };
 
 struct DeviceInfo {

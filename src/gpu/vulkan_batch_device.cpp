@@ -17,6 +17,7 @@
 #include "gpu/glsl_compiler.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/memory.hpp"
+#include "gpu/transfer_path.hpp"
 #include "gpu/vk_check.hpp"
 #include "state_math.hpp"
 
@@ -120,6 +121,7 @@ struct Frame {
   VkCommandBuffer commands = VK_NULL_HANDLE;
   VkQueryPool timestamps = VK_NULL_HANDLE;
   Allocation upload, readback, scratch;
+  TransferFrame transfer;             // the copy-engine path's staging, device memory, commands
   std::vector<std::uint32_t> order;   // request indices grouped by kernel
   std::vector<std::uint32_t> group_of;  // by request index
   std::vector<std::uint32_t> cursor;    // by group, while sorting
@@ -207,13 +209,6 @@ void copy_inputs(const std::vector<CopyOp>& copies, std::size_t total, detail::P
   });
 }
 
-void ensure(Allocation& a, MemoryPool& pool, MemoryKind kind, std::size_t bytes) {
-  if (a && a.size() >= bytes) return;
-  a.reset();
-  // Grow with headroom so a frame settles at its working size after a few batches.
-  a = pool.allocate(kind, std::max<std::size_t>(align_up(bytes + bytes / 2, 4096), 64 * 1024));
-}
-
 }  // namespace
 
 FrameSet::FrameSet(std::shared_ptr<detail::GpuContext> ctx) : context(std::move(ctx)) {}
@@ -226,6 +221,7 @@ FrameSet::~FrameSet() {
   for (auto& f : frames) {
     if (f->timestamps) vkDestroyQueryPool(device, f->timestamps, nullptr);
     vkDestroyCommandPool(device, f->pool, nullptr);
+    f->transfer.destroy(device);
   }
 }
 
@@ -272,7 +268,7 @@ void FrameSet::release(Frame* frame) {
 
 VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::GpuContext> context,
                                      std::uint64_t max_request_bytes, DeviceOptions options)
-    : options_(std::move(options)) {
+    : options_(std::move(options)), copy_engine_bytes_(copy_engine_threshold(*context, options_)) {
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.
   const std::uint64_t device_limit = context->max_allocation_bytes() - (1u << 20);
@@ -456,14 +452,19 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   if (FaultInjector::fire(Fault::host_out_of_memory))
     throw Error(ErrorCode::out_of_memory, "staging memory for a batch of " + std::to_string(upload_bytes) +
                                               " bytes (injected host out of memory)");
-  ensure(frame->upload, pool, MemoryKind::upload, upload_bytes);
+  // Large batches through the copy engine: the CPU packs host-cached staging, the GPU copies it to
+  // device memory, kernels work there (the tables' addresses are device addresses) and the
+  // results are copied back into readback. Small ones: kernels read staging directly.
+  const bool copy_engine = upload_bytes >= copy_engine_bytes_;
   ensure(frame->readback, pool, MemoryKind::readback, output_bytes_total);
+  if (copy_engine) frame->transfer.prepare(*ctx, upload_bytes, output_bytes_total);
+  else ensure(frame->upload, pool, MemoryKind::upload, upload_bytes);
   if (scratch_floats > 0) ensure(frame->scratch, pool, MemoryKind::device_local, scratch_floats * 4);
 
   // 3. Pack: inputs copied once, straight into staging; segment and block tables beside them.
-  std::byte* up = frame->upload.mapped();
-  const std::uint64_t up_addr = frame->upload.address();
-  const std::uint64_t down_addr = frame->readback.address();
+  std::byte* up = copy_engine ? frame->transfer.host() : frame->upload.mapped();
+  const std::uint64_t up_addr = copy_engine ? frame->transfer.input_address() : frame->upload.address();
+  const std::uint64_t down_addr = copy_engine ? frame->transfer.output_address() : frame->readback.address();
   auto* segments = reinterpret_cast<SegmentRecord*>(up);
   auto* block_table = reinterpret_cast<std::uint32_t*>(up + segments_bytes);
   std::size_t in_off = segments_bytes + blocks_bytes, out_off = 0;
@@ -553,6 +554,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
     }
   }
   copy_inputs(frame->copies, copy_bytes, parallel);
+  const std::uint64_t upload_value = copy_engine ? frame->transfer.upload(*ctx, in_off, {}) : 0;
 
   // 4. Record: one dispatch per group, one command buffer, one submission.
   VkCommandBuffer cmd = frame->commands;
@@ -598,11 +600,18 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
   vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
                        &to_host, 0, nullptr, 0, nullptr);
+  if (copy_engine) frame->transfer.record_download(cmd, frame->readback, out_off, {});
   if (frame->timestamps)
     vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, frame->timestamps, 1);
   check_vk(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
 
-  frame->timeline_value = ctx->submit(cmd);
+  try {
+    frame->timeline_value = ctx->submit(cmd, upload_value);
+  } catch (...) {
+    // The upload may still read staging: let it end before the frame goes back to the pool.
+    if (upload_value) ctx->wait_upload(upload_value, std::chrono::seconds(10));
+    throw;
+  }
   counters.dispatches.fetch_add(dispatches, std::memory_order_relaxed);
   counters.uploads.fetch_add(1, std::memory_order_relaxed);
   counters.downloads.fetch_add(1, std::memory_order_relaxed);

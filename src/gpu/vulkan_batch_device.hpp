@@ -55,12 +55,15 @@ class VulkanBatchDevice : public detail::BatchDevice,
   std::shared_ptr<detail::GpuContext> current_context() const;
   // How many times recover() re-created the device.
   std::uint64_t recreations() const { return recreations_.load(); }
+  // Upload bytes from which a batch takes the copy-engine path (copy_engine_threshold()).
+  std::uint64_t copy_engine_bytes() const { return copy_engine_bytes_; }
 
  private:
   std::shared_ptr<FrameSet> current() const;
 
   std::uint64_t max_request_bytes_;
   DeviceOptions options_;
+  std::uint64_t copy_engine_bytes_;  // batches with this many upload bytes use the copy engine
   mutable std::mutex mutex_;        // guards frames_ (the pointer)
   std::shared_ptr<FrameSet> frames_;
   std::mutex recover_mutex_;        // one recovery at a time

@@ -85,6 +85,12 @@ class Device {
   // waits. Throws Error on bad input or device failure. Safe to call from several threads.
   Result run(const Request& request);
 
+  // `floats` floats of pinned host memory this device reads and writes in place: fill it and pass
+  // it as a request's input (Request::from_host) or result (Request::deliver_to); no CPU copy is
+  // made. It keeps the device alive. Throws Error(invalid_argument) for 0 floats,
+  // Error(out_of_memory) when the memory cannot be had.
+  HostBuffer allocate_host(std::size_t floats) const;
+
   // Internal seams for the executor and the graph.
   std::shared_ptr<detail::BatchDevice> batch_device() const;
   std::shared_ptr<detail::GpuContext> context() const;

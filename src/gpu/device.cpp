@@ -6,6 +6,7 @@
 #include "gpubatch/error.hpp"
 
 #include "gpu/context.hpp"
+#include "gpu/host_memory.hpp"
 #include "gpu/vulkan_batch_device.hpp"
 
 namespace gpubatch {
@@ -49,6 +50,12 @@ Result Device::run(const Request& request) {
   Result result;
   batch->take_result(0, result);
   return result;
+}
+
+HostBuffer Device::allocate_host(std::size_t floats) const {
+  // The context new batches run on (recover() may have replaced the one this Device opened).
+  auto vulkan = std::dynamic_pointer_cast<gpu::VulkanBatchDevice>(batch_device_);
+  return gpu::allocate_host(vulkan ? vulkan->current_context() : context_, floats);
 }
 
 std::shared_ptr<detail::BatchDevice> Device::batch_device() const { return batch_device_; }

@@ -81,6 +81,14 @@ std::uint64_t TransferFrame::upload(detail::GpuContext& ctx, std::size_t bytes, 
     const VkBufferCopy region{staging_.offset(), device_in_.offset(), bytes};
     vkCmdCopyBuffer(commands_, staging_.buffer(), device_in_.buffer(), 1, &region);
   }
+  if (bytes > 0 && !extra.empty()) {
+    // The staging copy also wrote (unused) bytes where host buffers go: write after write.
+    VkMemoryBarrier ordered{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    ordered.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    ordered.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    vkCmdPipelineBarrier(commands_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &ordered,
+                         0, nullptr, 0, nullptr);
+  }
   for (const BufferCopy& c : extra) {
     const VkBufferCopy region{c.host_offset, device_in_.offset() + c.device_offset, c.bytes};
     vkCmdCopyBuffer(commands_, c.buffer, device_in_.buffer(), 1, &region);

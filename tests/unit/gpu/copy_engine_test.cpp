@@ -11,6 +11,7 @@
 
 #include "executor/batch_device.hpp"
 #include "gpu/context.hpp"
+#include "gpu/fault_injection.hpp"
 #include "gpu/vulkan_batch_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
@@ -148,4 +149,37 @@ TEST(CopyEngine, EnvironmentKnobIsParsedAndBadValuesAreTyped) {
     EXPECT_EQ(e.code(), ErrorCode::invalid_config);
   }
   ::unsetenv("GPUBATCH_COPY_ENGINE_BYTES");
+}
+
+// A failed upload submission, a lost wait or device memory that cannot be had: the batch fails
+// with its typed error, and the next batch on the same device runs and is right.
+TEST(CopyEngine, FaultsFailTheirBatchAndTheNextOneRuns) {
+  using gpu::Fault;
+  using gpu::FaultInjector;
+  struct Disarm {
+    ~Disarm() { FaultInjector::disarm_all(); }
+  } disarm;
+  Device device = open_with_threshold(0);
+  std::mt19937 rng(17);
+  const std::pair<Fault, ErrorCode> faults[] = {{Fault::submit_device_lost, ErrorCode::device_lost},
+                                                {Fault::wait_device_lost, ErrorCode::device_lost},
+                                                {Fault::device_out_of_memory, ErrorCode::out_of_memory}};
+  for (const auto& [fault, code] : faults) {
+    // Out of memory needs an allocation: a request larger than a pool block (64 MiB) and than
+    // anything this frame held before.
+    const std::size_t floats = fault == Fault::device_out_of_memory ? 17u << 20 : 1u << 20;
+    std::vector<Request> requests;
+    requests.push_back(Request::relu(random_floats(floats, rng)));
+    FaultInjector::arm(fault);
+    try {
+      auto batch = device.batch_device()->submit(pointers_to(requests));
+      batch->wait_for(std::chrono::seconds(60));
+      ADD_FAILURE() << "fault " << static_cast<int>(fault) << " did not fail the batch";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+    }
+    FaultInjector::disarm_all();
+    auto batch = device.batch_device()->submit(pointers_to(requests));
+    EXPECT_TRUE(all_match(*batch, requests)) << "after fault " << static_cast<int>(fault);
+  }
 }

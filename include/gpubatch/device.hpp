@@ -62,6 +62,9 @@ struct DeviceCounters {
   std::uint64_t bytes_down = 0;
   std::uint64_t pipelines_created = 0;      // pipelines built by this process
   std::uint64_t pipeline_cache_hits = 0;    // of those, built from the on-disk cache
+  // Copy-engine uploads of large batches (DESIGN.md "Large requests"), not in `submissions`:
+  // those count one compute submission per batch on either path.
+  std::uint64_t copy_submissions = 0;
 };
 
 class Device {

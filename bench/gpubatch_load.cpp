@@ -44,6 +44,7 @@ struct Options {
   double rate = 0;  // requests/s offered in total; 0: closed loop
   bool unbatched = false;
   bool resident = false;  // resident mode on top of the preset or file
+  bool host_buffers = false;  // inputs and results in Device::allocate_host memory (no CPU copy)
   std::string device;
   bool json = false;
   bool progress = true;
@@ -64,7 +65,7 @@ std::string verifiable_ops() {
 
 class Workload {
  public:
-  Workload(const Options& o, unsigned seed) {
+  Workload(const Options& o, unsigned seed, const Device* device = nullptr) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> d(-3.0f, 3.0f);
     std::uniform_int_distribution<int> byte(0, 255);
@@ -88,15 +89,20 @@ class Workload {
       const float t = static_cast<float>(i * 7 % 101) / 100.0f;
       requests_.push_back(build(o.op, size, a, b, sa, sb, t, i % 2 ? InterpolationMode::slerp : InterpolationMode::lerp));
     }
+    if (o.host_buffers && device) move_into_host_buffers(*device);
   }
 
   // The i-th request to send (a copy).
   Request make(std::uint64_t i) const { return requests_[i % kPool]; }
   // Checks the i-th request's result; a message when it is wrong. Only the owning thread calls.
-  std::optional<std::string> check(std::uint64_t i, const Result& got) const {
+  std::optional<std::string> check(std::uint64_t i, const Result& in) const {
+    const Request& r = requests_[i % kPool];
+    Result delivered;  // --host-buffers: the result is in the request's host buffer
+    if (r.host_result) delivered.values.assign(r.host_result->data, r.host_result->data + r.host_result->floats);
+    const Result& got = r.host_result ? delivered : in;
     std::optional<Result>& passed = passed_[i % kPool];
     if (passed && passed->values == got.values && passed->states == got.states) return std::nullopt;
-    auto mismatch = reference::check(requests_[i % kPool], got);
+    auto mismatch = reference::check(r.host_result ? without_result_buffer(r) : r, got);
     if (!mismatch) passed = got;
     return mismatch;
   }
@@ -117,6 +123,25 @@ class Workload {
     Request r = Request::unary(op, a, info.sample_scalar[0], info.sample_scalar[1]);
     if (info.arity == 2) r.b = b;
     return r;
+  }
+
+  // --host-buffers: each pool request reads x from a HostBuffer and writes its result into
+  // another (requests sharing a pool slot share them: at most kPool in flight per thread are
+  // distinct; more write the same values again).
+  void move_into_host_buffers(const Device& device) {
+    for (Request& r : requests_) {
+      if (r.op == Op::gradients || r.op == Op::interpolate) continue;
+      HostBuffer x = device.allocate_host(r.a.size()), out = device.allocate_host(output_bytes(r) / sizeof(float));
+      std::copy(r.a.begin(), r.a.end(), x.begin());
+      r.a.clear();
+      r.host_a = x.memory();
+      r.deliver_to(out);
+    }
+  }
+  static Request without_result_buffer(const Request& r) {
+    Request copy = r;
+    copy.host_result.reset();
+    return copy;
   }
 
   static constexpr int kPool = 32;
@@ -283,6 +308,8 @@ int main(int argc, char** argv) {
   app.add_option("--rate", o.rate, "open loop: requests/s offered in total")->check(CLI::NonNegativeNumber);
   app.add_flag("--unbatched", o.unbatched, "each request alone through the synchronous path");
   app.add_flag("--resident", o.resident, "resident mode on top of the preset (BatchConfig::resident)");
+  app.add_flag("--host-buffers", o.host_buffers,
+               "inputs and results in Device::allocate_host buffers, used in place (not gradients/interpolate)");
   app.add_option("--device", o.device, "device index or name substring");
   app.add_flag("--json", o.json, "one JSON object on stdout");
   CLI11_PARSE(app, argc, argv);
@@ -348,8 +375,12 @@ int main(int argc, char** argv) {
     // Warm up: kernels built, and staging grown to full batches (a burst of max_batch_size per
     // in-flight slot), so the timed run measures the steady state, not first-time allocations.
     {
-      Workload w(o, 999);
-      const std::size_t burst = o.unbatched ? 8 : config.max_batch_size * config.max_inflight_batches;
+      Workload w(o, 999, &device);
+      std::size_t burst = o.unbatched ? 8 : config.max_batch_size * config.max_inflight_batches;
+      // Large requests: full batches of them would not fit in memory (2048 x 4 x 4 MiB); warm up
+      // with at most 256 MiB of inputs (at least 8 requests).
+      const std::size_t request_bytes = std::max<std::size_t>(1, input_bytes(w.make(0)));
+      burst = std::min(burst, std::max<std::size_t>(8, (std::size_t{256} << 20) / request_bytes));
       std::vector<std::future<Result>> warm;
       for (std::size_t i = 0; i < burst; ++i) warm.push_back(submit(w.make(i)));
       for (auto& f : warm) f.wait();
@@ -364,7 +395,7 @@ int main(int argc, char** argv) {
     const auto counters_before = device.counters();
 
     std::vector<Workload> workloads;
-    for (int t = 0; t < o.threads; ++t) workloads.emplace_back(o, 1000 + t);
+    for (int t = 0; t < o.threads; ++t) workloads.emplace_back(o, 1000 + t, &device);
     std::vector<ThreadResult> results(o.threads);
     std::atomic<std::uint64_t> done{0};
     std::vector<std::thread> threads;

@@ -24,9 +24,9 @@ void require_data(const Request& r, std::size_t size, const char* what) {
 }
 
 void require_same_length(const Request& r) {
-  require_data(r, r.a.size(), "input a");
-  if (r.a.size() != r.b.size())
-    invalid(r, "inputs differ in length (a has " + std::to_string(r.a.size()) + ", b has " +
+  require_data(r, input_a(r).size(), "input a");
+  if (input_a(r).size() != r.b.size())
+    invalid(r, "inputs differ in length (a has " + std::to_string(input_a(r).size()) + ", b has " +
                    std::to_string(r.b.size()) + " elements)");
 }
 
@@ -59,7 +59,7 @@ void check_scalars(const Request& r, const OpInfo& info, float s0, float s1, con
 
 void validate_elementwise(const Request& r, const OpInfo& info) {
   if (info.arity == 2) require_same_length(r);
-  else require_data(r, r.a.size(), "input");
+  else require_data(r, input_a(r).size(), "input");
   check_scalars(r, info, r.scalar, r.scalar2, "");
 }
 
@@ -77,7 +77,7 @@ void validate_chain(const Request& r) {
   if (shape.steps().size() > kMaxChainSteps)
     invalid(r, "the chain has " + std::to_string(shape.steps().size()) + " steps, more than " +
                    std::to_string(kMaxChainSteps));
-  require_data(r, r.a.size(), "input x");
+  require_data(r, input_a(r).size(), "input x");
   if (shape.inputs() > shape.steps().size())
     invalid(r, "the chain declares " + std::to_string(shape.inputs()) + " extra inputs for " +
                    std::to_string(shape.steps().size()) + " steps");
@@ -85,9 +85,9 @@ void validate_chain(const Request& r) {
     invalid(r, "the chain uses " + std::to_string(shape.inputs()) + " extra inputs, the request has " +
                    std::to_string(r.inputs.size()));
   for (std::size_t i = 0; i < r.inputs.size(); ++i)
-    if (r.inputs[i].size() != r.a.size())
+    if (r.inputs[i].size() != input_a(r).size())
       invalid(r, "extra input in" + std::to_string(i) + " has " + std::to_string(r.inputs[i].size()) +
-                     " elements, x has " + std::to_string(r.a.size()));
+                     " elements, x has " + std::to_string(input_a(r).size()));
   if (!r.b.empty()) invalid(r, "a chain's second operands go in its extra inputs, not in b");
   for (std::size_t i = 0; i < shape.steps().size(); ++i) {
     const ChainStep& s = shape.steps()[i];
@@ -114,15 +114,15 @@ void validate_chain(const Request& r) {
 
 void validate_custom(const Request& r) {
   if (!r.kernel) invalid(r, "no kernel (use a handle from register_kernel())");
-  require_data(r, r.a.size(), "input a");
+  require_data(r, input_a(r).size(), "input a");
   if (r.kernel->inputs == 2) {
-    if (r.a.size() != r.b.size())
-      invalid(r, "inputs differ in length (a has " + std::to_string(r.a.size()) + ", b has " +
+    if (input_a(r).size() != r.b.size())
+      invalid(r, "inputs differ in length (a has " + std::to_string(input_a(r).size()) + ", b has " +
                      std::to_string(r.b.size()) + " elements)");
   } else if (!r.b.empty()) {
     invalid(r, "kernel '" + r.kernel->name + "' takes one input, b has " + std::to_string(r.b.size()) + " elements");
   }
-  if (r.a.size() > UINT32_MAX || r.kernel->output_floats(r.a.size()) > UINT32_MAX)
+  if (input_a(r).size() > UINT32_MAX || r.kernel->output_floats(input_a(r).size()) > UINT32_MAX)
     too_large(r, "more than 2^32 elements");
 }
 
@@ -292,7 +292,21 @@ Request Request::interpolate(std::vector<std::uint8_t> a, std::vector<std::uint8
   return r;
 }
 
-void validate(const Request& r) {
+static void validate_host_buffers(const Request& r) {
+  const bool states = r.op == Op::gradients || r.op == Op::interpolate;
+  if (r.host_a) {
+    if (states) invalid(r, "takes states, not a float host buffer");
+    if (!r.a.empty()) invalid(r, "has both a vector and a host buffer as input a");
+  }
+  if (r.host_result) {
+    if (r.op == Op::interpolate) invalid(r, "gives states, which a float host buffer cannot hold");
+    if (r.host_result->floats * sizeof(float) != output_bytes(r))
+      invalid(r, "the result buffer holds " + std::to_string(r.host_result->floats) + " floats, the result has " +
+                     std::to_string(output_bytes(r) / sizeof(float)));
+  }
+}
+
+static void validate_op(const Request& r) {
   if (static_cast<std::size_t>(r.op) >= kOpCount)
     invalid(r, "unknown operation " + std::to_string(static_cast<int>(r.op)));
   if (op_info(r.op).kind == OpKind::ew) return validate_elementwise(r, op_info(r.op));
@@ -305,8 +319,8 @@ void validate(const Request& r) {
         invalid(r, "dimensions " + std::to_string(r.m) + "x" + std::to_string(r.k) + " * " +
                        std::to_string(r.k) + "x" + std::to_string(r.n) + " include a zero");
       const auto mk = std::uint64_t{r.m} * r.k, kn = std::uint64_t{r.k} * r.n;
-      if (r.a.size() != mk)
-        invalid(r, "A has " + std::to_string(r.a.size()) + " elements, M x K = " +
+      if (input_a(r).size() != mk)
+        invalid(r, "A has " + std::to_string(input_a(r).size()) + " elements, M x K = " +
                        std::to_string(r.m) + " x " + std::to_string(r.k) + " needs " + std::to_string(mk));
       if (r.b.size() != kn)
         invalid(r, "B has " + std::to_string(r.b.size()) + " elements, K x N = " +
@@ -340,8 +354,37 @@ void validate(const Request& r) {
   invalid(r, "unknown operation " + std::to_string(static_cast<int>(r.op)));
 }
 
+void validate(const Request& r) {
+  if (r.host_a && (r.op == Op::gradients || r.op == Op::interpolate)) validate_host_buffers(r);
+  validate_op(r);
+  validate_host_buffers(r);
+}
+
+std::span<const float> input_a(const Request& r) noexcept {
+  return r.host_a ? std::span<const float>(r.host_a->data, r.host_a->floats) : std::span<const float>(r.a);
+}
+
+Request Request::from_host(Op op, const HostBuffer& x, std::vector<float> b, float scalar) {
+  Request r;
+  r.op = op;
+  r.host_a = x.memory();
+  r.b = std::move(b);
+  r.scalar = scalar;
+  return r;
+}
+
+Request& Request::deliver_to(const HostBuffer& out) & {
+  host_result = out.memory();
+  return *this;
+}
+
+Request&& Request::deliver_to(const HostBuffer& out) && {
+  host_result = out.memory();
+  return std::move(*this);
+}
+
 std::size_t input_bytes(const Request& r) noexcept {
-  std::size_t floats = r.a.size() + r.b.size();
+  std::size_t floats = input_a(r).size() + r.b.size();
   for (const auto& in : r.inputs) floats += in.size();
   return floats * sizeof(float) + r.states_a.size() + r.states_b.size();
 }
@@ -352,8 +395,8 @@ std::size_t output_bytes(const Request& r) noexcept {
     case Op::matmul: return std::size_t{r.m} * r.n * sizeof(float);
     case Op::gradients: return r.states_a.size() * 2 * sizeof(float);
     case Op::interpolate: return r.states_a.size();
-    case Op::custom: return (r.kernel ? r.kernel->output_floats(r.a.size()) : r.a.size()) * sizeof(float);
-    default: return r.a.size() * sizeof(float);
+    case Op::custom: return (r.kernel ? r.kernel->output_floats(input_a(r).size()) : input_a(r).size()) * sizeof(float);
+    default: return input_a(r).size() * sizeof(float);
   }
 }
 

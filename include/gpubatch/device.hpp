@@ -43,6 +43,12 @@ struct DeviceOptions {
   // in the driver (a blocking wait's wake-up costs 20-30 us on the H200; a small request's whole
   // round trip 14 us). 0 blocks at once. Unset: GPUBATCH_RUN_SPIN_US, else 200 us. At most 10 ms.
   std::optional<std::chrono::microseconds> completion_spin;
+  // Batches whose upload (inputs and tables) holds at least this many bytes go through the copy
+  // engine: host-cached staging, vkCmdCopyBuffer to device-local memory on a transfer queue,
+  // kernels on device memory, a copy back (docs/DESIGN.md "Large requests"). 0: every batch;
+  // UINT64_MAX: none. Unset: GPUBATCH_COPY_ENGINE_BYTES (a number or "never"), else 256 KiB on a
+  // device with memory of its own, none where device memory is host memory (lavapipe, iGPUs).
+  std::optional<std::uint64_t> copy_engine_bytes;
 };
 
 struct DeviceInfo {
@@ -65,6 +71,9 @@ struct DeviceCounters {
   std::uint64_t bytes_down = 0;
   std::uint64_t pipelines_created = 0;      // pipelines built by this process
   std::uint64_t pipeline_cache_hits = 0;    // of those, built from the on-disk cache
+  // Copy-engine uploads of large batches (DESIGN.md "Large requests"), not in `submissions`:
+  // those count one compute submission per batch on either path.
+  std::uint64_t copy_submissions = 0;
 };
 
 class Device {
@@ -90,6 +99,12 @@ class Device {
   // The synchronous path: validates, uploads, dispatches, downloads, with one submission, and
   // waits. Throws Error on bad input or device failure. Safe to call from several threads.
   Result run(const Request& request);
+
+  // `floats` floats of pinned host memory this device reads and writes in place: fill it and pass
+  // it as a request's input (Request::from_host) or result (Request::deliver_to); no CPU copy is
+  // made. It keeps the device alive. Throws Error(invalid_argument) for 0 floats,
+  // Error(out_of_memory) when the memory cannot be had.
+  HostBuffer allocate_host(std::size_t floats) const;
 
   // Internal seams for the executor and the graph.
   std::shared_ptr<detail::BatchDevice> batch_device() const;

@@ -16,6 +16,7 @@
 
 #include "gpubatch/custom_kernel.hpp"
 #include "gpubatch/op_table.hpp"
+#include "gpubatch/host_buffer.hpp"
 
 namespace gpubatch {
 
@@ -218,6 +219,11 @@ struct Request {
   std::shared_ptr<const ChainShape> chain;  // Op::chain: the steps (x is `a`)
   std::vector<std::vector<float>> inputs;   // Op::chain: extra inputs, each of x's length
   KernelHandle kernel;                      // Op::custom: the kernel (a, b and scalar as p)
+  // Caller memory from Device::allocate_host, used in place (no CPU copy): host_a is read instead
+  // of `a` (which must then be empty); host_result receives the values instead of
+  // Result::values (it must hold exactly the result). Neither for gradients or interpolate.
+  // The caller must not touch them while the request is in flight.
+  std::shared_ptr<detail::HostMemory> host_a, host_result;
 
   // One constructor per element-wise op of the table: relu(x), scale(x, factor), add(a, b),
   // lerp(a, b, t), clamp(x, lo, hi), ...
@@ -240,6 +246,11 @@ struct Request {
   // A registered kernel on a (and b when it takes two inputs) with scalar p.
   static Request custom(KernelHandle kernel, std::vector<float> a, std::vector<float> b = {},
                         float p = 0.0f);
+  // `op` with its input a (x) read in place from `x`; b and scalar as for the vector requests.
+  static Request from_host(Op op, const HostBuffer& x, std::vector<float> b = {}, float scalar = 0.0f);
+  // Writes the result into `out` instead of Result::values.
+  Request& deliver_to(const HostBuffer& out) &;
+  Request&& deliver_to(const HostBuffer& out) &&;
 };
 
 // The answer to one request: `values` for every float-producing op (dot gives one value,
@@ -260,6 +271,9 @@ void validate(const Request& request);
 
 // "relu request", "chain request (relu -> scale -> add(in0))", "custom request (kernel 'cube')".
 std::string describe_op(const Request& request);
+
+// The request's input a: host_a's memory when it has one, else `a`.
+std::span<const float> input_a(const Request& request) noexcept;
 
 // Sizes of a request's data as the device sees it (after validate()).
 std::size_t input_bytes(const Request& request) noexcept;

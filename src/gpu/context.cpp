@@ -188,6 +188,22 @@ const Candidate& choose(const std::vector<Candidate>& all, const std::string& se
               "device selector '" + selector + "' matches none of the devices [" + names + "]");
 }
 
+// Where the copy engine's copies go: a transfer-only family (no graphics, no compute bit: on
+// NVIDIA those queues feed the copy engines) unless GPUBATCH_TRANSFER_QUEUE=off; else `compute`.
+std::uint32_t transfer_family_of(VkPhysicalDevice physical, std::uint32_t compute) {
+  if (const char* v = std::getenv("GPUBATCH_TRANSFER_QUEUE"); v && lower(v) == "off") return compute;
+  std::uint32_t n = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(physical, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(n);
+  vkGetPhysicalDeviceQueueFamilyProperties(physical, &n, fams.data());
+  for (std::uint32_t q = 0; q < n; ++q) {
+    const VkQueueFlags f = fams[q].queueFlags;
+    if ((f & VK_QUEUE_TRANSFER_BIT) && !(f & (VK_QUEUE_GRAPHICS_BIT | VK_QUEUE_COMPUTE_BIT)) && fams[q].queueCount > 0)
+      return q;
+  }
+  return compute;
+}
+
 }  // namespace
 
 std::uint64_t validation_message_count() noexcept {
@@ -303,8 +319,20 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
   }
 
   const float priorities[2] = {1.0f, 1.0f};
-  VkDeviceQueueCreateInfo queue_infos[2]{};
-  const std::uint32_t queue_count = resident_queue_plan(*ctx, queue_infos, priorities);
+  VkDeviceQueueCreateInfo queue_infos[3]{};
+  std::uint32_t queue_count = resident_queue_plan(*ctx, queue_infos, priorities);
+  // The copy engine's queue: a transfer-only family where there is one (not the resident
+  // kernel's), else the batches' own queue.
+  ctx->transfer_family_ = transfer_family_of(ctx->physical_, ctx->queue_family_);
+  if (queue_count == 2 && queue_infos[1].queueFamilyIndex == ctx->transfer_family_)
+    ctx->transfer_family_ = ctx->queue_family_;
+  if (ctx->transfer_family_ != ctx->queue_family_) {
+    queue_infos[queue_count] = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    queue_infos[queue_count].queueFamilyIndex = ctx->transfer_family_;
+    queue_infos[queue_count].queueCount = 1;
+    queue_infos[queue_count].pQueuePriorities = priorities;
+    ++queue_count;
+  }
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
   f12.bufferDeviceAddress = VK_TRUE;
   f12.timelineSemaphore = VK_TRUE;
@@ -354,11 +382,14 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
   if (ctx->resident_family_ != kNoFamily)
     vkGetDeviceQueue(ctx->device_, ctx->resident_family_,
                      ctx->resident_family_ == ctx->queue_family_ ? 1 : 0, &ctx->resident_queue_);
+  vkGetDeviceQueue(ctx->device_, ctx->transfer_family_, 0, &ctx->transfer_queue_);
 
   VkSemaphoreTypeCreateInfo type_info{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
   type_info.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
   VkSemaphoreCreateInfo sem_info{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, &type_info};
   gpu::check_vk(vkCreateSemaphore(ctx->device_, &sem_info, nullptr, &ctx->timeline_),
+                "vkCreateSemaphore");
+  gpu::check_vk(vkCreateSemaphore(ctx->device_, &sem_info, nullptr, &ctx->upload_timeline_),
                 "vkCreateSemaphore");
 
   if (const char* mode = std::getenv("GPUBATCH_SEMAPHORE_WAIT")) {
@@ -377,6 +408,7 @@ GpuContext::~GpuContext() {
   kernels_.reset();
   memory_.reset();
   if (timeline_) vkDestroySemaphore(device_, timeline_, nullptr);
+  if (upload_timeline_) vkDestroySemaphore(device_, upload_timeline_, nullptr);
   if (device_) vkDestroyDevice(device_, nullptr);
   if (messenger_) {
     auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
@@ -386,7 +418,7 @@ GpuContext::~GpuContext() {
   if (instance_) vkDestroyInstance(instance_, nullptr);
 }
 
-std::uint64_t GpuContext::submit(VkCommandBuffer commands) {
+std::uint64_t GpuContext::submit(VkCommandBuffer commands, std::uint64_t wait_upload) {
   std::lock_guard lock(submit_mutex_);
   const std::uint64_t value = last_signalled_ + 1;
   VkTimelineSemaphoreSubmitInfo timeline{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
@@ -397,6 +429,15 @@ std::uint64_t GpuContext::submit(VkCommandBuffer commands) {
   info.pCommandBuffers = &commands;
   info.signalSemaphoreCount = 1;
   info.pSignalSemaphores = &timeline_;
+  // The uploads' writes become visible to everything after the wait (compute and copies alike).
+  const VkPipelineStageFlags wait_stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
+  if (wait_upload > 0) {
+    timeline.waitSemaphoreValueCount = 1;
+    timeline.pWaitSemaphoreValues = &wait_upload;
+    info.waitSemaphoreCount = 1;
+    info.pWaitSemaphores = &upload_timeline_;
+    info.pWaitDstStageMask = &wait_stage;
+  }
   if (gpu::FaultInjector::fire(gpu::Fault::submit_device_lost))
     gpu::throw_vk(VK_ERROR_DEVICE_LOST, "vkQueueSubmit (injected)");
   gpu::check_vk(vkQueueSubmit(queue_, 1, &info, VK_NULL_HANDLE), "vkQueueSubmit");
@@ -408,6 +449,34 @@ std::uint64_t GpuContext::submit(VkCommandBuffer commands) {
   }
   counters_->submissions.fetch_add(1, std::memory_order_relaxed);
   return value;
+}
+
+std::uint64_t GpuContext::submit_upload(VkCommandBuffer commands) {
+  // One queue, one lock: without a transfer family the copies share queue_ and its mutex.
+  std::lock_guard lock(dedicated_transfer_queue() ? transfer_mutex_ : submit_mutex_);
+  const std::uint64_t value = upload_signalled_ + 1;
+  VkTimelineSemaphoreSubmitInfo timeline{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
+  timeline.signalSemaphoreValueCount = 1;
+  timeline.pSignalSemaphoreValues = &value;
+  VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO, &timeline};
+  info.commandBufferCount = 1;
+  info.pCommandBuffers = &commands;
+  info.signalSemaphoreCount = 1;
+  info.pSignalSemaphores = &upload_timeline_;
+  if (gpu::FaultInjector::fire(gpu::Fault::submit_device_lost))
+    gpu::throw_vk(VK_ERROR_DEVICE_LOST, "vkQueueSubmit (injected)");
+  gpu::check_vk(vkQueueSubmit(transfer_queue_, 1, &info, VK_NULL_HANDLE), "vkQueueSubmit (transfer)");
+  upload_signalled_ = value;
+  counters_.copy_submissions.fetch_add(1, std::memory_order_relaxed);
+  return value;
+}
+
+void GpuContext::wait_upload(std::uint64_t value, std::chrono::nanoseconds timeout) noexcept {
+  VkSemaphoreWaitInfo info{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
+  info.semaphoreCount = 1;
+  info.pSemaphores = &upload_timeline_;
+  info.pValues = &value;
+  (void)vkWaitSemaphores(device_, &info, static_cast<std::uint64_t>(timeout.count()));
 }
 
 namespace {

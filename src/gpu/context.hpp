@@ -23,7 +23,8 @@ namespace gpubatch::detail {
 
 struct AtomicCounters {
   std::atomic<std::uint64_t> submissions{0}, dispatches{0}, uploads{0}, downloads{0},
-      bytes_up{0}, bytes_down{0}, pipelines_created{0}, pipeline_cache_hits{0};
+      bytes_up{0}, bytes_down{0}, pipelines_created{0}, pipeline_cache_hits{0},
+      copy_submissions{0};
 };
 
 class GpuContext {
@@ -63,7 +64,19 @@ class GpuContext {
 
   // Submits one command buffer that signals the next timeline value, and returns that value.
   // Thread-safe: the queue is externally synchronised, so submissions are serialised here.
-  std::uint64_t submit(VkCommandBuffer commands);
+  // wait_upload > 0: its compute shaders first wait for the upload timeline to reach it.
+  std::uint64_t submit(VkCommandBuffer commands, std::uint64_t wait_upload = 0);
+
+  // Copy-engine path (DESIGN.md "Large requests"). The transfer family is a transfer-only family
+  // where the device has one (unless GPUBATCH_TRANSFER_QUEUE=off), else the compute family, whose
+  // queue then carries the copies too.
+  std::uint32_t transfer_family() const { return transfer_family_; }
+  bool dedicated_transfer_queue() const { return transfer_queue_ != queue_; }
+  // Submits copies on the transfer queue, signalling the next value of the upload timeline (a
+  // semaphore of its own: only the GPU waits on it); returns that value. Thread-safe.
+  std::uint64_t submit_upload(VkCommandBuffer commands);
+  // Waits (at most `timeout`) for the upload timeline: failure paths, before staging is reused.
+  void wait_upload(std::uint64_t value, std::chrono::nanoseconds timeout) noexcept;
   // Waits until the timeline reaches `value`; false on timeout. Throws Error(device_lost).
   // At most one thread at a time blocks in vkWaitSemaphores (for the lowest value waited for);
   // the others wait for it to return (GPUBATCH_SEMAPHORE_WAIT, see wait_serial()).
@@ -92,6 +105,11 @@ class GpuContext {
   VkQueue resident_queue_ = VK_NULL_HANDLE;
   std::uint32_t resident_family_ = 0;
   bool device_clock_ = false;
+  VkQueue transfer_queue_ = VK_NULL_HANDLE;  // == queue_ without a transfer family
+  std::uint32_t transfer_family_ = 0;
+  VkSemaphore upload_timeline_ = VK_NULL_HANDLE;
+  std::mutex transfer_mutex_;          // the transfer queue's, when it is not queue_
+  std::uint64_t upload_signalled_ = 0;  // guarded by the transfer queue's mutex
   VkSemaphore timeline_ = VK_NULL_HANDLE;
   std::mutex submit_mutex_;
   std::uint64_t last_signalled_ = 0;  // guarded by submit_mutex_

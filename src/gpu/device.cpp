@@ -11,6 +11,7 @@
 
 #include "gpu/context.hpp"
 #include "gpu/device_identity.hpp"
+#include "gpu/host_memory.hpp"
 #include "gpu/vulkan_batch_device.hpp"
 
 namespace gpubatch {
@@ -62,7 +63,7 @@ DeviceCounters Device::counters() const {
   auto& c = identity_->counters();
   return {c.submissions.load(), c.dispatches.load(), c.uploads.load(), c.downloads.load(),
           c.bytes_up.load(), c.bytes_down.load(), c.pipelines_created.load(),
-          c.pipeline_cache_hits.load()};
+          c.pipeline_cache_hits.load(), c.copy_submissions.load()};
 }
 
 Result Device::run(const Request& request) {
@@ -88,6 +89,12 @@ Result Device::run(const Request& request) {
   Result result;
   batch->take_result(0, result);
   return result;
+}
+
+HostBuffer Device::allocate_host(std::size_t floats) const {
+  // The context new batches run on (recover() may have replaced the one this Device opened).
+  auto vulkan = std::dynamic_pointer_cast<gpu::VulkanBatchDevice>(batch_device_);
+  return gpu::allocate_host(vulkan ? vulkan->current_context() : context_, floats);
 }
 
 std::shared_ptr<detail::BatchDevice> Device::batch_device() const { return batch_device_; }

@@ -1,5 +1,6 @@
 #include "gpu/memory.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -52,10 +53,23 @@ void Allocation::invalidate() const {
   vkInvalidateMappedMemoryRanges(pool_->context_.device(), 1, &range);
 }
 
+void Allocation::flush() const {
+  const auto& b = *block_;
+  if (b.coherent || !b.mapped) return;
+  const VkDeviceSize atom = pool_->non_coherent_atom_;
+  VkMappedMemoryRange range{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
+  range.memory = b.memory;
+  range.offset = offset_ / atom * atom;
+  range.size = VK_WHOLE_SIZE;  // the block's end need not be a multiple of the atom
+  vkFlushMappedMemoryRanges(pool_->context_.device(), 1, &range);
+}
+
 MemoryPool::MemoryPool(detail::GpuContext& context) : context_(context) {
   non_coherent_atom_ = context.limits().nonCoherentAtomSize;
-  for (auto kind : {MemoryKind::device_local, MemoryKind::upload, MemoryKind::readback})
+  for (auto kind : {MemoryKind::device_local, MemoryKind::upload, MemoryKind::readback, MemoryKind::staging})
     types_[static_cast<int>(kind)] = memory_type(kind);
+  if (context.transfer_family() != context.queue_family())
+    families_ = {context.queue_family(), context.transfer_family()};
 }
 
 MemoryPool::~MemoryPool() {
@@ -76,6 +90,10 @@ std::uint32_t MemoryPool::memory_type(MemoryKind kind) const {
     case MemoryKind::readback:
       wanted = {{kHostVisible | kCached | kCoherent, 0}, {kHostVisible | kCached, 0}, {kHostVisible, 0}};
       break;
+    case MemoryKind::staging:  // system memory the CPU caches; device-local (ReBAR) only as a fallback
+      wanted = {{kHostVisible | kCached | kCoherent, kDeviceLocal}, {kHostVisible | kCached, kDeviceLocal},
+                {kHostVisible | kCached, 0}, {kHostVisible, 0}};
+      break;
   }
   const auto& props = context_.memory_properties();
   for (auto [must, must_not] : wanted)
@@ -93,7 +111,12 @@ std::size_t MemoryPool::create_block(MemoryKind kind, VkDeviceSize size) {
   buffer_info.size = size;
   buffer_info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
                       VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
-  buffer_info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+  // CONCURRENT across the compute and transfer families: a block's sub-ranges are written by one
+  // queue and read by the other batch after batch, and NVIDIA (the device with a transfer family)
+  // keeps no per-family layout for buffers, so ownership transfers would buy nothing but barriers.
+  buffer_info.sharingMode = families_.empty() ? VK_SHARING_MODE_EXCLUSIVE : VK_SHARING_MODE_CONCURRENT;
+  buffer_info.queueFamilyIndexCount = static_cast<std::uint32_t>(families_.size());
+  buffer_info.pQueueFamilyIndices = families_.empty() ? nullptr : families_.data();
   check_vk(vkCreateBuffer(device, &buffer_info, nullptr, &block->buffer), "vkCreateBuffer");
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(device, block->buffer, &req);
@@ -192,6 +215,13 @@ MemoryStats MemoryPool::stats(MemoryKind kind) const {
       s.used_bytes += b->ranges.used();
     }
   return s;
+}
+
+void ensure(Allocation& a, MemoryPool& pool, MemoryKind kind, std::size_t bytes) {
+  if (a && a.size() >= bytes) return;
+  a.reset();
+  const std::size_t grown = (bytes + bytes / 2 + 4095) / 4096 * 4096;
+  a = pool.allocate(kind, std::max<std::size_t>(grown, 64 * 1024));
 }
 
 }  // namespace gpubatch::gpu

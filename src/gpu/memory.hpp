@@ -21,7 +21,12 @@ enum class MemoryKind {
   device_local,  // GPU-only working memory
   upload,        // host-visible, written by the CPU, read by the GPU (write-combined where offered)
   readback,      // host-visible and host-cached where offered, written by the GPU, read by the CPU
+  // Host memory (host-cached, not device-local, where offered) that the copy engine reads and
+  // writes: the CPU fills it with ordinary cached stores (write-combined memory takes one thread's
+  // memcpy at ~6 GB/s on the H200) and vkCmdCopyBuffer moves it. HostBuffers live here too.
+  staging,
 };
+inline constexpr int kMemoryKinds = 4;
 
 class MemoryPool;
 struct MemoryBlock;
@@ -43,6 +48,8 @@ class Allocation {
   std::byte* mapped() const;      // null unless host-visible
   // Makes GPU writes visible to the host where the memory is not coherent.
   void invalidate() const;
+  // Makes host writes visible to the device where the memory is not coherent.
+  void flush() const;
 
  private:
   friend class MemoryPool;
@@ -91,8 +98,15 @@ class MemoryPool {
   detail::GpuContext& context_;
   mutable std::mutex mutex_;
   std::vector<std::unique_ptr<Block>> blocks_;  // index stable; null once a dedicated block is freed
-  std::uint32_t types_[3];
+  std::uint32_t types_[kMemoryKinds];
+  // Where the copy engine has its own queue family, every block is shared CONCURRENT between it
+  // and the compute family (no ownership transfers; see DESIGN.md "Large requests").
+  std::vector<std::uint32_t> families_;
   VkDeviceSize non_coherent_atom_ = 1;
 };
+
+// Makes `a` hold at least `bytes`, growing with headroom (x1.5, at least 64 KiB) so that a frame
+// reused batch after batch settles at its working size after a few batches.
+void ensure(Allocation& a, MemoryPool& pool, MemoryKind kind, std::size_t bytes);
 
 }  // namespace gpubatch::gpu

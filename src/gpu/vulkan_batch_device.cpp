@@ -16,8 +16,10 @@
 #include "gpu/fault_injection.hpp"
 #include "gpu/fusion.hpp"
 #include "gpu/glsl_compiler.hpp"
+#include "gpu/host_memory.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/memory.hpp"
+#include "gpu/transfer_path.hpp"
 #include "gpu/vk_check.hpp"
 #include "state_math.hpp"
 
@@ -30,13 +32,13 @@ std::uint32_t work_items(const Request& r) {
   switch (r.op) {
     case Op::gradients: return static_cast<std::uint32_t>(r.states_a.size());
     case Op::interpolate: return static_cast<std::uint32_t>(r.states_a.size() / 4);
-    default: return static_cast<std::uint32_t>(r.a.size());
+    default: return static_cast<std::uint32_t>(input_a(r).size());
   }
 }
 
 std::uint32_t blocks_of(const Request& r) {
   switch (r.op) {
-    case Op::dot: return dot_blocks(r.a.size());
+    case Op::dot: return dot_blocks(input_a(r).size());
     case Op::matmul: return matmul_blocks(r.m, r.n);
     default: return 0;  // element-wise: blocks cover the group's concatenated items
   }
@@ -47,7 +49,19 @@ struct OutputSlot {
   std::size_t bytes = 0;
   bool states = false;
   std::exception_ptr error;  // its group's kernel could not be built: take_result throws this
+  bool host = false;         // written into the request's host_result: nothing to take
 };
+
+// A request's host buffer that is not this device's memory (another device's, or one re-created
+// by recover()): the message its request fails with.
+std::exception_ptr foreign_host_buffer(const Request& r, const detail::GpuContext* ctx) {
+  for (const auto* m : {&r.host_a, &r.host_result})
+    if (*m && !host_memory_on(*m, ctx))
+      return std::make_exception_ptr(Error(
+          ErrorCode::invalid_argument,
+          describe_op(r) + ": its host buffer belongs to another device (allocate it with this device's allocate_host)"));
+  return nullptr;
+}
 
 // The requests of one kernel: a built-in op, one chain shape (its fused kernel), or one custom
 // kernel. One dispatch each (dot: two).
@@ -119,6 +133,7 @@ struct Frame {
   VkCommandBuffer commands = VK_NULL_HANDLE;
   VkQueryPool timestamps = VK_NULL_HANDLE;
   Allocation upload, readback, scratch;
+  TransferFrame transfer;             // the copy-engine path's staging, device memory, commands
   std::vector<std::uint32_t> order;   // request indices grouped by kernel
   std::vector<std::uint32_t> group_of;  // by request index
   std::vector<std::uint32_t> cursor;    // by group, while sorting
@@ -126,6 +141,11 @@ struct Frame {
   std::unordered_map<std::string_view, std::uint32_t> keyed;  // chain / custom key -> group
   std::vector<OutputSlot> outputs;    // by request index
   std::vector<CopyOp> copies;         // the inputs, in staging order
+  // Caller host buffers this batch reads or writes: kept alive until the frame is reused (an
+  // abandoned batch's never are: the GPU may still use them), and their GPU copies.
+  std::vector<std::shared_ptr<detail::HostMemory>> host_refs;
+  std::vector<const VulkanHostMemory*> host_results;
+  std::vector<BufferCopy> host_in, host_out;
   std::uint64_t timeline_value = 0;
 };
 
@@ -151,6 +171,7 @@ class VulkanInFlight final : public detail::InFlightBatch {
     if (!set_->context->wait(frame_->timeline_value, timeout)) return false;
     done_ = true;
     frame_->readback.invalidate();
+    for (const VulkanHostMemory* m : frame_->host_results) m->allocation.invalidate();
     return true;
   }
 
@@ -166,6 +187,10 @@ class VulkanInFlight final : public detail::InFlightBatch {
   void take_result(std::size_t index, Result& out) override {
     const OutputSlot& slot = frame_->outputs.at(index);
     if (slot.error) std::rethrow_exception(slot.error);
+    if (slot.host) {  // the values are in the request's host_result already
+      out.values.clear();
+      return;
+    }
     const std::byte* src = frame_->readback.mapped() + slot.offset;
     if (slot.states) {
       out.states.resize(slot.bytes);
@@ -215,13 +240,6 @@ void copy_inputs(const std::vector<CopyOp>& copies, std::size_t total, detail::P
   });
 }
 
-void ensure(Allocation& a, MemoryPool& pool, MemoryKind kind, std::size_t bytes) {
-  if (a && a.size() >= bytes) return;
-  a.reset();
-  // Grow with headroom so a frame settles at its working size after a few batches.
-  a = pool.allocate(kind, std::max<std::size_t>(align_up(bytes + bytes / 2, 4096), 64 * 1024));
-}
-
 }  // namespace
 
 FrameSet::FrameSet(std::shared_ptr<detail::GpuContext> ctx) : context(std::move(ctx)) {}
@@ -234,6 +252,7 @@ FrameSet::~FrameSet() {
   for (auto& f : frames) {
     if (f->timestamps) vkDestroyQueryPool(device, f->timestamps, nullptr);
     vkDestroyCommandPool(device, f->pool, nullptr);
+    f->transfer.destroy(device);
   }
 }
 
@@ -282,6 +301,7 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
                                      std::uint64_t max_request_bytes)
     : identity_(std::move(identity)) {
   auto context = identity_->context();
+  copy_engine_bytes_ = copy_engine_threshold(*context, identity_->options());
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.
   const std::uint64_t device_limit = context->max_allocation_bytes() - (1u << 20);
@@ -352,7 +372,11 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   for (std::uint32_t i = 0; i < n; ++i) {
     const Request& r = *requests[i];
     std::uint32_t* slot;
-    if (r.op == Op::chain || r.op == Op::custom) {
+    std::uint32_t foreign = UINT32_MAX;  // a group of its own, failed
+    const std::exception_ptr misuse = r.host_a || r.host_result ? foreign_host_buffer(r, ctx) : nullptr;
+    if (misuse) {
+      slot = &foreign;
+    } else if (r.op == Op::chain || r.op == Op::custom) {
       const std::string_view key = r.op == Op::chain ? std::string_view(r.chain->key()) : std::string_view(r.kernel->key);
       slot = &frame->keyed.try_emplace(key, UINT32_MAX).first->second;
     } else {
@@ -363,6 +387,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
       Group g;
       g.op = r.op;
       g.representative = i;
+      g.error = misuse;
       frame->groups.push_back(g);
     }
     frame->group_of[i] = *slot;
@@ -384,6 +409,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   // Each group's kernel. One that cannot be built (a chain whose generated kernel does not
   // compile, a pipeline the driver refuses) fails its own requests only: take_result throws.
   for (Group& g : frame->groups) {
+    if (g.error) continue;
     const Request& rep = *requests[g.representative];
     try {
       switch (g.op) {
@@ -429,7 +455,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
       const Request& r = *requests[frame->order[g.first_request + j]];
       blocks += blocks_of(r);
       items += work_items(r);
-      input_bytes_total += align_up(r.a.size() * 4, kDataAlignment) + align_up(r.b.size() * 4, kDataAlignment) +
+      input_bytes_total += align_up(input_a(r).size() * 4, kDataAlignment) + align_up(r.b.size() * 4, kDataAlignment) +
                            align_up(r.states_a.size(), kDataAlignment) + align_up(r.states_b.size(), kDataAlignment);
       if (g.op == Op::chain) {
         for (const auto& in : r.inputs) input_bytes_total += align_up(in.size() * 4, kDataAlignment);
@@ -457,24 +483,45 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   if (FaultInjector::fire(Fault::host_out_of_memory))
     throw Error(ErrorCode::out_of_memory, "staging memory for a batch of " + std::to_string(upload_bytes) +
                                               " bytes (injected host out of memory)");
-  ensure(frame->upload, pool, MemoryKind::upload, upload_bytes);
+  // Large batches through the copy engine: the CPU packs host-cached staging, the GPU copies it to
+  // device memory, kernels work there (the tables' addresses are device addresses) and the
+  // results are copied back into readback. Small ones: kernels read staging directly.
+  const bool copy_engine = upload_bytes >= copy_engine_bytes_;
   ensure(frame->readback, pool, MemoryKind::readback, output_bytes_total);
+  if (copy_engine) frame->transfer.prepare(*ctx, upload_bytes, output_bytes_total);
+  else ensure(frame->upload, pool, MemoryKind::upload, upload_bytes);
   if (scratch_floats > 0) ensure(frame->scratch, pool, MemoryKind::device_local, scratch_floats * 4);
 
   // 3. Pack: inputs copied once, straight into staging; segment and block tables beside them.
-  std::byte* up = frame->upload.mapped();
-  const std::uint64_t up_addr = frame->upload.address();
-  const std::uint64_t down_addr = frame->readback.address();
+  std::byte* up = copy_engine ? frame->transfer.host() : frame->upload.mapped();
+  const std::uint64_t up_addr = copy_engine ? frame->transfer.input_address() : frame->upload.address();
+  const std::uint64_t down_addr = copy_engine ? frame->transfer.output_address() : frame->readback.address();
   auto* segments = reinterpret_cast<SegmentRecord*>(up);
   auto* block_table = reinterpret_cast<std::uint32_t*>(up + segments_bytes);
   std::size_t in_off = segments_bytes + blocks_bytes, out_off = 0;
   frame->outputs.assign(requests.size(), OutputSlot{});
   frame->copies.clear();
+  frame->host_refs.clear();
+  frame->host_results.clear();
+  frame->host_in.clear();
+  frame->host_out.clear();
   std::size_t copy_bytes = 0;
   auto put = [&](const void* data, std::size_t bytes) -> std::uint64_t {
     if (bytes == 0) return 0;
     frame->copies.push_back({up + in_off, static_cast<const std::byte*>(data), bytes, copy_bytes});
     copy_bytes += bytes;
+    const std::uint64_t addr = up_addr + in_off;
+    in_off += align_up(bytes, kDataAlignment);
+    return addr;
+  };
+  // Input a from a host buffer: read in place by the kernel, or copied by the copy engine.
+  auto put_a = [&](const Request& r) -> std::uint64_t {
+    if (!r.host_a) return put(r.a.data(), r.a.size() * 4);
+    const auto& m = static_cast<const VulkanHostMemory&>(*r.host_a);  // on ctx: checked when grouped
+    frame->host_refs.push_back(r.host_a);
+    if (!copy_engine) return m.allocation.address();
+    const std::size_t bytes = m.floats * sizeof(float);
+    frame->host_in.push_back({m.allocation.buffer(), m.allocation.offset(), in_off, bytes});
     const std::uint64_t addr = up_addr + in_off;
     in_off += align_up(bytes, kDataAlignment);
     return addr;
@@ -492,8 +539,15 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
       const Request& r = *requests[req_index];
       SegmentRecord s;
       const std::size_t out_bytes = output_bytes(r);
-      const std::uint64_t dst = down_addr + out_off;
-      frame->outputs[req_index] = {out_off, out_bytes, r.op == Op::interpolate, nullptr};
+      std::uint64_t dst = down_addr + out_off;
+      if (r.host_result) {  // straight into the caller's buffer, or copied there from device memory
+        const auto& m = static_cast<const VulkanHostMemory&>(*r.host_result);
+        frame->host_refs.push_back(r.host_result);
+        frame->host_results.push_back(&m);
+        if (copy_engine) frame->host_out.push_back({m.allocation.buffer(), m.allocation.offset(), out_off, out_bytes});
+        else dst = m.allocation.address();
+      }
+      frame->outputs[req_index] = {out_off, out_bytes, r.op == Op::interpolate, nullptr, r.host_result != nullptr};
       out_off += align_up(out_bytes, kDataAlignment);
       if (r.op == Op::chain) {
         // a: the address table (x, the extra inputs, the result); b: the scalar table.
@@ -503,7 +557,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
         in_off = scalar_off + align_up(scalar_bytes, kDataAlignment);
         auto* io = reinterpret_cast<std::uint64_t*>(up + io_off);
         std::size_t k = 0;
-        io[k++] = put(r.a.data(), r.a.size() * 4);
+        io[k++] = put_a(r);
         for (const auto& in : r.inputs) io[k++] = put(in.data(), in.size() * 4);
         io[k] = dst;
         auto* scalars = reinterpret_cast<float*>(up + scalar_off);
@@ -518,7 +572,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
         s.b = up_addr + scalar_off;
       } else {
         s.a = r.op == Op::gradients || r.op == Op::interpolate ? put(r.states_a.data(), r.states_a.size())
-                                                               : put(r.a.data(), r.a.size() * 4);
+                                                               : put_a(r);
         s.b = r.op == Op::interpolate ? put(r.states_b.data(), r.states_b.size()) : put(r.b.data(), r.b.size() * 4);
       }
       s.dst = dst;
@@ -559,6 +613,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
     }
   }
   copy_inputs(frame->copies, copy_bytes, parallel);
+  const std::uint64_t upload_value = copy_engine ? frame->transfer.upload(*ctx, in_off, frame->host_in) : 0;
 
   // 4. Record: one dispatch per group, one command buffer, one submission.
   VkCommandBuffer cmd = frame->commands;
@@ -604,11 +659,18 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   to_host.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
   vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
                        &to_host, 0, nullptr, 0, nullptr);
+  if (copy_engine) frame->transfer.record_download(cmd, frame->readback, out_off, frame->host_out);
   if (frame->timestamps)
     vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, frame->timestamps, 1);
   check_vk(vkEndCommandBuffer(cmd), "vkEndCommandBuffer");
 
-  frame->timeline_value = ctx->submit(cmd);
+  try {
+    frame->timeline_value = ctx->submit(cmd, upload_value);
+  } catch (...) {
+    // The upload may still read staging: let it end before the frame goes back to the pool.
+    if (upload_value) ctx->wait_upload(upload_value, std::chrono::seconds(10));
+    throw;
+  }
   counters.dispatches.fetch_add(dispatches, std::memory_order_relaxed);
   counters.uploads.fetch_add(1, std::memory_order_relaxed);
   counters.downloads.fetch_add(1, std::memory_order_relaxed);

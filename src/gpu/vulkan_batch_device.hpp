@@ -68,6 +68,8 @@ class VulkanBatchDevice : public detail::BatchDevice,
   // Frames (command pool, staging, readback) the current device has made: one per batch that
   // was ever in flight at once, reused after that.
   std::size_t frames_made() const;
+  // Upload bytes from which a batch takes the copy-engine path (copy_engine_threshold()).
+  std::uint64_t copy_engine_bytes() const { return copy_engine_bytes_; }
 
  private:
   std::shared_ptr<FrameSet> current() const;
@@ -85,6 +87,7 @@ class VulkanBatchDevice : public detail::BatchDevice,
   int resident_losses_ = 0;   // guarded
   detail::ResidentSettings resident_settings_;  // guarded
   std::shared_ptr<ResidentRing> ring_;          // guarded
+  std::uint64_t copy_engine_bytes_ = 0;  // batches with this many upload bytes use the copy engine
 };
 
 }  // namespace gpubatch::gpu

@@ -1,0 +1,54 @@
+#pragma once
+// Pinned host memory the device reads and writes in place: Device::allocate_host(n) returns a
+// HostBuffer the caller fills and hands to a request as its input (Request::from_host) and/or as
+// the place its result is written (Request::deliver_to). No CPU copy is made of either: small
+// batches' kernels read and write it directly, large batches' copy engine DMAs from and to it
+// (docs/DESIGN.md "Large requests"). Plain std::vector requests work as before.
+#include <cstddef>
+#include <memory>
+#include <span>
+
+namespace gpubatch {
+
+namespace detail {
+// What a HostBuffer holds; the device layer derives from it (the memory, its VkBuffer, its
+// device). Requests share it, so memory in flight lives until the device is done with it.
+struct HostMemory {
+  virtual ~HostMemory() = default;
+  float* data = nullptr;
+  std::size_t floats = 0;
+};
+}  // namespace detail
+
+class HostBuffer {
+ public:
+  HostBuffer() = default;  // empty: no memory
+  HostBuffer(HostBuffer&&) noexcept = default;
+  HostBuffer& operator=(HostBuffer&&) noexcept = default;
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+
+  std::span<float> span() noexcept { return memory_ ? std::span<float>(memory_->data, memory_->floats) : std::span<float>(); }
+  std::span<const float> span() const noexcept {
+    return memory_ ? std::span<const float>(memory_->data, memory_->floats) : std::span<const float>();
+  }
+  float* data() noexcept { return memory_ ? memory_->data : nullptr; }
+  const float* data() const noexcept { return memory_ ? memory_->data : nullptr; }
+  std::size_t size() const noexcept { return memory_ ? memory_->floats : 0; }
+  bool empty() const noexcept { return size() == 0; }
+  float& operator[](std::size_t i) noexcept { return memory_->data[i]; }
+  float operator[](std::size_t i) const noexcept { return memory_->data[i]; }
+  float* begin() noexcept { return data(); }
+  float* end() noexcept { return data() + size(); }
+  const float* begin() const noexcept { return data(); }
+  const float* end() const noexcept { return data() + size(); }
+
+  // The shared memory (what requests hold). Internal seam; null when empty.
+  const std::shared_ptr<detail::HostMemory>& memory() const noexcept { return memory_; }
+  explicit HostBuffer(std::shared_ptr<detail::HostMemory> memory) noexcept : memory_(std::move(memory)) {}
+
+ private:
+  std::shared_ptr<detail::HostMemory> memory_;
+};
+
+}  // namespace gpubatch

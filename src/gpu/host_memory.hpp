@@ -1,0 +1,28 @@
+#pragma once
+// The device side of a HostBuffer: a sub-allocation of staging memory (host-cached, pinned, with
+// a device address and a VkBuffer the copy engine can use) and the context it belongs to.
+#include <memory>
+
+#include "gpu/memory.hpp"
+#include "gpubatch/host_buffer.hpp"
+
+namespace gpubatch::detail {
+class GpuContext;
+}
+
+namespace gpubatch::gpu {
+
+struct VulkanHostMemory final : detail::HostMemory {
+  std::shared_ptr<detail::GpuContext> context;  // declared first: outlives the allocation
+  Allocation allocation;
+};
+
+// `floats` floats of pinned host memory on `context`. Throws Error(invalid_argument) for 0,
+// Error(out_of_memory) when the device cannot provide it.
+HostBuffer allocate_host(std::shared_ptr<detail::GpuContext> context, std::size_t floats);
+
+// The VulkanHostMemory behind a request's host buffer when it belongs to `context`, else null.
+const VulkanHostMemory* host_memory_on(const std::shared_ptr<detail::HostMemory>& memory,
+                                       const detail::GpuContext* context) noexcept;
+
+}  // namespace gpubatch::gpu

@@ -1,0 +1,65 @@
+#pragma once
+// The copy-engine path for large batches (DESIGN.md "Large requests"). The CPU packs a batch into
+// host-cached staging memory with ordinary cached stores; vkCmdCopyBuffer on the transfer queue
+// moves it to device-local memory; the compute submission waits for that copy on the upload
+// timeline, runs its kernels on device-local memory and copies the results to host-cached
+// readback memory. Batch k+1's upload (transfer queue) thus overlaps batch k's compute and
+// download (compute queue).
+#include <vulkan/vulkan.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "gpu/memory.hpp"
+#include "gpubatch/device.hpp"
+
+namespace gpubatch::detail {
+class GpuContext;
+}
+
+namespace gpubatch::gpu {
+
+// Batches whose upload (tables and inputs) holds at least this many bytes take the copy-engine
+// path: options.copy_engine_bytes, else GPUBATCH_COPY_ENGINE_BYTES, else the default rule.
+std::uint64_t copy_engine_threshold(const detail::GpuContext& ctx, const DeviceOptions& options);
+
+// One extra region copied by the GPU: from a caller's HostBuffer into device memory, or back.
+struct BufferCopy {
+  VkBuffer buffer = VK_NULL_HANDLE;  // the host buffer
+  VkDeviceSize host_offset = 0;
+  VkDeviceSize device_offset = 0;    // into the frame's device input or output area
+  VkDeviceSize bytes = 0;
+};
+
+// The part of a batch frame the copy-engine path uses; reused batch after batch.
+class TransferFrame {
+ public:
+  TransferFrame() = default;
+  TransferFrame(const TransferFrame&) = delete;
+  TransferFrame& operator=(const TransferFrame&) = delete;
+  // Frees the command pool (the allocations free themselves). Call before the device goes.
+  void destroy(VkDevice device) noexcept;
+
+  // Makes room for a batch: staging and device input of `upload_bytes`, device output of
+  // `output_bytes`.
+  void prepare(detail::GpuContext& ctx, std::size_t upload_bytes, std::size_t output_bytes);
+  std::byte* host() const { return staging_.mapped(); }
+  std::uint64_t input_address() const { return device_in_.address(); }
+  std::uint64_t output_address() const { return device_out_.address(); }
+
+  // Records and submits the upload of the first `bytes` of staging (and of `extra`, caller
+  // buffers read in place) into the device input; returns the upload timeline value to wait for.
+  std::uint64_t upload(detail::GpuContext& ctx, std::size_t bytes, std::span<const BufferCopy> extra);
+  // Records, after the batch's kernels, the copy of `bytes` of results into `readback` (and of
+  // `extra` into caller buffers), with the barriers that make them visible to the host.
+  void record_download(VkCommandBuffer cmd, const Allocation& readback, std::size_t bytes,
+                       std::span<const BufferCopy> extra) const;
+
+ private:
+  Allocation staging_, device_in_, device_out_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer commands_ = VK_NULL_HANDLE;
+};
+
+}  // namespace gpubatch::gpu

@@ -1,0 +1,188 @@
+// The copy-engine path (DESIGN.md "Large requests"): batches at or above the byte threshold go
+// host staging -> device-local (vkCmdCopyBuffer, upload timeline) -> kernels -> copy back. On
+// lavapipe there is one queue family, so the upload runs on the compute queue; the path, its
+// semaphores and its barriers are the same, and the validation layer watches them.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "executor/batch_device.hpp"
+#include "gpu/context.hpp"
+#include "gpu/fault_injection.hpp"
+#include "gpu/vulkan_batch_device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/reference.hpp"
+#include "support/random_data.hpp"
+
+using namespace gpubatch;
+
+namespace {
+
+Device open_with_threshold(std::uint64_t bytes) {
+  DeviceOptions options;
+  options.copy_engine_bytes = bytes;
+  return Device(options);
+}
+
+Request random_op(std::mt19937& rng, std::size_t n) {
+  switch (rng() % 7) {
+    case 0: return Request::relu(random_floats(n, rng));
+    case 1: return Request::scale(random_floats(n, rng), 1.5f);
+    case 2: return Request::add(random_floats(n, rng), random_floats(n, rng));
+    case 3: return Request::dot(random_floats(n, rng), random_floats(n, rng));
+    case 4: return Request::gelu(random_floats(n, rng));
+    case 5: return chain(random_floats(n, rng)).relu().scale(2.0f).add(random_floats(n, rng));
+    default: {
+      const auto m = static_cast<std::uint32_t>(1 + rng() % 40);
+      return Request::matmul(random_floats(m * 17, rng), random_floats(17 * 23, rng), m, 17, 23);
+    }
+  }
+}
+
+::testing::AssertionResult all_match(detail::InFlightBatch& batch, const std::vector<Request>& requests) {
+  if (!batch.wait_for(std::chrono::seconds(120))) return ::testing::AssertionFailure() << "batch did not finish";
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    Result result;
+    batch.take_result(i, result);
+    if (const auto mismatch = reference::check(requests[i], result))
+      return ::testing::AssertionFailure() << "request " << i << " (" << describe_op(requests[i]) << "): " << *mismatch;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<const Request*> pointers_to(const std::vector<Request>& requests) {
+  std::vector<const Request*> out;
+  for (const auto& r : requests) out.push_back(&r);
+  return out;
+}
+
+}  // namespace
+
+TEST(CopyEngine, MixedSmallAndLargeRequestsInOneBatchMatchTheReference) {
+  Device device = open_with_threshold(0);  // every batch through the copy engine
+  std::mt19937 rng(7);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Request> requests;
+    for (int i = 0; i < 60; ++i) requests.push_back(random_op(rng, 1 + rng() % 3000));
+    requests.push_back(Request::relu(random_floats(300000, rng)));
+    requests.push_back(Request::dot(random_floats(200000, rng), random_floats(200000, rng)));
+    const auto before = device.counters();
+    auto batch = device.batch_device()->submit(pointers_to(requests));
+    EXPECT_TRUE(all_match(*batch, requests));
+    const auto after = device.counters();
+    EXPECT_EQ(after.submissions - before.submissions, 1u) << "one compute submission";
+    EXPECT_EQ(after.copy_submissions - before.copy_submissions, 1u) << "one upload submission";
+  }
+}
+
+TEST(CopyEngine, BatchesChooseTheirPathByBytesAroundTheThreshold) {
+  constexpr std::uint64_t kThreshold = 256 * 1024;
+  Device device = open_with_threshold(kThreshold);
+  std::mt19937 rng(11);
+  // relu's upload: one 48-byte segment record, a block table entry (4 bytes) per 256 elements
+  // padded to 16 bytes, and the input.
+  for (std::size_t floats : {std::size_t{60000}, std::size_t{64000}, std::size_t{65536}, std::size_t{70000}}) {
+    std::vector<Request> requests;
+    requests.push_back(Request::relu(random_floats(floats, rng)));
+    const std::size_t upload = 48 + ((floats + 255) / 256 * 4 + 15) / 16 * 16 + floats * 4;
+    const bool via_copy_engine = upload >= kThreshold;
+    const auto before = device.counters();
+    auto batch = device.batch_device()->submit(pointers_to(requests));
+    EXPECT_TRUE(all_match(*batch, requests)) << floats << " floats";
+    EXPECT_EQ(device.counters().copy_submissions - before.copy_submissions, via_copy_engine ? 1u : 0u)
+        << floats << " floats";
+    EXPECT_EQ(device.counters().submissions - before.submissions, 1u);
+  }
+}
+
+TEST(CopyEngine, ManyBatchesInFlightAtOnce) {
+  Device device = open_with_threshold(64 * 1024);
+  std::mt19937 rng(13);
+  std::vector<std::vector<Request>> batches(8);
+  std::vector<std::unique_ptr<detail::InFlightBatch>> in_flight;
+  for (auto& requests : batches) {
+    for (int i = 0; i < 20; ++i) requests.push_back(random_op(rng, 1 + rng() % 40000));
+    in_flight.push_back(device.batch_device()->submit(pointers_to(requests)));
+  }
+  for (std::size_t b = 0; b < batches.size(); ++b) EXPECT_TRUE(all_match(*in_flight[b], batches[b])) << "batch " << b;
+}
+
+TEST(CopyEngine, ThreadsRunningLargeRequestsConcurrently) {
+  Device device = open_with_threshold(0);
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(100 + t);
+      for (int i = 0; i < 6; ++i) {
+        Request r = random_op(rng, 1000 + rng() % 200000);
+        if (reference::check(r, device.run(r))) ++mismatches;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST(CopyEngine, DefaultThresholdFollowsTheDevicesMemory) {
+  Device device;
+  auto vulkan = std::dynamic_pointer_cast<gpu::VulkanBatchDevice>(device.batch_device());
+  ASSERT_TRUE(vulkan);
+  if (std::getenv("GPUBATCH_COPY_ENGINE_BYTES")) GTEST_SKIP() << "GPUBATCH_COPY_ENGINE_BYTES is set";
+  if (device.info().type == "cpu")  // lavapipe: device memory is host memory, a copy buys nothing
+    EXPECT_EQ(vulkan->copy_engine_bytes(), std::numeric_limits<std::uint64_t>::max());
+  else if (device.info().type == "discrete")
+    EXPECT_EQ(vulkan->copy_engine_bytes(), 256u * 1024);
+}
+
+TEST(CopyEngine, EnvironmentKnobIsParsedAndBadValuesAreTyped) {
+  ::setenv("GPUBATCH_COPY_ENGINE_BYTES", "4096", 1);
+  {
+    Device device;
+    auto vulkan = std::dynamic_pointer_cast<gpu::VulkanBatchDevice>(device.batch_device());
+    EXPECT_EQ(vulkan->copy_engine_bytes(), 4096u);
+  }
+  ::setenv("GPUBATCH_COPY_ENGINE_BYTES", "lots", 1);
+  try {
+    Device device;
+    ADD_FAILURE() << "a bad GPUBATCH_COPY_ENGINE_BYTES was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_config);
+  }
+  ::unsetenv("GPUBATCH_COPY_ENGINE_BYTES");
+}
+
+// A failed upload submission, a lost wait or device memory that cannot be had: the batch fails
+// with its typed error, and the next batch on the same device runs and is right.
+TEST(CopyEngine, FaultsFailTheirBatchAndTheNextOneRuns) {
+  using gpu::Fault;
+  using gpu::FaultInjector;
+  struct Disarm {
+    ~Disarm() { FaultInjector::disarm_all(); }
+  } disarm;
+  Device device = open_with_threshold(0);
+  std::mt19937 rng(17);
+  const std::pair<Fault, ErrorCode> faults[] = {{Fault::submit_device_lost, ErrorCode::device_lost},
+                                                {Fault::wait_device_lost, ErrorCode::device_lost},
+                                                {Fault::device_out_of_memory, ErrorCode::out_of_memory}};
+  for (const auto& [fault, code] : faults) {
+    // Out of memory needs an allocation: a request larger than a pool block (64 MiB) and than
+    // anything this frame held before.
+    const std::size_t floats = fault == Fault::device_out_of_memory ? 17u << 20 : 1u << 20;
+    std::vector<Request> requests;
+    requests.push_back(Request::relu(random_floats(floats, rng)));
+    FaultInjector::arm(fault);
+    try {
+      auto batch = device.batch_device()->submit(pointers_to(requests));
+      batch->wait_for(std::chrono::seconds(60));
+      ADD_FAILURE() << "fault " << static_cast<int>(fault) << " did not fail the batch";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), code) << e.what();
+    }
+    FaultInjector::disarm_all();
+    auto batch = device.batch_device()->submit(pointers_to(requests));
+    EXPECT_TRUE(all_match(*batch, requests)) << "after fault " << static_cast<int>(fault);
+  }
+}

@@ -1,0 +1,160 @@
+// HostBuffer: pinned host memory a request reads (Request::from_host) and writes
+// (Request::deliver_to) in place, on the direct path (kernels use its device address) and on the
+// copy-engine path (vkCmdCopyBuffer from and to it). Every result against the CPU reference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <limits>
+#include <random>
+
+#include "executor/batch_device.hpp"
+#include "gpubatch/device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/reference.hpp"
+#include "support/random_data.hpp"
+
+using namespace gpubatch;
+
+namespace {
+
+Device open_with_threshold(std::uint64_t bytes) {
+  DeviceOptions options;
+  options.copy_engine_bytes = bytes;
+  return Device(options);
+}
+
+HostBuffer filled(Device& device, std::size_t n, std::mt19937& rng) {
+  HostBuffer buffer = device.allocate_host(n);
+  const auto values = random_floats(n, rng);
+  std::copy(values.begin(), values.end(), buffer.begin());
+  return buffer;
+}
+
+template <typename F>
+ErrorCode code_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  return ErrorCode::internal;  // "no error" reads as a failure in the tests below
+}
+
+class HostBufferPaths : public ::testing::TestWithParam<std::uint64_t> {};
+
+}  // namespace
+
+// Both paths: kernels read and write the host buffer directly (no copy engine), or through it.
+INSTANTIATE_TEST_SUITE_P(Paths, HostBufferPaths,
+                         ::testing::Values(std::numeric_limits<std::uint64_t>::max(), std::uint64_t{0}),
+                         [](const auto& info) { return info.param == 0 ? "CopyEngine" : "Direct"; });
+
+TEST_P(HostBufferPaths, InputsAndResultsInHostBuffersMatchTheReference) {
+  Device device = open_with_threshold(GetParam());
+  std::mt19937 rng(5);
+  const std::size_t n = 70000;
+  HostBuffer x = filled(device, n, rng), out = device.allocate_host(n), dot_out = device.allocate_host(1);
+  std::vector<Request> requests;
+  requests.push_back(Request::from_host(Op::relu, x));
+  requests.push_back(Request::from_host(Op::scale, x, {}, -2.5f).deliver_to(out));
+  requests.push_back(Request::from_host(Op::add, x, random_floats(n, rng)));
+  requests.push_back(Request::from_host(Op::dot, x, random_floats(n, rng)).deliver_to(dot_out));
+  requests.push_back(Request::relu(random_floats(1000, rng)));  // a plain vector request beside them
+  Request chained = chain({}).relu().scale(3.0f).build();
+  chained.host_a = x.memory();
+  requests.push_back(std::move(chained));
+  std::vector<const Request*> pointers;
+  for (const auto& r : requests) pointers.push_back(&r);
+  auto batch = device.batch_device()->submit(pointers);
+  ASSERT_TRUE(batch->wait_for(std::chrono::seconds(60)));
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    Result result;
+    batch->take_result(i, result);
+    if (requests[i].host_result) EXPECT_TRUE(result.values.empty()) << "request " << i << ": delivered in place";
+    const auto mismatch = reference::check(requests[i], result);
+    EXPECT_FALSE(mismatch) << "request " << i << ": " << *mismatch;
+  }
+  for (std::size_t i = 0; i < n; i += 997) ASSERT_EQ(out[i], -2.5f * x[i]) << i;
+}
+
+TEST_P(HostBufferPaths, SynchronousRunDeliversIntoTheBuffer) {
+  Device device = open_with_threshold(GetParam());
+  std::mt19937 rng(6);
+  HostBuffer x = filled(device, 300000, rng), out = device.allocate_host(300000);
+  const Request request = Request::from_host(Op::gelu, x).deliver_to(out);
+  const Result result = device.run(request);
+  EXPECT_TRUE(result.values.empty());
+  EXPECT_FALSE(reference::check(request, result));
+}
+
+TEST(HostBuffer, RequestKeepsItsBufferAliveAndBuffersOutliveTheirDevice) {
+  std::mt19937 rng(7);
+  HostBuffer survivor;
+  {
+    Device device = open_with_threshold(0);
+    HostBuffer x = filled(device, 5000, rng);
+    const std::vector<float> copy(x.begin(), x.end());
+    Request request = Request::from_host(Op::relu, x);
+    x = HostBuffer();  // the request still holds the memory
+    const Result result = device.run(request);
+    ASSERT_EQ(result.values.size(), copy.size());
+    for (std::size_t i = 0; i < copy.size(); ++i) ASSERT_EQ(result.values[i], std::max(copy[i], 0.0f));
+    survivor = filled(device, 1000, rng);
+  }
+  // The Device object is gone; its memory lives as long as the buffer, which stays usable.
+  ASSERT_EQ(survivor.size(), 1000u);
+  for (float& v : survivor) v = 1.0f;
+  EXPECT_EQ(survivor[999], 1.0f);
+  HostBuffer moved = std::move(survivor);
+  EXPECT_TRUE(survivor.empty());
+  EXPECT_EQ(moved.size(), 1000u);
+}
+
+TEST(HostBuffer, MisuseIsATypedInvalidArgument) {
+  Device device;
+  std::mt19937 rng(8);
+  HostBuffer x = filled(device, 100, rng), small = device.allocate_host(99);
+  EXPECT_EQ(code_of([&] { (void)device.allocate_host(0); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { device.run(Request::from_host(Op::relu, x).deliver_to(small)); }),
+            ErrorCode::invalid_argument)
+      << "a result buffer of the wrong size";
+  EXPECT_EQ(code_of([&] { device.run(Request::from_host(Op::add, x, random_floats(50, rng))); }),
+            ErrorCode::invalid_argument)
+      << "b of another length than the host input";
+  Request both = Request::relu(random_floats(100, rng));
+  both.host_a = x.memory();
+  EXPECT_EQ(code_of([&] { device.run(both); }), ErrorCode::invalid_argument) << "a and host_a at once";
+  Request states = Request::gradients(random_states(2, rng));
+  states.host_a = x.memory();
+  EXPECT_EQ(code_of([&] { device.run(states); }), ErrorCode::invalid_argument);
+
+  Device other = open_with_threshold(0);
+  HostBuffer foreign = filled(other, 100, rng);
+  EXPECT_EQ(code_of([&] { device.run(Request::from_host(Op::relu, foreign)); }), ErrorCode::invalid_argument)
+      << "another device's buffer";
+  HostBuffer foreign_out = other.allocate_host(100);
+  EXPECT_EQ(code_of([&] { device.run(Request::from_host(Op::relu, x).deliver_to(foreign_out)); }),
+            ErrorCode::invalid_argument)
+      << "a result buffer of another device";
+}
+
+TEST(HostBuffer, ForeignBufferFailsOnlyItsOwnRequestInABatch) {
+  Device device = open_with_threshold(0), other;
+  std::mt19937 rng(9);
+  HostBuffer foreign = filled(other, 4000, rng), mine = filled(device, 4000, rng);
+  std::vector<Request> requests;
+  requests.push_back(Request::relu(random_floats(4000, rng)));
+  requests.push_back(Request::from_host(Op::relu, foreign));
+  requests.push_back(Request::from_host(Op::sigmoid, mine));
+  std::vector<const Request*> pointers;
+  for (const auto& r : requests) pointers.push_back(&r);
+  auto batch = device.batch_device()->submit(pointers);
+  ASSERT_TRUE(batch->wait_for(std::chrono::seconds(60)));
+  for (std::size_t i : {0u, 2u}) {
+    Result result;
+    batch->take_result(i, result);
+    EXPECT_FALSE(reference::check(requests[i], result)) << i;
+  }
+  Result result;
+  EXPECT_EQ(code_of([&] { batch->take_result(1, result); }), ErrorCode::invalid_argument);
+}

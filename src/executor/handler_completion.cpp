@@ -85,7 +85,9 @@ void handler_threw(ExecutorCore* core) noexcept {
 
 void ExecutorCore::on_request_cancelled() noexcept {
   cancels_.store(true, std::memory_order_relaxed);
-  wake_if_idle();  // pairs with run_strand()'s last look (strand_has_work reads cancels_)
+  // The fence pairs with run_strand()'s last look (strand_has_work reads cancels_).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  post_if_idle();
 }
 
 void ExecutorCore::drop_cancelled(Pending& p) noexcept {

@@ -467,7 +467,7 @@ std::uint64_t GpuContext::submit_upload(VkCommandBuffer commands) {
     gpu::throw_vk(VK_ERROR_DEVICE_LOST, "vkQueueSubmit (injected)");
   gpu::check_vk(vkQueueSubmit(transfer_queue_, 1, &info, VK_NULL_HANDLE), "vkQueueSubmit (transfer)");
   upload_signalled_ = value;
-  counters_.copy_submissions.fetch_add(1, std::memory_order_relaxed);
+  counters_->copy_submissions.fetch_add(1, std::memory_order_relaxed);
   return value;
 }
 

@@ -92,9 +92,8 @@ Result Device::run(const Request& request) {
 }
 
 HostBuffer Device::allocate_host(std::size_t floats) const {
-  // The context new batches run on (recover() may have replaced the one this Device opened).
-  auto vulkan = std::dynamic_pointer_cast<gpu::VulkanBatchDevice>(batch_device_);
-  return gpu::allocate_host(vulkan ? vulkan->current_context() : context_, floats);
+  // The device as it is now (a recovery may have replaced the one this Device opened).
+  return gpu::allocate_host(identity_->context(), floats);
 }
 
 std::shared_ptr<detail::BatchDevice> Device::batch_device() const { return batch_device_; }

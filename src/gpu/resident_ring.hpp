@@ -14,7 +14,7 @@
 #include <mutex>
 #include <vector>
 
-#include "executor/batch_device.hpp"
+#include "gpubatch/batch_device.hpp"
 #include "gpu/context.hpp"
 
 namespace gpubatch::gpu {

@@ -9,7 +9,7 @@
 #include <random>
 #include <thread>
 
-#include "executor/batch_device.hpp"
+#include "gpubatch/batch_device.hpp"
 #include "gpu/context.hpp"
 #include "gpu/fault_injection.hpp"
 #include "gpu/vulkan_batch_device.hpp"

@@ -7,7 +7,7 @@
 #include <limits>
 #include <random>
 
-#include "executor/batch_device.hpp"
+#include "gpubatch/batch_device.hpp"
 #include "gpubatch/device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"

@@ -187,14 +187,14 @@ TEST(ResidentRing, DeviceWithoutTheFeatureFallsBack) {
     EXPECT_EQ(e.code(), ErrorCode::no_device);
   }
   FaultInjector::arm(Fault::resident_unavailable);
-  auto device = std::make_shared<gpu::VulkanBatchDevice>(test_device().context(), 0);
+  auto device = std::make_shared<gpu::VulkanBatchDevice>(test_device().identity(), 0);
   EXPECT_FALSE(device->start_resident({}));
   std::mt19937 rng(1);
   EXPECT_EQ(device->try_submit_resident(make(Op::relu, 8, rng)), nullptr);
 }
 
 TEST(ResidentRing, BatchDeviceServesThroughItsRing) {
-  auto device = std::make_shared<gpu::VulkanBatchDevice>(test_device().context(), 0);
+  auto device = std::make_shared<gpu::VulkanBatchDevice>(test_device().identity(), 0);
   detail::ResidentSettings settings;
   settings.idle = std::chrono::microseconds(2000);
   ASSERT_TRUE(device->start_resident(settings));

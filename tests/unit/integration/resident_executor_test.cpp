@@ -40,7 +40,7 @@ struct Disarm {
 
 // A batch device of the test's own (resident mode is a property of the device object).
 std::shared_ptr<gpu::VulkanBatchDevice> fresh_device() {
-  return std::make_shared<gpu::VulkanBatchDevice>(shared_device().context(), 0);
+  return std::make_shared<gpu::VulkanBatchDevice>(shared_device().identity(), 0);
 }
 
 // Short idle time and few threads: lavapipe's resident kernel occupies a CPU thread while it

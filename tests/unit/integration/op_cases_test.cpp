@@ -1,0 +1,153 @@
+// Per-op cases, in the style of ncnn's testutil: a list of inputs for each operation of the table,
+// each run through the synchronous path, the graph (GpuCommandBatch) and the executor's handle
+// and checked against the CPU reference (and against exact values where a case gives them); every
+// element-wise op of the table on IEEE edge values; and the bad scalars each op's rule refuses.
+// Adding an operation adds its cases here (and its named methods' test at the end).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gpubatch/device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/executor.hpp"
+#include "gpubatch/graph.hpp"
+#include "gpubatch/reference.hpp"
+
+using namespace gpubatch;
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+Device& device() {
+  static Device d;
+  return d;
+}
+
+struct OpCase {
+  Op op;
+  std::vector<float> a;
+  std::vector<float> b = {};  // two-input ops
+  float s0 = 0.0f, s1 = 0.0f;  // the op's scalars
+  std::vector<float> want = {};  // when given: the exact result (sign of zero and NaN included)
+};
+
+// The cases, op by op.
+std::vector<OpCase> cases() {
+  return {
+      {Op::relu, {-2.0f, -0.0f, 0.0f, 3.0f, kNaN, -kInf, kInf}, {}, 0, 0, {0.0f, -0.0f, 0.0f, 3.0f, kNaN, 0.0f, kInf}},
+      {Op::scale, {1.0f, -2.0f, kInf}, {}, -0.5f, 0, {-0.5f, 1.0f, -kInf}},
+      {Op::lerp, {0.0f, 10.0f, -4.0f}, {1.0f, 20.0f, 4.0f}, 0.25f, 0, {0.25f, 12.5f, -2.0f}},
+  };
+}
+
+Request request_of(const OpCase& c) {
+  Request r = Request::unary(c.op, c.a, c.s0, c.s1);
+  if (op_info(c.op).arity == 2) r.b = c.b;
+  return r;
+}
+
+// Equal bit for bit, except that any NaN equals any NaN.
+bool same(float x, float y) {
+  if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
+  return std::memcmp(&x, &y, sizeof x) == 0;
+}
+
+void expect_result(const OpCase& c, const Request& r, const std::vector<float>& got, const char* path) {
+  SCOPED_TRACE(std::string(path) + ": " + describe_op(r));
+  Result res;
+  res.values = got;
+  const auto mismatch = reference::check(r, res);
+  EXPECT_FALSE(mismatch.has_value()) << *mismatch;
+  if (c.want.empty()) return;
+  ASSERT_EQ(got.size(), c.want.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    EXPECT_TRUE(same(got[i], c.want[i])) << "element " << i << ": got " << got[i] << ", want " << c.want[i];
+}
+
+BatchConfig small_batches() {
+  BatchConfig c = BatchConfig::latency();
+  c.max_wait = std::chrono::milliseconds(1);
+  return c;
+}
+
+}  // namespace
+
+TEST(OpCases, EveryCaseThroughTheSyncPathTheGraphAndTheHandle) {
+  BatchExecutor executor(device(), small_batches());
+  auto gpu = executor.handle();
+  for (const OpCase& c : cases()) {
+    const Request r = request_of(c);
+    expect_result(c, r, device().run(r).values, "device.run");
+    expect_result(c, r, reference::run(r).values, "reference::run");
+    expect_result(c, r, gpu.submit(r).get().values, "handle");
+    GpuCommandBatch g(device());
+    const BufferId b = op_info(c.op).arity == 2 ? g.upload(c.b) : BufferId{};
+    const BufferId out = g.apply(c.op, g.upload(c.a), b, c.s0, c.s1);
+    g.execute();
+    expect_result(c, r, g.read(out), "graph");
+  }
+}
+
+// Every element-wise op of the table, as one request and as a chain step, on the values IEEE
+// arithmetic treats specially, around exp's overflow and underflow, and denormals (which a device
+// may flush: the reference's check allows that).
+TEST(OpCases, EveryElementwiseOpOnEdgeValues) {
+  const std::vector<float> x = {0.0f, -0.0f, kInf, -kInf, kNaN, 1e-38f, -1e-38f, 3.4e38f, -3.4e38f, 1.0f,
+                                -1.0f, 0.5f, 88.7f, 89.0f, -87.0f, -104.0f, -1e-7f, 20.0f};
+  const std::vector<float> y(x.rbegin(), x.rend());
+  for (std::size_t i = 0; i < kOpCount; ++i) {
+    const Op op = static_cast<Op>(i);
+    const OpInfo& info = op_info(op);
+    if (info.kind != OpKind::ew) continue;
+    OpCase c{op, x, info.arity == 2 ? y : std::vector<float>{}, info.sample_scalar[0], info.sample_scalar[1]};
+    const Request r = request_of(c);
+    expect_result(c, r, device().run(r).values, "device.run");
+    const Request step = chain(x).apply(op, c.b, c.s0, c.s1);
+    Result res = device().run(step);
+    const auto mismatch = reference::check(step, res);
+    EXPECT_FALSE(mismatch.has_value()) << *mismatch;
+  }
+}
+
+// Scalars an op's rule refuses: invalid_argument from validate(), the synchronous path, the
+// handle's future, the graph and a chain step; a good request beside it is unharmed.
+struct BadScalars {
+  Op op;
+  float s0, s1;
+};
+
+TEST(OpCases, ScalarsAgainstTheRuleAreRefusedEverywhere) {
+  const std::vector<BadScalars> bad = {};
+  BatchExecutor executor(device(), small_batches());
+  auto gpu = executor.handle();
+  const std::vector<float> x = {1.0f, 2.0f};
+  auto code_of = [](auto&& f) -> std::optional<ErrorCode> {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return std::nullopt;
+  };
+  for (const BadScalars& b : bad) {
+    SCOPED_TRACE(std::string(to_string(b.op)) + "(" + std::to_string(b.s0) + ", " + std::to_string(b.s1) + ")");
+    const Request r = Request::unary(b.op, x, b.s0, b.s1);
+    EXPECT_EQ(code_of([&] { validate(r); }), ErrorCode::invalid_argument);
+    EXPECT_EQ(code_of([&] { device().run(r); }), ErrorCode::invalid_argument);
+    auto failed = gpu.submit(r);
+    auto good = gpu.relu(x);
+    EXPECT_EQ(code_of([&] { failed.get(); }), ErrorCode::invalid_argument);
+    EXPECT_EQ(good.get(), x);
+    GpuCommandBatch g(device());
+    EXPECT_EQ(code_of([&] { g.apply(b.op, g.upload(x), {}, b.s0, b.s1); }), ErrorCode::invalid_argument);
+    EXPECT_EQ(code_of([&] { validate(chain(x).relu().apply(b.op, {}, b.s0, b.s1)); }), ErrorCode::invalid_argument);
+  }
+}
+
+// ---- each op's named methods: Request::op, handle.op, graph.op, chain(x).op ------------------

@@ -43,6 +43,8 @@ std::vector<OpCase> cases() {
       {Op::relu, {-2.0f, -0.0f, 0.0f, 3.0f, kNaN, -kInf, kInf}, {}, 0, 0, {0.0f, -0.0f, 0.0f, 3.0f, kNaN, 0.0f, kInf}},
       {Op::scale, {1.0f, -2.0f, kInf}, {}, -0.5f, 0, {-0.5f, 1.0f, -kInf}},
       {Op::lerp, {0.0f, 10.0f, -4.0f}, {1.0f, 20.0f, 4.0f}, 0.25f, 0, {0.25f, 12.5f, -2.0f}},
+      {Op::abs, {-2.5f, -0.0f, 0.0f, 3.0f, kNaN, -kInf, 1e-30f, -3.4e38f}, {}, 0, 0,
+       {2.5f, 0.0f, 0.0f, 3.0f, kNaN, kInf, 1e-30f, 3.4e38f}},  // abs(-0) is +0
   };
 }
 
@@ -151,3 +153,17 @@ TEST(OpCases, ScalarsAgainstTheRuleAreRefusedEverywhere) {
 }
 
 // ---- each op's named methods: Request::op, handle.op, graph.op, chain(x).op ------------------
+
+TEST(OpSurfaces, Abs) {
+  BatchExecutor executor(device(), small_batches());
+  const std::vector<float> x = {-1.5f, 2.0f, -0.0f};
+  const std::vector<float> want = {1.5f, 2.0f, 0.0f};
+  EXPECT_EQ(Request::abs(x).op, Op::abs);
+  EXPECT_EQ(executor.handle().abs(x).get(), want);
+  GpuCommandBatch g(device());
+  const BufferId out = g.abs(g.upload(x));
+  g.execute();
+  EXPECT_EQ(g.read(out), want);
+  EXPECT_EQ(device().run(chain(x).scale(-1.0f).abs()).values, want);
+  EXPECT_EQ(op_from_string("abs"), Op::abs);
+}

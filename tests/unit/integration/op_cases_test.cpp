@@ -45,6 +45,8 @@ std::vector<OpCase> cases() {
       {Op::lerp, {0.0f, 10.0f, -4.0f}, {1.0f, 20.0f, 4.0f}, 0.25f, 0, {0.25f, 12.5f, -2.0f}},
       {Op::abs, {-2.5f, -0.0f, 0.0f, 3.0f, kNaN, -kInf, 1e-30f, -3.4e38f}, {}, 0, 0,
        {2.5f, 0.0f, 0.0f, 3.0f, kNaN, kInf, 1e-30f, 3.4e38f}},  // abs(-0) is +0
+      {Op::exp, {0.0f, -0.0f, 1.0f, -1.0f, 10.0f, -10.0f, 80.0f, -80.0f, 88.7f, 89.0f, -104.0f, kInf, -kInf, kNaN}},
+      {Op::exp, {-0.0f, 0.0f, 89.0f, 1000.0f, -kInf, -1000.0f, kNaN}, {}, 0, 0, {1.0f, 1.0f, kInf, kInf, 0.0f, 0.0f, kNaN}},
   };
 }
 
@@ -166,4 +168,42 @@ TEST(OpSurfaces, Abs) {
   EXPECT_EQ(g.read(out), want);
   EXPECT_EQ(device().run(chain(x).scale(-1.0f).abs()).values, want);
   EXPECT_EQ(op_from_string("abs"), Op::abs);
+}
+
+TEST(OpSurfaces, Exp) {
+  BatchExecutor executor(device(), small_batches());
+  const std::vector<float> x = {0.0f, 1.0f, -2.0f, 10.0f};
+  const Request r = Request::exp(x);
+  EXPECT_EQ(r.op, Op::exp);
+  auto expect_ok = [&](const std::vector<float>& got) {
+    Result res;
+    res.values = got;
+    const auto mismatch = reference::check(r, res);
+    EXPECT_FALSE(mismatch.has_value()) << *mismatch;
+    EXPECT_EQ(got[0], 1.0f);  // exp(0) is exact
+  };
+  expect_ok(executor.handle().exp(x).get());
+  GpuCommandBatch g(device());
+  const BufferId out = g.exp(g.upload(x));
+  g.execute();
+  expect_ok(g.read(out));
+  const Request c = chain(x).abs().exp();
+  const auto mismatch = reference::check(c, device().run(c));
+  EXPECT_FALSE(mismatch.has_value()) << *mismatch;
+}
+
+// exp's bound is Vulkan's: (3 + 2|x|) ulp, checked as (1e-5 + 4|x| 2^-24) |e^x|, so at x = 50
+// (e^50 = 5.18e21) a result 2e-5 away (relative) passes and one 4e-5 away does not.
+TEST(OpSurfaces, ExpBoundGrowsWithTheArgument) {
+  const Request r = Request::exp({50.0f, 1.0f});
+  const double e50 = std::exp(50.0), e1 = std::exp(1.0);
+  auto check = [&](double rel50, double rel1) {
+    Result res;
+    res.values = {static_cast<float>(e50 * (1 + rel50)), static_cast<float>(e1 * (1 + rel1))};
+    return reference::check(r, res);
+  };
+  EXPECT_FALSE(check(2e-5, 0.0).has_value());
+  EXPECT_TRUE(check(4e-5, 0.0).has_value());
+  EXPECT_FALSE(check(0.0, 1e-5).has_value());
+  EXPECT_TRUE(check(0.0, 2e-5).has_value()) << "at x = 1 the bound is about 1e-5";
 }

@@ -58,6 +58,7 @@ X(gradients,   kernel,  1, 0, (),       none,    (-4, 4, 0, 0),      (0.0),     
 X(interpolate, kernel,  2, 1, (t),      none,    (-4, 4, 0.37, 0),   (0.0),                                          (0, 0, 0, 0, 0)) \
 X(abs,         ew,      1, 0, (),       none,    (-4, 4, 0, 0),      (abs(a)),                                       (FLT_MIN, abs(r), 0.0, 1.0, 0.0)) \
 X(exp,         ew,      1, 0, (),       none,    (-30, 30, 0, 0),    (exp(a)),                                       (1e-30, abs(r), abs(a), exp(a), 0.0)) \
+X(clamp,       ew,      1, 2, (lo, hi), ordered, (-4, 4, -1, 2),     (a < p ? p : (a > q ? q : a)),                  (FLT_MIN, abs(r), 0.0, 1.0, 0.0)) \
 X(chain,       runtime, 1, 0, (),       none,    (-4, 4, 0, 0),      (0.0),                                          (0, 0, 0, 0, 0)) \
 X(custom,      runtime, 2, 1, (p),      none,    (-4, 4, 0, 0),      (0.0),                                          (0, 0, 0, 0, 0))
 

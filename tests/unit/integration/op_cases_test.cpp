@@ -46,6 +46,10 @@ std::vector<OpCase> cases() {
       {Op::abs, {-2.5f, -0.0f, 0.0f, 3.0f, kNaN, -kInf, 1e-30f, -3.4e38f}, {}, 0, 0,
        {2.5f, 0.0f, 0.0f, 3.0f, kNaN, kInf, 1e-30f, 3.4e38f}},  // abs(-0) is +0
       {Op::exp, {0.0f, -0.0f, 1.0f, -1.0f, 10.0f, -10.0f, 80.0f, -80.0f, 88.7f, 89.0f, -104.0f, kInf, -kInf, kNaN}},
+      {Op::clamp, {-5.0f, -1.0f, 0.5f, 2.0f, 7.0f, kNaN, -kInf, kInf, -0.0f}, {}, -1.0f, 2.0f,
+       {-1.0f, -1.0f, 0.5f, 2.0f, 2.0f, kNaN, -1.0f, 2.0f, -0.0f}},  // NaN and -0 pass through
+      {Op::clamp, {-3.0f, 3.0f, 1.5f}, {}, 1.5f, 1.5f, {1.5f, 1.5f, 1.5f}},  // lo == hi
+      {Op::clamp, {-3.0f, 3.0f}, {}, -kInf, kInf, {-3.0f, 3.0f}},
       {Op::exp, {-0.0f, 0.0f, 89.0f, 1000.0f, -kInf, -1000.0f, kNaN}, {}, 0, 0, {1.0f, 1.0f, kInf, kInf, 0.0f, 0.0f, kNaN}},
   };
 }
@@ -127,7 +131,8 @@ struct BadScalars {
 };
 
 TEST(OpCases, ScalarsAgainstTheRuleAreRefusedEverywhere) {
-  const std::vector<BadScalars> bad = {};
+  const std::vector<BadScalars> bad = {
+      {Op::clamp, 2.0f, 1.0f}, {Op::clamp, kNaN, 1.0f}, {Op::clamp, 0.0f, kNaN}, {Op::clamp, kNaN, kNaN}};
   BatchExecutor executor(device(), small_batches());
   auto gpu = executor.handle();
   const std::vector<float> x = {1.0f, 2.0f};
@@ -206,4 +211,27 @@ TEST(OpSurfaces, ExpBoundGrowsWithTheArgument) {
   EXPECT_TRUE(check(4e-5, 0.0).has_value());
   EXPECT_FALSE(check(0.0, 1e-5).has_value());
   EXPECT_TRUE(check(0.0, 2e-5).has_value()) << "at x = 1 the bound is about 1e-5";
+}
+
+TEST(OpSurfaces, Clamp) {
+  BatchExecutor executor(device(), small_batches());
+  const std::vector<float> x = {-3.0f, 0.25f, 9.0f};
+  const std::vector<float> want = {-1.0f, 0.25f, 2.0f};
+  const Request r = Request::clamp(x, -1.0f, 2.0f);
+  EXPECT_EQ(r.op, Op::clamp);
+  EXPECT_EQ(r.scalar, -1.0f);
+  EXPECT_EQ(r.scalar2, 2.0f);
+  EXPECT_EQ(executor.handle().clamp(x, -1.0f, 2.0f).get(), want);
+  GpuCommandBatch g(device());
+  const BufferId out = g.clamp(g.upload(x), -1.0f, 2.0f);
+  g.execute();
+  EXPECT_EQ(g.read(out), want);
+  // The chain: abs, exp and clamp fused into one kernel, scalars per request.
+  const Request c1 = chain(x).abs().exp().clamp(1.5f, 4.0f), c2 = chain(x).abs().exp().clamp(0.0f, 100.0f);
+  EXPECT_EQ(c1.chain->key(), c2.chain->key()) << "scalars are not part of the shape";
+  EXPECT_EQ(device().run(c1).values, (std::vector<float>{4.0f, 1.5f, 4.0f}));
+  const auto got2 = executor.handle().submit(c2).get();
+  const auto mismatch = reference::check(c2, got2);
+  EXPECT_FALSE(mismatch.has_value()) << *mismatch;
+  EXPECT_EQ(got2.values[2], 100.0f);
 }

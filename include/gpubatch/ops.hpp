@@ -92,7 +92,7 @@ constexpr const OpInfo& op_info(Op op) noexcept { return kOpTable[static_cast<st
 
 std::string_view to_string(Op op) noexcept;
 std::optional<Op> op_from_string(std::string_view name) noexcept;
-// relu ... gelu, lerp, chain: output[i] depends on inputs[i] only. custom: depends on the kernel
+// The table's element-wise ops (OpKind::ew) and chain: output[i] depends on inputs[i] only. custom: depends on the kernel
 // (KernelKind::elementwise), so false here.
 bool is_elementwise(Op op) noexcept;
 

@@ -17,9 +17,10 @@ Result run(const Request& request);
 
 // Checks a result against the reference: nullopt when it agrees within the operation's bound,
 // otherwise a message naming the first element that does not.
-//   relu/scale/add/sub/mul: correctly rounded, |got - ref| <= 1e-5 |ref| (NaN matches NaN)
-//   sigmoid/tanh/swish/gelu: |got - ref| <= (1e-5 + 4|z| 2^-24) |ref| + 1e-30, z the argument of
-//           exp (Vulkan allows exp (3 + 2|z|) ulp; the floor admits denormal flush)
+// Element-wise ops: the bound their entry in gpubatch/op_table.hpp states, namely
+//   relu/scale/add/sub/mul/abs/clamp: correctly rounded, |got - ref| <= 1e-5 |ref| (NaN matches NaN)
+//   sigmoid/tanh/swish/gelu/exp: |got - ref| <= (1e-5 + 4|z| 2^-24) |ref| + 1e-30, z the argument
+//           of exp (Vulkan allows exp (3 + 2|z|) ulp; the floor admits denormal flush)
 //   lerp:   |got - ref| <= 1e-5 (|a| + |t (b - a)|)   (cancellation near 0 is not the kernel's)
 //   dot:    |got - ref| <= (d + 2) 2^-24 sum|a_i b_i|, d = depth of the GPU's summation tree
 //   matmul: |got - ref| <= (K + 2) 2^-24 sum_k |a_ik b_kj|   (sequential sum over K)

@@ -133,6 +133,7 @@ TEST(BatchExecutor, RaggedSizesAndMixedOpsShareOneFlush) {
       Request::interpolate(random_states(2, rng), random_states(2, rng), 0.5f,
                            InterpolationMode::slerp),
   };
+  for (Op op : elementwise_ops()) requests.push_back(sample_request(op, 7, rng));  // every one of the table
   BatchExecutor executor(device, small_config(requests.size(), 60s));
   auto gpu = executor.handle();
   std::vector<std::future<Result>> futures;

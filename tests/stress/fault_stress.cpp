@@ -191,7 +191,9 @@ TEST(FaultStress, EveryCallResolvesExactlyOnceUnderFaultsAndShutdown) {
   for (int round = 0; round < kRounds; ++round) {
     BatchConfig config;
     switch (round % 4) {
-      case 0: config = BatchConfig::adaptive(); break;
+      case 0:  // GPUBATCH_FAULT_STRESS_RESIDENT=1: adaptive plus the resident ring (realtime)
+        config = std::getenv("GPUBATCH_FAULT_STRESS_RESIDENT") ? BatchConfig::realtime() : BatchConfig::adaptive();
+        break;
       case 1: config = BatchConfig::balanced(); break;
       case 2: config = BatchConfig::latency(); break;
       default: config = BatchConfig::throughput(); break;

@@ -1,10 +1,12 @@
 #pragma once
 // The device side of a HostBuffer: a sub-allocation of staging memory (host-cached, pinned, with
 // a device address and a VkBuffer the copy engine can use) and the context it belongs to.
+#include <exception>
 #include <memory>
 
 #include "gpu/memory.hpp"
 #include "gpubatch/host_buffer.hpp"
+#include "gpubatch/ops.hpp"
 
 namespace gpubatch::detail {
 class GpuContext;
@@ -24,5 +26,9 @@ HostBuffer allocate_host(std::shared_ptr<detail::GpuContext> context, std::size_
 // The VulkanHostMemory behind a request's host buffer when it belongs to `context`, else null.
 const VulkanHostMemory* host_memory_on(const std::shared_ptr<detail::HostMemory>& memory,
                                        const detail::GpuContext* context) noexcept;
+
+// A request's host buffer that is not `context`'s memory (another device's, or the one a
+// recover() replaced): the error its request fails with (alone). Null when all is well.
+std::exception_ptr foreign_host_buffer(const Request& request, const detail::GpuContext* context);
 
 }  // namespace gpubatch::gpu

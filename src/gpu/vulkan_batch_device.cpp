@@ -52,16 +52,6 @@ struct OutputSlot {
   bool host = false;         // written into the request's host_result: nothing to take
 };
 
-// A request's host buffer that is not this device's memory (another device's, or one re-created
-// by recover()): the message its request fails with.
-std::exception_ptr foreign_host_buffer(const Request& r, const detail::GpuContext* ctx) {
-  for (const auto* m : {&r.host_a, &r.host_result})
-    if (*m && !host_memory_on(*m, ctx))
-      return std::make_exception_ptr(Error(
-          ErrorCode::invalid_argument,
-          describe_op(r) + ": its host buffer belongs to another device (allocate it with this device's allocate_host)"));
-  return nullptr;
-}
 
 // The requests of one kernel: a built-in op, one chain shape (its fused kernel), or one custom
 // kernel. One dispatch each (dot: two).

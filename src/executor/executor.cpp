@@ -147,7 +147,8 @@ void resolve_value(Completion& completion, Result&& result, ExecutorCore* core) 
           } catch (...) {
             error = fresh_current_exception();
           }
-          alt.release()->complete(std::move(error), std::move(value), Delivery{false, core ? core : tl_core});
+          alt.release()->complete(std::move(error), std::move(value),
+                                  Delivery{false, core ? core : tl_core});
         }
       },
       completion);
@@ -170,7 +171,8 @@ void resolve_error(Completion& completion, std::exception_ptr error, bool from_i
         } else {
           using T = typename HandlerValue<A>::type;
           if (alt)
-            alt.release()->complete(std::move(error), T{}, Delivery{from_initiation, core ? core : tl_core});
+            alt.release()->complete(std::move(error), T{},
+                                    Delivery{from_initiation, core ? core : tl_core});
         }
       },
       completion);

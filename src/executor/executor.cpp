@@ -689,7 +689,9 @@ void ExecutorCore::schedule_timer(Clock::time_point now) {
     if (!blocked_on_slot_ && config_.policy == FlushPolicy::deadline) {
       const auto due =
           forming_.front().enqueued + std::chrono::duration_cast<Clock::duration>(config_.max_wait);
-      if (due > now) target = due;
+      // Already due (the strand took longer than max_wait since it looked): fire at once, or
+      // the batch would wait for the next push or shutdown (seen under ASan: 30 s).
+      target = std::max(due, now);
     }
   }
   if (const auto d = next_deadline(); d != Clock::time_point::max())
@@ -698,7 +700,7 @@ void ExecutorCore::schedule_timer(Clock::time_point now) {
     // Adaptive flushes on a free slot; the oldest request's max_wait still bounds the wait.
     const auto due =
         forming_.front().enqueued + std::chrono::duration_cast<Clock::duration>(config_.max_wait);
-    if (due > now) target = std::min(target, due);
+    target = std::min(target, std::max(due, now));
   }
   if (target == timer_target_) return;
   timer_target_ = target;

@@ -11,13 +11,13 @@ std::string_view to_string(ErrorCode code) noexcept {
     case ErrorCode::queue_full: return "queue_full";
     case ErrorCode::deadline_exceeded: return "deadline_exceeded";
     case ErrorCode::shut_down: return "shut_down";
-    case ErrorCode::cancelled: return "cancelled";
     case ErrorCode::device_lost: return "device_lost";
     case ErrorCode::out_of_memory: return "out_of_memory";
     case ErrorCode::compile_failed: return "compile_failed";
     case ErrorCode::no_device: return "no_device";
     case ErrorCode::invalid_config: return "invalid_config";
     case ErrorCode::internal: return "internal";
+    case ErrorCode::cancelled: return "cancelled";
   }
   return "unknown";
 }

@@ -13,14 +13,14 @@ enum class ErrorCode {
   queue_full,         // overflow policy reject / block_for gave up
   deadline_exceeded,  // the request's deadline passed before it ran
   shut_down,          // submitted after shutdown, or cancelled by shutdown(cancel)
-  cancelled,          // its Asio cancellation slot was signalled before it was submitted
-                      // (the counterpart of boost::asio::error::operation_aborted)
   device_lost,        // VK_ERROR_DEVICE_LOST or a batch that never completed
   out_of_memory,      // host or device memory exhausted
   compile_failed,     // a shader (generated or user GLSL) failed to compile or build
   no_device,          // no usable Vulkan device
   invalid_config,     // a configuration key or value is wrong
   internal,           // a Vulkan call failed in a way none of the above describes
+  cancelled,          // its Asio cancellation slot was signalled before it was submitted
+                      // (the counterpart of boost::asio::error::operation_aborted)
 };
 
 std::string_view to_string(ErrorCode code) noexcept;

@@ -147,7 +147,8 @@ void resolve_value(Completion& completion, Result&& result, ExecutorCore* core) 
           } catch (...) {
             error = fresh_current_exception();
           }
-          alt.release()->complete(std::move(error), std::move(value), Delivery{false, core ? core : tl_core});
+          alt.release()->complete(std::move(error), std::move(value),
+                                  Delivery{false, core ? core : tl_core});
         }
       },
       completion);
@@ -170,7 +171,8 @@ void resolve_error(Completion& completion, std::exception_ptr error, bool from_i
         } else {
           using T = typename HandlerValue<A>::type;
           if (alt)
-            alt.release()->complete(std::move(error), T{}, Delivery{from_initiation, core ? core : tl_core});
+            alt.release()->complete(std::move(error), T{},
+                                    Delivery{from_initiation, core ? core : tl_core});
         }
       },
       completion);
@@ -695,7 +697,9 @@ void ExecutorCore::schedule_timer(Clock::time_point now) {
     if (!blocked_on_slot_ && config_.policy == FlushPolicy::deadline) {
       const auto due =
           forming_.front().enqueued + std::chrono::duration_cast<Clock::duration>(config_.max_wait);
-      if (due > now) target = due;
+      // Already due (the strand took longer than max_wait since it looked): fire at once, or
+      // the batch would wait for the next push or shutdown (seen under ASan: 30 s).
+      target = std::max(due, now);
     }
   }
   if (const auto d = next_deadline(); d != Clock::time_point::max())
@@ -704,7 +708,7 @@ void ExecutorCore::schedule_timer(Clock::time_point now) {
     // Adaptive flushes on a free slot; the oldest request's max_wait still bounds the wait.
     const auto due =
         forming_.front().enqueued + std::chrono::duration_cast<Clock::duration>(config_.max_wait);
-    if (due > now) target = std::min(target, due);
+    target = std::min(target, std::max(due, now));
   }
   if (target == timer_target_) return;
   timer_target_ = target;

@@ -135,7 +135,8 @@ template <typename T, typename Handler>
 class HandlerImpl final : public HandlerBase<T> {
   using Executor = boost::asio::associated_executor_t<Handler, boost::asio::system_executor>;
   using Allocator = boost::asio::associated_allocator_t<Handler>;
-  using SelfAllocator = typename std::allocator_traits<Allocator>::template rebind_alloc<HandlerImpl>;
+  using SelfAllocator =
+      typename std::allocator_traits<Allocator>::template rebind_alloc<HandlerImpl>;
   using Traits = std::allocator_traits<SelfAllocator>;
   using Slot = boost::asio::associated_cancellation_slot_t<Handler>;
   // A handler without an executor of its own would run on system_executor, which calls
@@ -213,6 +214,10 @@ class HandlerImpl final : public HandlerBase<T> {
 
   void complete(std::exception_ptr error, T value, Delivery how) noexcept override {
     if (this->cancel_) this->cancel_->finish();
+    // The outstanding work is given up here, after the handler has been handed to its executor
+    // (as Asio's handler_work does): given up inside the handler, the user's run() could return
+    // and its io_context be destroyed while this thread is still inside post().
+    WorkExecutor work(std::move(work_));
     Executor ex = boost::asio::get_associated_executor(handler_, boost::asio::system_executor());
     Upcall up(this, std::move(error), std::move(value), how.core,
               boost::asio::get_associated_allocator(handler_));
@@ -296,8 +301,9 @@ inline RequestCancel* cancel_state_of(const Completion& completion) noexcept {
 // only when the handler's slot is connected: a signal may then wake the executor.
 template <typename T, typename Handler>
 Completion make_handler_completion(Handler&& handler, std::shared_ptr<ExecutorCore>&& core) {
+  using Impl = HandlerImpl<T, std::decay_t<Handler>>;
   return Completion(std::in_place_type<HandlerCompletion<T>>,
-                    HandlerImpl<T, std::decay_t<Handler>>::create(std::move(handler), std::move(core)));
+                    Impl::create(std::move(handler), std::move(core)));
 }
 
 }  // namespace gpubatch::detail

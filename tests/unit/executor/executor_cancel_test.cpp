@@ -274,7 +274,8 @@ TEST(HandlerCancel, AwaitableOperatorsCancelTheLosingRequest) {
       [&]() -> asio::awaitable<void> {
         asio::steady_timer timer(io, 20ms);
         Floats x{5.0f};
-        auto result = co_await (gpu.relu(x, asio::use_awaitable) || timer.async_wait(asio::use_awaitable));
+        auto result =
+            co_await (gpu.relu(x, asio::use_awaitable) || timer.async_wait(asio::use_awaitable));
         winner = result.index();
       },
       asio::detached);

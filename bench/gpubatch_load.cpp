@@ -45,6 +45,7 @@ struct Options {
   bool unbatched = false;
   bool resident = false;  // resident mode on top of the preset or file
   bool host_buffers = false;  // inputs and results in Device::allocate_host memory (no CPU copy)
+  int idle_ms = 0;  // after the run: this long with nothing to do, its CPU cost measured
   std::string device;
   bool json = false;
   bool progress = true;
@@ -308,6 +309,9 @@ int main(int argc, char** argv) {
   app.add_option("--rate", o.rate, "open loop: requests/s offered in total")->check(CLI::NonNegativeNumber);
   app.add_flag("--unbatched", o.unbatched, "each request alone through the synchronous path");
   app.add_flag("--resident", o.resident, "resident mode on top of the preset (BatchConfig::resident)");
+  app.add_option("--idle-ms", o.idle_ms,
+                 "after the run, keep the executor idle this long and report its CPU use (idle_cores_busy)")
+      ->check(CLI::Range(0, 60000));
   app.add_flag("--host-buffers", o.host_buffers,
                "inputs and results in Device::allocate_host buffers, used in place (not gradients/interpolate)");
   app.add_option("--device", o.device, "device index or name substring");
@@ -432,6 +436,13 @@ int main(int argc, char** argv) {
     const double cores_busy = seconds > 0 ? cpu_seconds / seconds : 0;
     finished = true;
     if (progress.joinable()) progress.join();
+    // An idle executor (nothing in flight, nothing queued) must burn no CPU: measure it.
+    double idle_cores_busy = 0;
+    if (o.idle_ms > 0) {
+      const double idle_cpu_start = process_cpu_seconds();
+      std::this_thread::sleep_for(std::chrono::milliseconds(o.idle_ms));
+      idle_cores_busy = (process_cpu_seconds() - idle_cpu_start) / (o.idle_ms / 1e3);
+    }
     if (executor) executor->shutdown();
 
     const Stats after = executor ? executor->stats() : Stats{};
@@ -472,8 +483,8 @@ int main(int argc, char** argv) {
           "\"batches\": %llu, \"mean_batch_size\": %.2f, "
           "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
           "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
-          "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, "
-          "\"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s}\n",
+          "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
+          "\"resident\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s}\n",
           device.info().name.c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
           static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
           submit_json,
@@ -484,7 +495,9 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(counters_after.downloads - counters_before.downloads),
           static_cast<unsigned long long>(counters_after.bytes_up - counters_before.bytes_up),
           static_cast<unsigned long long>(counters_after.bytes_down - counters_before.bytes_down),
-          cpu_us_per_request, cores_busy, static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
+          cpu_us_per_request, cores_busy, o.idle_ms, idle_cores_busy,
+          static_cast<unsigned long long>(after.resident - before.resident),
+          static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
           static_cast<unsigned long long>(lost), verified ? "true" : "false");
     } else {
       std::printf("device      %s\n", device.info().name.c_str());
@@ -500,6 +513,8 @@ int main(int argc, char** argv) {
                     submit_p50, submit_p99);
       std::printf("cpu         %.2f us per request, %.2f cores busy (process CPU time over the run)\n",
                   cpu_us_per_request, cores_busy);
+      if (o.idle_ms > 0)
+        std::printf("idle        %.4f cores busy over %d ms with nothing to do\n", idle_cores_busy, o.idle_ms);
       if (o.rate > 0)
         std::printf("send lag us p50 %.1f  p99 %.1f  max %.1f (the generator's own lateness, included above)\n",
                     lag_p50, lag_p99, lag_max);

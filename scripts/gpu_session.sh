@@ -14,19 +14,25 @@ sections=${2:-"probe lone crowd large sweep tests"}
 mkdir -p "$out"
 run=.gpu/run.sh
 have() { [ -x ".gpu/bin/$1" ]; }
-# load NAME BINARY ARGS...: one gpubatch-load run, its JSON in OUT/NAME.json
+# load NAME BINARY ARGS...: one gpubatch-load run; its JSON object, with "name" and "wall_s" added,
+# goes to OUT/results.jsonl and its stderr to OUT/log.txt (few files: the device tool returns few).
 load() {
   local name=$1 bin=$2; shift 2
   have "$bin" || return 0
-  echo "== $name: $bin $*" | tee -a "$out/commands.txt" >&2
-  timeout 120 "$run" "$bin" "$@" --json > "$out/$name.json" 2> "$out/$name.err" || echo "   (exit $?)" >&2
+  echo "== $name: $bin $*" >> "$out/log.txt"
+  local t0=$SECONDS line
+  line=$(timeout 90 "$run" "$bin" "$@" --json 2>> "$out/log.txt" | tail -1)
+  local rc=$? wall=$((SECONDS - t0))
+  echo "   $name: exit $rc, ${wall} s" | tee -a "$out/log.txt" >&2
+  [[ $line == "{"* ]] && echo "{\"name\": \"$name\", \"wall_s\": $wall, ${line:1}" >> "$out/results.jsonl"
 }
 on() { [[ " $sections " == *" $1 "* ]]; }
 
-nvidia-smi --query-gpu=name,driver_version --format=csv > "$out/gpu.txt" 2>&1 || true
+nvidia-smi --query-gpu=name,driver_version --format=csv >> "$out/log.txt" 2>&1 || true
 if on probe && have latency; then
   echo "== probe" >&2
   timeout 120 "$run" latency > "$out/probe.txt" 2>&1 || true
+  echo "   probe: $SECONDS s into the session" >&2
 fi
 
 if on lone; then
@@ -49,7 +55,7 @@ if on crowd; then
 fi
 
 if on large; then
-  have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate --bytes 262144,4194304,67108864 > "$out/copy-rate.txt" 2>&1
+  have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate --bytes 262144,4194304,67108864 >> "$out/results.jsonl" 2>> "$out/log.txt"
   for s in 65536 1048576; do
     n=$(( s == 65536 ? 40000 : 4000 ))
     big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
@@ -77,27 +83,25 @@ if on tests; then
   for t in gpubatch_tests gpubatch_integration_tests; do
     have $t || continue
     echo "== $t" >&2
-    timeout 240 "$run" $t --gtest_brief=1 > "$out/$t.txt" 2>&1
-    echo "$t exit $?" >> "$out/tests.txt"
+    timeout 240 "$run" $t --gtest_brief=1 >> "$out/tests.txt" 2>&1
+    echo "$t exit $?" | tee -a "$out/log.txt"
   done
 fi
 
 # A short table last.
 if command -v python3 >/dev/null; then
   python3 - "$out" <<'PY'
-import json, glob, os, sys
+import json, os, sys
 out = sys.argv[1]
 print(f"{'run':34s} {'req/s':>12s} {'GB/s in':>8s} {'p50 us':>8s} {'p99 us':>8s} {'cpu us/rq':>9s} {'idle cores':>10s} ok")
-for f in sorted(glob.glob(os.path.join(out, "*.json"))):
-    try:
-        r = json.loads(open(f).read().strip().splitlines()[-1])
-    except Exception:
-        print(f"{os.path.basename(f)[:-5]:34s} (no result)"); continue
+for line in open(os.path.join(out, "results.jsonl")):
+    r = json.loads(line)
+    if "name" not in r: continue
     gbps = r["throughput_rps"] * 4 * r["size"] / 1e9
-    print(f"{os.path.basename(f)[:-5]:34s} {r['throughput_rps']:12.0f} {gbps:8.2f} {r['latency_us']['p50']:8.1f} "
+    print(f"{r['name']:34s} {r['throughput_rps']:12.0f} {gbps:8.2f} {r['latency_us']['p50']:8.1f} "
           f"{r['latency_us']['p99']:8.1f} {r.get('cpu_us_per_request', float('nan')):9.2f} "
           f"{r.get('idle_cores_busy', float('nan')):10.4f} {r['verified']}")
 PY
 fi
 grep -h "p50" "$out/probe.txt" 2>/dev/null | head -12
-cat "$out/tests.txt" 2>/dev/null
+grep -E "tests? (ran|passed)|FAILED|exit" "$out/tests.txt" "$out/log.txt" 2>/dev/null | tail -8

@@ -41,7 +41,6 @@ if on lone; then
   load lone-default gpubatch-load $lone --idle-ms 1000
   load lone-unbatched gpubatch-load --unbatched $lone --idle-ms 1000
   load lone-realtime gpubatch-load --preset realtime $lone --idle-ms 1000
-  load lone-throughput gpubatch-load --preset throughput $lone --idle-ms 1000
   load lone-prev-unbatched gpubatch-load-prev --unbatched $lone
 fi
 

@@ -43,6 +43,7 @@ struct Options {
   int inflight = 64;
   double rate = 0;  // requests/s offered in total; 0: closed loop
   bool unbatched = false;
+  bool sync = false;  // handle.run(): each thread waits for its result by polling it
   bool resident = false;  // resident mode on top of the preset or file
   bool host_buffers = false;  // inputs and results in Device::allocate_host memory (no CPU copy)
   int idle_ms = 0;  // after the run: this long with nothing to do, its CPU cost measured
@@ -308,6 +309,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
   app.add_option("--rate", o.rate, "open loop: requests/s offered in total")->check(CLI::NonNegativeNumber);
   app.add_flag("--unbatched", o.unbatched, "each request alone through the synchronous path");
+  app.add_flag("--sync", o.sync,
+               "each thread calls handle.run() (synchronous, polls its own result); implies --inflight 1");
   app.add_flag("--resident", o.resident, "resident mode on top of the preset (BatchConfig::resident)");
   app.add_option("--idle-ms", o.idle_ms,
                  "after the run, keep the executor idle this long and report its CPU use (idle_cores_busy)")
@@ -318,7 +321,7 @@ int main(int argc, char** argv) {
   app.add_flag("--json", o.json, "one JSON object on stdout");
   CLI11_PARSE(app, argc, argv);
   // The synchronous path blocks in the call: each thread has exactly one request outstanding.
-  if (o.unbatched) o.inflight = 1;
+  if (o.unbatched || o.sync) o.inflight = 1;
 
   // Every built-in op but custom (user GLSL has no CPU reference to verify against).
   const auto parsed = op_from_string(o.op);
@@ -345,6 +348,7 @@ int main(int argc, char** argv) {
       preset_label = env && *env ? env : "adaptive";  // BatchConfig{} is the adaptive preset
     }
     if (o.resident) preset_label += "+resident";
+    if (o.sync) preset_label += "+sync";
     if (o.unbatched) preset_label = "unbatched";
 
     std::unique_ptr<BatchExecutor> executor;
@@ -372,6 +376,16 @@ int main(int argc, char** argv) {
       executor = std::move(e);
       auto handle = executor->handle();
       submit = [handle](Request r) { return handle.submit(std::move(r)); };
+      if (o.sync)
+        submit = [handle](Request r) {  // returns when the result is there: a ready future
+          std::promise<Result> p;
+          try {
+            p.set_value(handle.run(std::move(r)));
+          } catch (...) {
+            p.set_exception(std::current_exception());
+          }
+          return p.get_future();
+        };
       submit_with_callback = [handle](Request r, Completion done) { handle.submit(std::move(r), std::move(done)); };
     };
     if (!o.unbatched) attach(std::make_unique<BatchExecutor>(device, config));

@@ -41,6 +41,8 @@ if on lone; then
   load lone-default gpubatch-load $lone --idle-ms 1000
   load lone-unbatched gpubatch-load --unbatched $lone --idle-ms 1000
   load lone-realtime gpubatch-load --preset realtime $lone --idle-ms 1000
+  load lone-default-sync gpubatch-load --sync $lone
+  load lone-realtime-sync gpubatch-load --preset realtime --sync $lone
   load lone-prev-unbatched gpubatch-load-prev --unbatched $lone
 fi
 

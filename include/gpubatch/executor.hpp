@@ -138,6 +138,13 @@ class BatchedGpuHandle {
     return call<Result>(std::move(request), std::forward<Tail>(tail)...);
   }
 
+  // The synchronous call: submits `request` (batched with everyone else's) and waits for its
+  // result on the calling thread, polling for up to the executor's completion_spin before it
+  // sleeps. A future's waiter is woken by another thread (an OS wake-up, 20-30 us on the H200);
+  // a caller that polls its own result sees it as soon as a completion thread stores it.
+  // Throws the request's gpubatch::Error. (src/executor/sync_run.cpp)
+  Result run(Request request, const SubmitOptions& options = {}) const;
+
   // False for a default-constructed handle.
   explicit operator bool() const noexcept { return core_ != nullptr; }
 

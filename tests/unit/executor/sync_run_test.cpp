@@ -1,0 +1,72 @@
+// BatchedGpuHandle::run: the synchronous call on the batching executor.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "fake_device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/executor.hpp"
+
+namespace gpubatch::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+ErrorCode code_of_run(const BatchedGpuHandle& gpu, Request r) {
+  try {
+    gpu.run(std::move(r));
+  } catch (const Error& e) {
+    return e.code();
+  }
+  return ErrorCode::internal;  // no error: the caller's assertion fails
+}
+
+TEST(SyncRun, ReturnsTheResultAndThrowsTypedErrors) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchExecutor executor(device);  // adaptive: polls 200 us before sleeping
+  auto gpu = executor.handle();
+  EXPECT_EQ(gpu.run(Request::relu({1.0f, -2.0f})).values, (std::vector<float>{1.0f, 0.0f}));
+  EXPECT_FLOAT_EQ(gpu.run(Request::dot({1, 2}, {3, 4})).values.at(0), 11.0f);
+  EXPECT_EQ(code_of_run(gpu, Request::add({1.0f}, {1.0f, 2.0f})), ErrorCode::invalid_argument);
+  device->fail_next_submit(ErrorCode::device_lost);
+  EXPECT_EQ(code_of_run(gpu, Request::relu({1.0f})), ErrorCode::device_lost);
+  EXPECT_EQ(gpu.run(Request::relu({3.0f})).values, std::vector<float>{3.0f}) << "the next call works";
+  EXPECT_EQ(code_of_run(BatchedGpuHandle{}, Request::relu({1.0f})), ErrorCode::shut_down);
+  executor.shutdown();
+  EXPECT_EQ(code_of_run(gpu, Request::relu({1.0f})), ErrorCode::shut_down);
+}
+
+// Without polling (throughput: completion_spin 0) the caller sleeps on its result at once, and
+// a slow device makes it wait past any spin.
+TEST(SyncRun, SleepsUntilASlowResultArrives) {
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 20ms});
+  for (BatchConfig config : {BatchConfig::throughput(), BatchConfig::adaptive()}) {
+    config.max_wait = 1ms;
+    BatchExecutor executor(device, config);
+    EXPECT_EQ(executor.handle().run(Request::scale({2.0f}, 3.0f)).values, std::vector<float>{6.0f});
+  }
+}
+
+TEST(SyncRun, ManyCallersEachGetTheirOwnResult) {
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 100us});
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const float x = static_cast<float>(t * 1000 + i);
+        if (gpu.run(Request::relu({x, -x})).values != std::vector<float>{x, 0.0f}) ++wrong;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(executor.stats().completed, 8u * 200u);
+  EXPECT_GT(executor.stats().mean_batch_size, 1.0) << "synchronous callers are still batched together";
+}
+
+}  // namespace
+}  // namespace gpubatch::testing

@@ -41,11 +41,7 @@ std::exception_ptr fresh_current_exception() noexcept {
     try {
       throw;
     } catch (const Error& e) {
-      std::string_view what = e.what();
-      const std::string_view prefix = to_string(e.code());
-      if (what.substr(0, prefix.size()) == prefix && what.substr(prefix.size(), 2) == ": ")
-        what.remove_prefix(prefix.size() + 2);
-      return std::make_exception_ptr(Error(e.code(), std::string(what)));
+      return std::make_exception_ptr(Error(e.code(), std::string(e.message())));
     } catch (const std::bad_alloc&) {
       return std::make_exception_ptr(std::bad_alloc());
     } catch (const std::exception& e) {
@@ -524,25 +520,13 @@ void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
 }
 
 void ExecutorCore::expire_forming(Clock::time_point now) {
-  std::size_t w = 0;
-  std::size_t bytes = 0;
-  auto earliest = Clock::time_point::max();
-  for (std::size_t r = 0; r < forming_.size(); ++r) {
-    Pending& p = forming_[r];
-    if (p.deadline <= now) {
-      bump(strand_stats_.expired);
-      fail_pending(p, ErrorCode::deadline_exceeded,
-                   describe(p.request) + ": its deadline passed while it waited for its batch");
-      continue;
-    }
-    bytes += p.bytes;
-    earliest = std::min(earliest, p.deadline);
-    if (w != r) forming_[w] = std::move(p);
-    ++w;
-  }
-  forming_.erase(forming_.begin() + static_cast<std::ptrdiff_t>(w), forming_.end());
-  forming_bytes_ = bytes;
-  earliest_deadline_ = earliest;
+  compact_forming([&](Pending& p) {
+    if (p.deadline > now) return false;
+    bump(strand_stats_.expired);
+    fail_pending(p, ErrorCode::deadline_exceeded,
+                 describe(p.request) + ": its deadline passed while it waited for its batch");
+    return true;
+  });
   if (carry_) {
     if (carry_->deadline <= now) {
       bump(strand_stats_.expired);

@@ -11,6 +11,7 @@
 //               idle completion thread helps with (take the chunk's results, then resolve its
 //               futures or handlers); the last chunk to have taken its results frees the batch's
 //               device slot (waking the strand if it waits for one).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -137,6 +138,25 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::optional<FlushReason> flush_reason(Clock::time_point now) const;
   void flush(FlushReason reason, Clock::time_point now);
   void expire_forming(Clock::time_point now);
+  // Removes from the forming batch every request for which `drop(p)` returns true (it resolves
+  // the request), keeping the others in order, and recomputes the batch's bytes and earliest
+  // deadline. Used by the deadline sweep and the cancellation sweep.
+  template <typename Drop>
+  void compact_forming(Drop&& drop) {
+    std::size_t w = 0, bytes = 0;
+    auto earliest = Clock::time_point::max();
+    for (std::size_t r = 0; r < forming_.size(); ++r) {
+      Pending& p = forming_[r];
+      if (drop(p)) continue;
+      bytes += p.bytes;
+      earliest = std::min(earliest, p.deadline);
+      if (w != r) forming_[w] = std::move(p);
+      ++w;
+    }
+    forming_.erase(forming_.begin() + static_cast<std::ptrdiff_t>(w), forming_.end());
+    forming_bytes_ = bytes;
+    earliest_deadline_ = earliest;
+  }
   void scan_queue_deadlines(Clock::time_point now, bool from_head);
   Clock::time_point next_deadline() const noexcept;
   // Expiry sweeps (forming batch and queue) run at most this often, so that many requests with

@@ -108,22 +108,11 @@ void ExecutorCore::drop_cancelled(Pending& p) noexcept {
 void ExecutorCore::sweep_cancelled() {
   const auto is_cancelled = [](const Pending& p) { return p.cancel && p.cancel->cancelled(); };
   if (std::any_of(forming_.begin(), forming_.end(), is_cancelled)) {
-    std::size_t w = 0, bytes = 0;
-    auto earliest = Clock::time_point::max();
-    for (std::size_t r = 0; r < forming_.size(); ++r) {
-      Pending& p = forming_[r];
-      if (is_cancelled(p)) {
-        drop_cancelled(p);
-        continue;
-      }
-      bytes += p.bytes;
-      earliest = std::min(earliest, p.deadline);
-      if (w != r) forming_[w] = std::move(p);
-      ++w;
-    }
-    forming_.erase(forming_.begin() + static_cast<std::ptrdiff_t>(w), forming_.end());
-    forming_bytes_ = bytes;
-    earliest_deadline_ = earliest;
+    compact_forming([&](Pending& p) {
+      if (!is_cancelled(p)) return false;
+      drop_cancelled(p);
+      return true;
+    });
   }
   if (carry_ && is_cancelled(*carry_)) {
     drop_cancelled(*carry_);

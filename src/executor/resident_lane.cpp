@@ -23,11 +23,7 @@ std::exception_ptr current_error_for(const Request& r) noexcept {
     try {
       throw;
     } catch (const Error& e) {
-      std::string_view what = e.what();
-      const std::string_view prefix = to_string(e.code());
-      if (what.substr(0, prefix.size()) == prefix && what.substr(prefix.size(), 2) == ": ")
-        what.remove_prefix(prefix.size() + 2);
-      return std::make_exception_ptr(Error(e.code(), describe(r) + " (resident): " + std::string(what)));
+      return std::make_exception_ptr(Error(e.code(), describe(r) + " (resident): " + std::string(e.message())));
     } catch (const std::exception& e) {
       return std::make_exception_ptr(Error(ErrorCode::internal, describe(r) + " (resident): " + e.what()));
     } catch (...) {

@@ -142,18 +142,24 @@ TEST(LoneCaller, AnArrivalAtAnIdleExecutorIsFlushedWithoutATimer) {
   EXPECT_NE(text.find("gpubatch_strand_runs_total "), std::string::npos) << text;
 }
 
-TEST(LoneCaller, TheDeadlinePolicyFlushesALoneRequestByItsTimer) {
+TEST(LoneCaller, TheDeadlinePolicyHoldsALoneRequestForMaxWait) {
   auto device = std::make_shared<FakeDevice>();
   BatchConfig config = lone_config(0us);
   config.policy = FlushPolicy::deadline;
-  config.max_wait = 2ms;
+  config.max_wait = 20ms;
   BatchExecutor executor(device, config);
   auto gpu = executor.handle();
+  const auto start = std::chrono::steady_clock::now();
   auto f = gpu.relu({1.0f});
   ASSERT_TRUE(ready_within(f, 30s));
+  const auto waited = std::chrono::steady_clock::now() - start;
   const Stats s = executor.stats();
+  // Unlike adaptive, the deadline policy does not flush on arrival at an idle executor: it holds the
+  // request for max_wait. Whether the strand's timer or a late first strand run (a loaded 2-core CI
+  // machine under TSan once took over 2 ms to run the strand) notices the due time is not asserted.
   EXPECT_EQ(s.flushes.deadline, 1u);
-  EXPECT_GE(s.timer_wakeups, 1u);
+  EXPECT_EQ(s.flushes.idle, 0u);
+  EXPECT_GE(waited, config.max_wait);
 }
 
 }  // namespace

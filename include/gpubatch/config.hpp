@@ -26,11 +26,19 @@
 //                        persistent kernel (DESIGN.md "Resident mode"), the rest are batched
 //   resident_idle_us     the resident kernel (and the thread that waits for it) leaves after
 //                        this long without a request
+//   priority_levels      1 .. 8: levels a request may name (SubmitOptions::priority 0 .. n-1;
+//                        higher goes first; DESIGN.md "Priorities")
+//   priority_aging_us    a request that has waited this long goes into the next batch whatever
+//                        its level (bounds the wait of lower levels under a stream of higher ones)
+//   level_queue_capacity array, one per level: that level's queue (0 or absent: queue_capacity)
+//   level_timeout_us     array, one per level: the deadline of a request of that level that
+//                        names none, counted from its submission (0 or absent: none)
 // Environment: GPUBATCH_PRESET, GPUBATCH_MAX_BATCH_SIZE, GPUBATCH_MAX_WAIT_US, GPUBATCH_POLICY,
 // GPUBATCH_QUEUE_CAPACITY, GPUBATCH_MAX_INFLIGHT_BATCHES, GPUBATCH_OVERFLOW,
 // GPUBATCH_BLOCK_TIMEOUT_US, GPUBATCH_MAX_BATCH_BYTES, GPUBATCH_COMPLETION_THREADS,
 // GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US, GPUBATCH_RESIDENT (1/0, true/false,
-// on/off), GPUBATCH_RESIDENT_IDLE_US.
+// on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_PRIORITY_LEVELS, GPUBATCH_PRIORITY_AGING_US,
+// GPUBATCH_LEVEL_QUEUE_CAPACITY and GPUBATCH_LEVEL_TIMEOUT_US (comma-separated, one per level).
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -77,6 +85,15 @@ struct BatchConfig {
   std::chrono::microseconds completion_spin{200};
   bool resident = false;
   std::chrono::microseconds resident_idle{1000};
+  // Priorities: levels 0 (the default) .. priority_levels - 1 (the most urgent).
+  static constexpr std::size_t kMaxPriorityLevels = 8;
+  std::size_t priority_levels = 1;
+  std::chrono::microseconds priority_aging{50000};
+  std::array<std::size_t, kMaxPriorityLevels> level_queue_capacity{};         // 0: queue_capacity
+  std::array<std::chrono::microseconds, kMaxPriorityLevels> level_timeout{};  // 0: none
+  std::size_t queue_capacity_of(std::size_t level) const noexcept {
+    return level_queue_capacity[level] ? level_queue_capacity[level] : queue_capacity;
+  }
 
   // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,
   // adaptive (the default, BatchConfig{}) up to 4096, flushing whenever the device has a free slot.

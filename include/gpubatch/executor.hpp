@@ -56,15 +56,29 @@ enum class ShutdownMode {
 };
 
 // Per-request options. A request whose deadline passes while it waits in the queue fails with
-// deadline_exceeded and never reaches the device (a request already submitted runs to the end).
+// deadline_exceeded at its deadline and never reaches the device (a request already submitted
+// runs to the end). `priority` is its level, 0 (the default) .. BatchConfig::priority_levels - 1:
+// a higher level goes into the next batch before any lower one (DESIGN.md "Priorities"); a level
+// the executor does not have fails with invalid_argument. A request without a deadline takes its
+// level's BatchConfig::level_timeout, if any.
 struct SubmitOptions {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  std::uint32_t priority = 0;
 
   static SubmitOptions at(std::chrono::steady_clock::time_point when) { return {when}; }
   template <typename Rep, typename Period>
   static SubmitOptions within(std::chrono::duration<Rep, Period> timeout) {
     return {std::chrono::steady_clock::now() +
             std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout)};
+  }
+  static SubmitOptions with_priority(std::uint32_t level) { return {.priority = level}; }
+  SubmitOptions& prioritised(std::uint32_t level) & {
+    priority = level;
+    return *this;
+  }
+  SubmitOptions&& prioritised(std::uint32_t level) && {
+    priority = level;
+    return std::move(*this);
   }
 };
 

@@ -1,6 +1,7 @@
 // BatchConfig: presets, TOML files, environment overrides, validation.
 #include "gpubatch/config.hpp"
 
+#include <array>
 #include <cctype>
 #include <charconv>
 #include <cstdint>
@@ -35,7 +36,7 @@ void check(const BatchConfig& c, std::string_view prefix);
 
 // One configuration key: how to set it from an integer or a string. `where` names the source
 // in messages ("file.toml: key max_batch_size", "GPUBATCH_MAX_BATCH_SIZE").
-enum class Kind { size, micros, millis, policy, overflow, boolean };
+enum class Kind { size, micros, millis, policy, overflow, boolean, list };
 struct Key {
   std::string_view name;
   std::string_view env;
@@ -55,6 +56,10 @@ constexpr Key kKeys[] = {
     {"completion_spin_us", "GPUBATCH_COMPLETION_SPIN_US", Kind::micros},
     {"resident", "GPUBATCH_RESIDENT", Kind::boolean},
     {"resident_idle_us", "GPUBATCH_RESIDENT_IDLE_US", Kind::micros},
+    {"priority_levels", "GPUBATCH_PRIORITY_LEVELS", Kind::size},
+    {"priority_aging_us", "GPUBATCH_PRIORITY_AGING_US", Kind::micros},
+    {"level_queue_capacity", "GPUBATCH_LEVEL_QUEUE_CAPACITY", Kind::list},
+    {"level_timeout_us", "GPUBATCH_LEVEL_TIMEOUT_US", Kind::list},
 };
 
 const Key* find_key(std::string_view name) {
@@ -76,12 +81,43 @@ void set_integer(BatchConfig& c, const Key& key, std::int64_t v, const std::stri
   else if (key.name == "batch_timeout_ms") c.batch_timeout = std::chrono::milliseconds(v);
   else if (key.name == "completion_spin_us") c.completion_spin = std::chrono::microseconds(v);
   else if (key.name == "resident_idle_us") c.resident_idle = std::chrono::microseconds(v);
+  else if (key.name == "priority_levels") c.priority_levels = u;
+  else if (key.name == "priority_aging_us") c.priority_aging = std::chrono::microseconds(v);
+  else if (key.kind == Kind::list) bad(where, "expects a string of comma-separated integers, one per level, such as \"0,2000\"");
   else if (key.kind == Kind::boolean) bad(where, "expects true or false, not an integer");
   else bad(where, "expects a string, not an integer");
 }
 
+// "a,b,c": one non-negative integer per priority level (at most kMaxPriorityLevels).
+void set_list(BatchConfig& c, const Key& key, std::string_view v, const std::string& where) {
+  std::array<std::uint64_t, BatchConfig::kMaxPriorityLevels> values{};
+  std::size_t n = 0;
+  while (true) {
+    const std::size_t comma = v.find(',');
+    std::string_view item = v.substr(0, comma);
+    while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+    while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+    if (n == values.size())
+      bad(where, "more than " + std::to_string(values.size()) + " values (one per priority level)");
+    std::uint64_t x = 0;
+    auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || x > kMaxWaitLimitUs * 1000)
+      bad(where, "expects comma-separated non-negative integers, one per level (bad item \"" +
+                     std::string(item) + "\")");
+    values[n++] = x;
+    if (comma == std::string_view::npos) break;
+    v.remove_prefix(comma + 1);
+  }
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (key.name == "level_queue_capacity") c.level_queue_capacity[i] = values[i];
+    else c.level_timeout[i] = std::chrono::microseconds(values[i]);
+  }
+}
+
 void set_string(BatchConfig& c, const Key& key, std::string_view v, const std::string& where) {
-  if (key.kind == Kind::policy) {
+  if (key.kind == Kind::list) {
+    set_list(c, key, v, where);
+  } else if (key.kind == Kind::policy) {
     auto p = flush_policy_from_string(v);
     if (!p) bad(where, "unknown policy \"" + std::string(v) + "\" (deadline, adaptive)");
     c.policy = *p;
@@ -95,7 +131,7 @@ void set_string(BatchConfig& c, const Key& key, std::string_view v, const std::s
 }
 
 void set_boolean(BatchConfig& c, const Key& key, bool v, const std::string& where) {
-  if (key.kind != Kind::boolean) bad(where, "expects " + std::string(key.kind == Kind::policy || key.kind == Kind::overflow ? "a string" : "an integer") + ", not true/false");
+  if (key.kind != Kind::boolean) bad(where, "expects " + std::string(key.kind == Kind::policy || key.kind == Kind::overflow || key.kind == Kind::list ? "a string" : "an integer") + ", not true/false");
   c.resident = v;  // the only boolean key
 }
 
@@ -347,7 +383,7 @@ BatchConfig& BatchConfig::apply_environment() {
       set_boolean_from_text(*this, key, v, where);
       continue;
     }
-    if (key.kind == Kind::policy || key.kind == Kind::overflow) {
+    if (key.kind == Kind::policy || key.kind == Kind::overflow || key.kind == Kind::list) {
       set_string(*this, key, v, where);
       continue;
     }
@@ -376,7 +412,8 @@ namespace {
 void check(const BatchConfig& c, std::string_view prefix) {
   const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
                block_timeout, max_batch_bytes, completion_threads, batch_timeout,
-               completion_spin, resident, resident_idle] = c;
+               completion_spin, resident, resident_idle, priority_levels, priority_aging,
+               level_queue_capacity, level_timeout] = c;
   auto bad = [prefix](std::string_view key, const std::string& why) {
     ::gpubatch::bad(std::string(prefix) + std::string(key), why);
   };
@@ -410,6 +447,20 @@ void check(const BatchConfig& c, std::string_view prefix) {
   if (completion_spin.count() < 0 || completion_spin.count() > kMaxCompletionSpinUs)
     bad("completion_spin_us", "must be in [0, " + std::to_string(kMaxCompletionSpinUs) + "] (got " +
                                   std::to_string(completion_spin.count()) + ")");
+  range("priority_levels", priority_levels, 1, BatchConfig::kMaxPriorityLevels);
+  if (priority_aging.count() < 1 || priority_aging.count() > kMaxWaitLimitUs)
+    bad("priority_aging_us", "must be in [1, " + std::to_string(kMaxWaitLimitUs) + "] (got " +
+                                 std::to_string(priority_aging.count()) + ")");
+  for (std::size_t i = 0; i < BatchConfig::kMaxPriorityLevels; ++i) {
+    const std::string at = " (level " + std::to_string(i) + ")";
+    if (level_queue_capacity[i] > kMaxQueueCapacity)
+      bad("level_queue_capacity", "must be at most " + std::to_string(kMaxQueueCapacity) + at);
+    if (level_timeout[i].count() < 0 || level_timeout[i].count() > kMaxWaitLimitUs)
+      bad("level_timeout_us", "must be in [0, " + std::to_string(kMaxWaitLimitUs) + "]" + at);
+    if (i >= priority_levels && (level_queue_capacity[i] || level_timeout[i].count()))
+      bad(level_queue_capacity[i] ? "level_queue_capacity" : "level_timeout_us",
+          "names level " + std::to_string(i) + " but priority_levels is " + std::to_string(priority_levels));
+  }
   if (policy != FlushPolicy::deadline && policy != FlushPolicy::adaptive) bad("policy", "unknown value");
   if (overflow != OverflowPolicy::block && overflow != OverflowPolicy::block_for &&
       overflow != OverflowPolicy::reject)

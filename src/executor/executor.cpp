@@ -207,6 +207,16 @@ BatchConfig validated(BatchConfig config) {
   config.validate();
   return config;
 }
+BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {
+  BatchFormer<Pending>::Limits l;
+  l.max_batch_size = c.max_batch_size;
+  l.max_batch_bytes = c.max_batch_bytes;
+  l.max_wait = std::chrono::duration_cast<Clock::duration>(c.max_wait);
+  l.policy = c.policy;
+  l.levels = c.priority_levels;
+  l.aging = std::chrono::duration_cast<Clock::duration>(c.priority_aging);
+  return l;
+}
 }  // namespace
 
 ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig config)
@@ -214,10 +224,13 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       device_(require_device(std::move(device))),
       max_request_bytes_(device_->max_request_bytes()),
       big_request_bytes_(config_.max_batch_bytes / config_.max_batch_size),
-      queue_(config_.queue_capacity),
+      queue_(config_.queue_capacity_of(0)),
       strand_(io_.get_executor()),
-      timer_(strand_) {
-  forming_.reserve(std::min<std::size_t>(config_.max_batch_size, 4096));
+      timer_(strand_),
+      former_(former_limits(config_)),
+      scanned_upto_(config_.priority_levels, 0) {
+  for (std::size_t level = 1; level < config_.priority_levels; ++level)
+    upper_queues_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(config_.queue_capacity_of(level)));
   for (std::size_t i = 0; i < config_.completion_threads; ++i)
     completion_stats_.push_back(std::make_unique<CompletionStats>());
 }
@@ -292,49 +305,64 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
                  " takes at most " + std::to_string(max_request_bytes_) + " per request");
       return;
     }
+    if (options.priority >= level_count()) {
+      reject(completion, ErrorCode::invalid_argument,
+             describe(request) + ": priority " + std::to_string(options.priority) +
+                 " is not a level of this executor (priority_levels = " +
+                 std::to_string(level_count()) + ")");
+      return;
+    }
     const auto now = Clock::now();
-    if (options.deadline <= now) {
+    auto deadline = options.deadline;
+    if (deadline == Clock::time_point::max() && config_.level_timeout[options.priority].count() > 0)
+      deadline = now + std::chrono::duration_cast<Clock::duration>(config_.level_timeout[options.priority]);
+    if (deadline <= now) {
       reject(completion, ErrorCode::deadline_exceeded,
              describe(request) + ": its deadline had passed when it was submitted");
       return;
     }
-    if (resident_on_ && try_resident(request, completion, now)) return;
-    Pending p{std::move(request), std::move(completion), now, options.deadline, bytes};
+    if (resident_on_ && options.priority == 0 && try_resident(request, completion, now)) return;
+    Pending p{std::move(request), std::move(completion), now, deadline, bytes};
+    p.priority = static_cast<std::uint8_t>(options.priority);
     RequestCancel* const cancel = p.cancel = cancel_state_of(p.completion);
+    auto& queue = level_queue(options.priority);
     PushResult r = PushResult::full;
     std::uint64_t pos = 0;
     bool deadline_first = false;  // the wait for room ended at the request's own deadline
     switch (config_.overflow) {
       case OverflowPolicy::reject:
-        r = queue_.try_push(std::move(p), pos);
+        r = queue.try_push(std::move(p), pos);
         break;
       case OverflowPolicy::block:
-        if (options.deadline == Clock::time_point::max()) {
-          r = queue_.push_wait(std::move(p), pos);
+        if (deadline == Clock::time_point::max()) {
+          r = queue.push_wait(std::move(p), pos);
         } else {
-          r = queue_.push_until(std::move(p), options.deadline, pos);
+          r = queue.push_until(std::move(p), deadline, pos);
           deadline_first = true;
         }
         break;
       case OverflowPolicy::block_for: {
         auto limit = now + std::chrono::duration_cast<Clock::duration>(config_.block_timeout);
-        if (options.deadline < limit) {
-          limit = options.deadline;
+        if (deadline < limit) {
+          limit = deadline;
           deadline_first = true;
         }
-        r = queue_.push_until(std::move(p), limit, pos);
+        r = queue.push_until(std::move(p), limit, pos);
         break;
       }
     }
     if (r == PushResult::ok) {
       // Wake the strand only when it is idle and needs this request (see wake_position()).
-      const bool urgent = options.deadline != Clock::time_point::max();
+      const bool urgent = deadline != Clock::time_point::max();
       if (urgent) urgent_.store(true, std::memory_order_relaxed);
+      // A higher level always wakes an idle strand: it goes into the next batch.
+      const bool upper = options.priority != 0;
+      if (upper) upper_pushed_.store(true, std::memory_order_relaxed);
       // Cancelled while it was being pushed: its signal found nothing to take out yet.
       const bool cancelled = cancel && cancel->cancelled();
       if (cancelled) cancels_.store(true, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (urgent || cancelled || bytes > big_request_bytes_ ||
+      if (urgent || upper || cancelled || bytes > big_request_bytes_ ||
           pos >= wake_pos_.load(std::memory_order_relaxed))
         post_if_idle();
       return;
@@ -348,8 +376,9 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
              describe(p.request) + ": its deadline passed while it waited for room in the queue");
     } else {
       reject(p.completion, ErrorCode::queue_full,
-             describe(p.request) + ": the queue is full (" + std::to_string(queue_.capacity()) +
-                 " requests, overflow = " + std::string(to_string(config_.overflow)) + ")");
+             describe(p.request) + ": the queue is full (" + std::to_string(queue.capacity()) +
+                 " requests" + (level_count() > 1 ? " at priority " + std::to_string(options.priority) : std::string()) +
+                 ", overflow = " + std::string(to_string(config_.overflow)) + ")");
     }
   } catch (...) {
     // Only std::bad_alloc can get here (the request was not queued).
@@ -403,10 +432,10 @@ void ExecutorCore::run_strand() {
 // queue never waits for a sleeping strand). kNever when only a free slot can help.
 std::uint64_t ExecutorCore::wake_position() const noexcept {
   if (strand_finished_) return kNever;
-  if (forming_.size() >= config_.max_batch_size || carry_) return kNever;
+  if (!former_.wants(0)) return kNever;
   const std::uint64_t head = queue_.popped_approx();
-  if (forming_.empty()) return head;
-  const std::uint64_t room = config_.max_batch_size - forming_.size();
+  if (former_.empty()) return head;
+  const std::uint64_t room = config_.max_batch_size - std::min(former_.size(), config_.max_batch_size - 1);
   const std::uint64_t half = std::max<std::uint64_t>(1, queue_.capacity() / 2);
   return head + std::min(room, half) - 1;
 }
@@ -416,6 +445,7 @@ bool ExecutorCore::strand_has_work() const noexcept {
   if (blocked_on_slot_ && slot_free()) return true;
   if (urgent_.load(std::memory_order_relaxed)) return true;
   if (cancels_.load(std::memory_order_relaxed)) return true;
+  if (upper_pushed_.load(std::memory_order_relaxed)) return true;
   const std::uint64_t w = wake_position();
   return w != kNever && queue_.published(w);
 }
@@ -437,6 +467,7 @@ void ExecutorCore::process() {
   if (strand_finished_) return;
   const bool urgent = urgent_.exchange(false, std::memory_order_relaxed);
   const bool cancels = cancels_.exchange(false, std::memory_order_relaxed);
+  upper_pushed_.store(false, std::memory_order_relaxed);
   if (cancel_seen_) {
     cancel_everything();
   } else {
@@ -450,23 +481,26 @@ void ExecutorCore::process() {
         expire_forming(now);
         scan_queue_deadlines(now, true);
       }
-      const auto reason = flush_reason(now);
-      if (!reason) break;
+      const auto decision = decide(now);
+      if (!decision.reason) break;
       if (!slot_free()) {
         blocked_on_slot_ = true;
         break;
       }
-      flush(*reason, now);
+      flush(*decision.reason, now);
       now = Clock::now();
     }
-    // Requests with a deadline that wait in the queue behind a full forming batch still fail
+    // Requests with a deadline that wait in the queues behind a full former still fail
     // promptly: look at them in place.
-    const bool full = forming_.size() >= config_.max_batch_size || carry_;
-    if (!full) queue_deadline_ = Clock::time_point::max();  // pull() emptied the queue
-    else if (urgent) scan_queue_deadlines(now, false);       // only what arrived since last time
-    queue_.notify_space();
+    bool emptied = true;  // pull() stopped at the end of every queue, not at a full level
+    for (std::size_t l = 0; emptied && l < level_count(); ++l) emptied = former_.wants(l);
+    if (emptied) queue_deadline_ = Clock::time_point::max();
+    else if (urgent) scan_queue_deadlines(now, false);  // only what arrived since last time
+    for (std::size_t l = 0; l < level_count(); ++l) level_queue(l).notify_space();
   }
-  if (closing_seen_ && forming_.empty() && !carry_ && queue_.drained()) {
+  bool drained = former_.empty();
+  for (std::size_t l = 0; drained && l < level_count(); ++l) drained = level_queue(l).drained();
+  if (closing_seen_ && drained) {
     strand_finished_ = true;
     timer_target_ = Clock::time_point::max();
     timer_.cancel();
@@ -477,22 +511,26 @@ void ExecutorCore::process() {
   schedule_timer(Clock::now());
 }
 
+// Pulls each level's queue, the highest first, while the former takes that level.
 bool ExecutorCore::pull(Clock::time_point now) {
   std::uint64_t n = 0;
-  while (forming_.size() < config_.max_batch_size && !carry_) {
-    const bool got =
-        queue_.try_consume_quiet([&](Pending&& p) { accept_into_forming(std::move(p), now); });
-    if (!got) {
-      // After the close every claimed position gets published promptly; wait for it so that the
-      // drain cannot finish with an accepted request left behind.
-      if (closing_seen_ && queue_.has_claimed()) {
-        queue_.notify_space();  // the claimer may be waiting for a slot this round freed
-        std::this_thread::yield();
-        continue;
+  for (std::size_t level = level_count(); level-- > 0;) {
+    auto& queue = level_queue(level);
+    while (former_.wants(level)) {
+      const bool got =
+          queue.try_consume_quiet([&](Pending&& p) { accept_into_forming(std::move(p), now); });
+      if (!got) {
+        // After the close every claimed position gets published promptly; wait for it so that
+        // the drain cannot finish with an accepted request left behind.
+        if (closing_seen_ && queue.has_claimed()) {
+          queue.notify_space();  // the claimer may be waiting for a slot this round freed
+          std::this_thread::yield();
+          continue;
+        }
+        break;
       }
-      break;
+      ++n;
     }
-    ++n;
   }
   if (n) bump(strand_stats_.pulled, n);
   return n != 0;
@@ -510,45 +548,33 @@ void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
                  describe(p.request) + ": its deadline passed while it waited in the queue");
     return;
   }
-  if (!forming_.empty() && forming_bytes_ + p.bytes > config_.max_batch_bytes) {
-    carry_.emplace(std::move(p));
-    return;
-  }
-  forming_bytes_ += p.bytes;
-  if (p.deadline < earliest_deadline_) earliest_deadline_ = p.deadline;
-  forming_.push_back(std::move(p));
+  former_.offer(std::move(p), now);
 }
 
 void ExecutorCore::expire_forming(Clock::time_point now) {
-  compact_forming([&](Pending& p) {
+  if (former_.earliest_deadline() > now) return;
+  former_.remove_if([&](Pending& p) {
     if (p.deadline > now) return false;
     bump(strand_stats_.expired);
     fail_pending(p, ErrorCode::deadline_exceeded,
                  describe(p.request) + ": its deadline passed while it waited for its batch");
     return true;
   });
-  if (carry_) {
-    if (carry_->deadline <= now) {
-      bump(strand_stats_.expired);
-      fail_pending(*carry_, ErrorCode::deadline_exceeded,
-                   describe(carry_->request) + ": its deadline passed while it waited for its batch");
-      carry_.reset();
-    } else if (forming_.empty() || forming_bytes_ + carry_->bytes <= config_.max_batch_bytes) {
-      Pending p = std::move(*carry_);
-      carry_.reset();
-      accept_into_forming(std::move(p), now);
-    }
-  }
 }
 
-// Requests still in the queue (behind a full forming batch): fail the expired ones in place
-// (they are skipped when popped) and note the earliest deadline for the timer. `from_head`
-// rescans everything; otherwise only positions not scanned before are looked at.
+// Requests still in the queues (behind a full former): fail the expired ones in place (they are
+// skipped when popped) and note the earliest deadline for the timer. `from_head` rescans
+// everything; otherwise only positions not scanned before are looked at.
 void ExecutorCore::scan_queue_deadlines(Clock::time_point now, bool from_head) {
-  auto& q = queue_;
+  if (from_head) queue_deadline_ = Clock::time_point::max();
+  for (std::size_t level = 0; level < level_count(); ++level) scan_level_deadlines(level, now, from_head);
+}
+
+void ExecutorCore::scan_level_deadlines(std::size_t level, Clock::time_point now, bool from_head) {
+  auto& q = level_queue(level);
   const std::uint64_t head = q.head_position();
-  std::uint64_t pos = from_head ? head : std::max(head, scanned_upto_);
-  auto earliest = from_head ? Clock::time_point::max() : queue_deadline_;
+  std::uint64_t pos = from_head ? head : std::max(head, scanned_upto_[level]);
+  auto earliest = queue_deadline_;
   for (; pos < head + q.capacity(); ++pos) {
     Pending* p = q.peek(pos);
     if (!p) break;
@@ -562,46 +588,30 @@ void ExecutorCore::scan_queue_deadlines(Clock::time_point now, bool from_head) {
       earliest = std::min(earliest, p->deadline);
     }
   }
-  scanned_upto_ = pos;
+  scanned_upto_[level] = pos;
   queue_deadline_ = earliest;
 }
 
-// The earliest request deadline among those the strand holds or has seen in the queue.
+// The earliest request deadline among those the strand holds or has seen in the queues.
 Clock::time_point ExecutorCore::next_deadline() const noexcept {
-  auto t = std::min(earliest_deadline_, queue_deadline_);
-  if (carry_) t = std::min(t, carry_->deadline);
-  return t;
+  return std::min(former_.earliest_deadline(), queue_deadline_);
 }
 
-std::optional<FlushReason> ExecutorCore::flush_reason(Clock::time_point now) const {
-  if (forming_.empty()) return std::nullopt;
-  if (forming_.size() >= config_.max_batch_size || carry_) return FlushReason::size;
-  if (closing_seen_) return FlushReason::shutdown;
-  if (now - forming_.front().enqueued >= config_.max_wait) return FlushReason::deadline;
-  if (config_.policy == FlushPolicy::adaptive) return FlushReason::idle;
-  return std::nullopt;
+BatchFormer<Pending>::Decision ExecutorCore::decide(Clock::time_point now) const {
+  BatchFormer<Pending>::Input in;
+  in.closing = closing_seen_;
+  in.blocked_on_slot = blocked_on_slot_;
+  return former_.decide(now, in);
 }
 
 void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
   // No request whose deadline has passed reaches the device (the sweep may be rate-limited).
-  if (earliest_deadline_ <= now) {
-    expire_forming(now);
-    if (forming_.empty()) return;
-  }
+  expire_forming(now);
+  if (former_.empty()) return;
   std::unique_ptr<Batch> batch = take_batch_from_pool();
   batch->id = next_batch_id_++;
   batch->reason = reason;
-  batch->items.swap(forming_);  // forming_ takes the pooled (empty) vector
-  forming_.clear();
-  forming_bytes_ = 0;
-  earliest_deadline_ = Clock::time_point::max();
-  if (carry_) {
-    Pending p = std::move(*carry_);
-    carry_.reset();
-    forming_bytes_ = p.bytes;
-    earliest_deadline_ = p.deadline;
-    forming_.push_back(std::move(p));
-  }
+  former_.take(batch->items, now);  // the former keeps the pooled vector's capacity
   claim_or_drop(batch->items);  // from here a cancellation no longer takes a request out
   const std::size_t n = batch->items.size();
   if (n == 0) {  // every request of it was cancelled
@@ -651,49 +661,39 @@ void ExecutorCore::cancel_everything() {
     fail_pending(p, ErrorCode::shut_down,
                  describe(p.request) + ": cancelled by shutdown before it was submitted");
   };
-  for (Pending& p : forming_) cancel(p);
-  forming_.clear();
-  if (carry_) {
-    cancel(*carry_);
-    carry_.reset();
-  }
-  forming_bytes_ = 0;
-  earliest_deadline_ = Clock::time_point::max();
-  for (;;) {
-    const bool got = queue_.try_consume_quiet([&](Pending&& p) {
-      bump(strand_stats_.pulled);
-      if (!p.resolved) cancel(p);
-    });
-    if (got) continue;
-    if (queue_.has_claimed()) {
-      queue_.notify_space();  // the claimer may be waiting for a slot this round freed
-      std::this_thread::yield();
-      continue;
+  former_.for_each(cancel);
+  former_.clear();
+  for (std::size_t level = 0; level < level_count(); ++level) {
+    auto& queue = level_queue(level);
+    for (;;) {
+      const bool got = queue.try_consume_quiet([&](Pending&& p) {
+        bump(strand_stats_.pulled);
+        if (!p.resolved) cancel(p);
+      });
+      if (got) continue;
+      if (queue.has_claimed()) {
+        queue.notify_space();  // the claimer may be waiting for a slot this round freed
+        std::this_thread::yield();
+        continue;
+      }
+      break;
     }
-    break;
+    queue.notify_space();
   }
-  queue_.notify_space();
 }
 
+// One timer: the former's next look (max_wait, or a deadline's early flush) unless it waits for
+// a slot, and the next request deadline's expiry sweep (rate-limited to kSweepInterval).
 void ExecutorCore::schedule_timer(Clock::time_point now) {
   auto target = Clock::time_point::max();
-  if (!forming_.empty()) {
-    if (!blocked_on_slot_ && config_.policy == FlushPolicy::deadline) {
-      const auto due =
-          forming_.front().enqueued + std::chrono::duration_cast<Clock::duration>(config_.max_wait);
-      // Already due (the strand took longer than max_wait since it looked): fire at once, or
-      // the batch would wait for the next push or shutdown (seen under ASan: 30 s).
-      target = std::max(due, now);
-    }
+  const auto decision = decide(now);
+  if (!blocked_on_slot_) {
+    // A reason here means the strand stopped early; fire at once, or the batch would wait for the
+    // next push or shutdown (seen under ASan: 30 s).
+    target = decision.reason ? now : std::max(decision.wake_at, now);
   }
   if (const auto d = next_deadline(); d != Clock::time_point::max())
     target = std::min(target, std::max(d, last_sweep_ + kSweepInterval));
-  if (!forming_.empty() && config_.policy == FlushPolicy::adaptive && !blocked_on_slot_) {
-    // Adaptive flushes on a free slot; the oldest request's max_wait still bounds the wait.
-    const auto due =
-        forming_.front().enqueued + std::chrono::duration_cast<Clock::duration>(config_.max_wait);
-    target = std::min(target, std::max(due, now));
-  }
   if (target == timer_target_) return;
   timer_target_ = target;
   if (target == Clock::time_point::max()) {
@@ -972,7 +972,7 @@ void ExecutorCore::shutdown(ShutdownMode mode) {
       if (!closing_) {
         closing_ = true;
         resident_closed_.store(true, std::memory_order_seq_cst);
-        queue_.close();
+        for (std::size_t l = 0; l < level_count(); ++l) level_queue(l).close();
         post = true;
       }
     }
@@ -994,12 +994,18 @@ void ExecutorCore::shutdown(ShutdownMode mode) {
 // ---------------------------------------------------------------------------------------------
 // Statistics.
 
+std::uint64_t ExecutorCore::pushed_all_levels() const noexcept {
+  std::uint64_t n = queue_.pushed_approx();
+  for (const auto& q : upper_queues_) n += q->pushed_approx();
+  return n;
+}
+
 Stats ExecutorCore::stats() const {
   Stats s;
   const auto load = [](const std::atomic<std::uint64_t>& a) {
     return a.load(std::memory_order_relaxed);
   };
-  s.submitted = queue_.pushed_approx();
+  s.submitted = pushed_all_levels();
   s.rejected = load(rejected_);
   s.handler_exceptions = load(handler_exceptions_);
   s.expired = load(strand_stats_.expired);

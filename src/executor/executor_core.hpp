@@ -32,6 +32,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 
+#include "executor/batch_former.hpp"
 #include "executor/split_submit.hpp"
 #include "gpubatch/batch_device.hpp"
 #include "executor/histogram.hpp"
@@ -53,12 +54,11 @@ struct Pending {
   Clock::time_point enqueued{};
   Clock::time_point deadline = Clock::time_point::max();
   std::size_t bytes = 0;  // input + output bytes
+  std::uint8_t priority = 0;  // its level (SubmitOptions::priority)
   bool resolved = false;  // already failed while still in the queue (deadline): skip it
   // A handler with a connected cancellation slot: claimed by flush(), or cancelled first.
   RequestCancel* cancel = nullptr;
 };
-
-enum class FlushReason : std::uint8_t { size, deadline, idle, shutdown };
 
 struct Batch {
   std::uint64_t id = 0;
@@ -135,29 +135,11 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void process();
   bool pull(Clock::time_point now);
   void accept_into_forming(Pending&& p, Clock::time_point now);
-  std::optional<FlushReason> flush_reason(Clock::time_point now) const;
+  BatchFormer<Pending>::Decision decide(Clock::time_point now) const;
   void flush(FlushReason reason, Clock::time_point now);
   void expire_forming(Clock::time_point now);
-  // Removes from the forming batch every request for which `drop(p)` returns true (it resolves
-  // the request), keeping the others in order, and recomputes the batch's bytes and earliest
-  // deadline. Used by the deadline sweep and the cancellation sweep.
-  template <typename Drop>
-  void compact_forming(Drop&& drop) {
-    std::size_t w = 0, bytes = 0;
-    auto earliest = Clock::time_point::max();
-    for (std::size_t r = 0; r < forming_.size(); ++r) {
-      Pending& p = forming_[r];
-      if (drop(p)) continue;
-      bytes += p.bytes;
-      earliest = std::min(earliest, p.deadline);
-      if (w != r) forming_[w] = std::move(p);
-      ++w;
-    }
-    forming_.erase(forming_.begin() + static_cast<std::ptrdiff_t>(w), forming_.end());
-    forming_bytes_ = bytes;
-    earliest_deadline_ = earliest;
-  }
   void scan_queue_deadlines(Clock::time_point now, bool from_head);
+  void scan_level_deadlines(std::size_t level, Clock::time_point now, bool from_head);
   Clock::time_point next_deadline() const noexcept;
   // Expiry sweeps (forming batch and queue) run at most this often, so that many requests with
   // staggered deadlines cost one pass per interval, not one pass per request.
@@ -232,7 +214,16 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // by bytes long before it is full by count).
   const std::size_t big_request_bytes_;
 
+  // One queue per priority level (each with its own capacity): queue_ is level 0, the default
+  // and the only one unless priority_levels > 1; upper_queues_[i] is level i + 1. The wake-up
+  // protocol below is level 0's; a push into a higher level always wakes an idle strand.
   BlockingMpscQueue<Pending> queue_;
+  std::vector<std::unique_ptr<BlockingMpscQueue<Pending>>> upper_queues_;
+  BlockingMpscQueue<Pending>& level_queue(std::size_t level) noexcept {
+    return level == 0 ? queue_ : *upper_queues_[level - 1];
+  }
+  std::size_t level_count() const noexcept { return upper_queues_.size() + 1; }
+  std::uint64_t pushed_all_levels() const noexcept;
   // The wake-up protocol. Producers read these (they change only when the strand goes idle):
   // a push at a position >= wake_pos_ (the strand needs it: first request of a batch, the batch
   // would be full, the queue is half full) or of a request with a deadline wakes an idle strand.
@@ -240,6 +231,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<std::uint64_t> wake_pos_{0};
   alignas(kCacheLine) std::atomic<bool> urgent_{false};  // a request with a deadline was pushed
   std::atomic<bool> cancels_{false};  // a pending request's cancellation slot was signalled
+  std::atomic<bool> upper_pushed_{false};  // a request was pushed into a level above 0
   // The idle strand waits for a free in-flight slot (its batch is due): only then does a
   // completion that frees a slot wake it (published like wake_pos_, read after the slot's fence).
   std::atomic<bool> wants_slot_{false};
@@ -249,12 +241,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
   boost::asio::steady_timer timer_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
-  std::vector<Pending> forming_;
-  std::optional<Pending> carry_;  // the request that did not fit max_batch_bytes
-  std::size_t forming_bytes_ = 0;
-  Clock::time_point earliest_deadline_ = Clock::time_point::max();
-  Clock::time_point queue_deadline_ = Clock::time_point::max();  // earliest in the queue, when blocked
-  std::uint64_t scanned_upto_ = 0;  // queue positions below this were scanned for deadlines
+  BatchFormer<Pending> former_;  // the requests pulled from the queues, not yet flushed
+  // The earliest deadline among requests still in the queues (seen when the former was full).
+  Clock::time_point queue_deadline_ = Clock::time_point::max();
+  std::vector<std::uint64_t> scanned_upto_;  // per level: positions below were scanned
   Clock::time_point last_sweep_{};
   Clock::time_point timer_target_ = Clock::time_point::max();
   bool blocked_on_slot_ = false;

@@ -102,30 +102,28 @@ void ExecutorCore::drop_cancelled(Pending& p) noexcept {
   fail_pending(p, ErrorCode::cancelled, why);
 }
 
-// Takes every request whose slot was signalled out of the forming batch, the carried request
-// and the queue (the part behind a full forming batch: the rest is pulled, and checked, anyway).
+// Takes every request whose slot was signalled out of the former and the queues (the part
+// behind a full former: the rest is pulled, and checked, anyway).
 // Runs once per strand run after a signal; signals that arrive meanwhile set cancels_ again.
 void ExecutorCore::sweep_cancelled() {
   const auto is_cancelled = [](const Pending& p) { return p.cancel && p.cancel->cancelled(); };
-  if (std::any_of(forming_.begin(), forming_.end(), is_cancelled)) {
-    compact_forming([&](Pending& p) {
+  if (former_.any_of(is_cancelled)) {
+    former_.remove_if([&](Pending& p) {
       if (!is_cancelled(p)) return false;
       drop_cancelled(p);
       return true;
     });
   }
-  if (carry_ && is_cancelled(*carry_)) {
-    drop_cancelled(*carry_);
-    carry_.reset();
-  }
-  auto& q = queue_;
-  const std::uint64_t head = q.head_position();
-  for (std::uint64_t pos = head; pos < head + q.capacity(); ++pos) {
-    Pending* p = q.peek(pos);
-    if (!p) break;
-    if (p->resolved || !is_cancelled(*p)) continue;
-    drop_cancelled(*p);
-    p->resolved = true;  // skipped when popped
+  for (std::size_t level = 0; level < level_count(); ++level) {
+    auto& q = level_queue(level);
+    const std::uint64_t head = q.head_position();
+    for (std::uint64_t pos = head; pos < head + q.capacity(); ++pos) {
+      Pending* p = q.peek(pos);
+      if (!p) break;
+      if (p->resolved || !is_cancelled(*p)) continue;
+      drop_cancelled(*p);
+      p->resolved = true;  // skipped when popped
+    }
   }
 }
 

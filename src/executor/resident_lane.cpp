@@ -65,6 +65,8 @@ void ExecutorCore::start_resident() {
 // mode never lowers throughput.
 bool ExecutorCore::try_resident(Request& request, Completion& completion, Clock::time_point now) noexcept {
   if (queue_.pushed_approx() != queue_.popped_approx()) return false;
+  for (const auto& q : upper_queues_)
+    if (q->pushed_approx() != q->popped_approx()) return false;
   if (inflight_slots_.load(std::memory_order_relaxed) != 0) return false;
   // Counted before the look at resident_closed_ (both seq_cst): either shutdown sees this
   // request unresolved and waits for it, or this producer sees the shutdown and batches it

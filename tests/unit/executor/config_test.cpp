@@ -255,3 +255,57 @@ TEST(BatchConfig, OnlyKeyValueLinesReachTheTomlParser) {
     }
   }
 }
+
+namespace gpubatch::testing {
+namespace {
+
+TEST(PriorityConfig, FileAndEnvironmentSetTheLevels) {
+  const BatchConfig c = BatchConfig::from_string(
+      "priority_levels = 3\npriority_aging_us = 20000\n"
+      "level_queue_capacity = \"0, 512, 64\"\nlevel_timeout_us = \"0,0,2000\"");
+  EXPECT_EQ(c.priority_levels, 3u);
+  EXPECT_EQ(c.priority_aging, std::chrono::microseconds(20000));
+  EXPECT_EQ(c.queue_capacity_of(0), c.queue_capacity);
+  EXPECT_EQ(c.queue_capacity_of(1), 512u);
+  EXPECT_EQ(c.queue_capacity_of(2), 64u);
+  EXPECT_EQ(c.level_timeout[2], std::chrono::microseconds(2000));
+  EXPECT_EQ(c.level_timeout[1].count(), 0);
+  EnvGuard levels("GPUBATCH_PRIORITY_LEVELS", "2");
+  EnvGuard timeout("GPUBATCH_LEVEL_TIMEOUT_US", "0,700");
+  const BatchConfig e = BatchConfig::from_environment();
+  EXPECT_EQ(e.priority_levels, 2u);
+  EXPECT_EQ(e.level_timeout[1], std::chrono::microseconds(700));
+}
+
+TEST(PriorityConfig, BadValuesNameTheKey) {
+  auto invalid = [](const char* text, const std::string& part) {
+    try {
+      BatchConfig::from_string(text, "p.toml");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_config);
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+    }
+  };
+  invalid("priority_levels = 0", "priority_levels");
+  invalid("priority_levels = 9", "priority_levels: must be in [1, 8]");
+  invalid("priority_aging_us = 0", "priority_aging_us");
+  invalid("level_timeout_us = 5", "comma-separated");
+  invalid("level_timeout_us = \"1,x\"", "bad item \"x\"");
+  invalid("level_timeout_us = \"1,,2\"", "bad item");
+  invalid("level_timeout_us = \"-1\"", "bad item");
+  invalid("level_queue_capacity = \"1,2,3,4,5,6,7,8,9\"", "more than 8");
+  invalid("level_timeout_us = \"0,1000\"", "names level 1 but priority_levels is 1");
+  invalid("priority_levels = 2\nlevel_queue_capacity = \"0,0,5\"", "names level 2");
+  invalid("priority_levels = 2\nlevel_queue_capacity = \"0,99999999\"", "level_queue_capacity");
+  EnvGuard bad("GPUBATCH_LEVEL_QUEUE_CAPACITY", "a");
+  try {
+    BatchConfig::from_environment();
+    ADD_FAILURE() << "accepted GPUBATCH_LEVEL_QUEUE_CAPACITY=a";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GPUBATCH_LEVEL_QUEUE_CAPACITY"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gpubatch::testing

@@ -1,0 +1,252 @@
+#pragma once
+// Batch formation as a pure unit: what the strand holds, and when to flush it. No threads, no
+// clock (time is passed in), no device: tests drive it with a fake clock
+// (tests/unit/executor/batch_former_test.cpp). The strand (executor.cpp) pulls requests from the
+// queues, offers them here, asks decide(now) for a flush reason or a time to look again, and
+// takes the next batch out with take().
+//
+//   offer(item, now)        hold a request (at its priority level; each level keeps FIFO order)
+//   decide(now, input)      a flush reason, or the time at which one may become due
+//   take(out, now)          move the next batch into `out`: aged requests first, then higher levels
+//                           before lower ones, up to max_batch_size and max_batch_bytes
+//   remove_if(drop)         the deadline and cancellation sweeps
+//
+// Priorities (DESIGN.md "Priorities"): each level holds up to max_batch_size requests, so a
+// higher level is always in view and goes into the next batch before any lower one. A request
+// that has waited `aging` goes first whatever its level: that bounds a lower level's wait under
+// a steady stream of higher ones to `aging` plus the time to flush the batches ahead of it.
+//
+// Item needs: `enqueued`, `deadline` (time points), `bytes`, `priority` (its level), and moves.
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "gpubatch/config.hpp"
+
+namespace gpubatch::detail {
+
+enum class FlushReason : std::uint8_t { size, deadline, idle, shutdown };
+
+template <typename Item, typename Clock = std::chrono::steady_clock>
+class BatchFormer {
+ public:
+  using time_point = typename Clock::time_point;
+  using duration = typename Clock::duration;
+
+  struct Limits {
+    std::size_t max_batch_size = 4096;
+    std::size_t max_batch_bytes = std::size_t{512} << 20;
+    duration max_wait = std::chrono::milliseconds(5);
+    FlushPolicy policy = FlushPolicy::adaptive;
+    std::size_t levels = 1;
+    duration aging = std::chrono::milliseconds(50);
+  };
+
+  // What the strand knows beside the held requests.
+  struct Input {
+    bool closing = false;          // shutdown (drain) asked: flush what is held
+    bool blocked_on_slot = false;  // every in-flight slot is taken: no timer for max_wait
+    // The device time the next batch is predicted to take (0: unknown). A held request whose
+    // deadline minus this has come is flushed early rather than left to expire in the former.
+    duration predicted_device_time{0};
+  };
+
+  struct Decision {
+    std::optional<FlushReason> reason;
+    time_point wake_at = time_point::max();  // without a reason: look again then
+  };
+
+  explicit BatchFormer(Limits limits) : limits_(limits), levels_(std::max<std::size_t>(1, limits.levels)) {
+    levels_[0].items.reserve(std::min<std::size_t>(limits_.max_batch_size, 4096));
+  }
+
+  // Whether level `level` takes another request (the strand stops pulling that level's queue).
+  bool wants(std::size_t level) const noexcept {
+    return levels_[level].size() < limits_.max_batch_size && bytes_ <= limits_.max_batch_bytes;
+  }
+  bool wants_any() const noexcept {
+    for (std::size_t l = 0; l < levels_.size(); ++l)
+      if (wants(l)) return true;
+    return false;
+  }
+
+  void offer(Item&& item, time_point now) {
+    (void)now;
+    bytes_ += item.bytes;
+    earliest_deadline_ = std::min(earliest_deadline_, item.deadline);
+    ++count_;
+    levels_[level_of(item)].items.push_back(std::move(item));
+  }
+
+  std::size_t size() const noexcept { return count_; }
+  bool empty() const noexcept { return count_ == 0; }
+  std::size_t bytes() const noexcept { return bytes_; }
+  std::size_t levels() const noexcept { return levels_.size(); }
+  time_point earliest_deadline() const noexcept { return earliest_deadline_; }
+  // More than one batch's worth is held (by count, or by bytes with at least two requests).
+  bool full() const noexcept {
+    return count_ >= limits_.max_batch_size || (count_ > 1 && bytes_ > limits_.max_batch_bytes);
+  }
+  // The earliest arrival among the held requests (time_point::max() when empty).
+  time_point oldest() const noexcept {
+    auto t = time_point::max();
+    for (const Level& l : levels_)
+      if (l.size()) t = std::min(t, l.front().enqueued);
+    return t;
+  }
+
+  Decision decide(time_point now, const Input& in) const {
+    Decision d;
+    if (empty()) return d;
+    if (full()) return {FlushReason::size, now};
+    if (in.closing) return {FlushReason::shutdown, now};
+    const time_point due = oldest() + limits_.max_wait;
+    if (now >= due) return {FlushReason::deadline, now};
+    if (in.predicted_device_time > duration::zero() &&
+        earliest_deadline_ != time_point::max() &&
+        now + in.predicted_device_time >= earliest_deadline_)
+      return {FlushReason::deadline, now};
+    if (limits_.policy == FlushPolicy::adaptive) return {FlushReason::idle, now};
+    if (in.blocked_on_slot) return d;  // a freed slot wakes the strand
+    d.wake_at = due;
+    if (in.predicted_device_time > duration::zero() && earliest_deadline_ != time_point::max())
+      d.wake_at = std::min(d.wake_at, earliest_deadline_ - in.predicted_device_time);
+    return d;
+  }
+
+  // Moves the next batch into `out` (cleared first): requests that have waited `aging` first
+  // (oldest level front first), then levels from the highest down, each in arrival order; stops at
+  // max_batch_size, or before the request that would take the batch past max_batch_bytes (a
+  // request larger than that goes alone).
+  void take(std::vector<Item>& out, time_point now) {
+    out.clear();
+    if (levels_.size() == 1 && !full()) {  // the common case: everything, without a move each
+      Level& l = levels_[0];
+      if (l.head != 0) l.items.erase(l.items.begin(), l.items.begin() + static_cast<std::ptrdiff_t>(l.head));
+      l.head = 0;
+      out.swap(l.items);
+      count_ = 0;
+      bytes_ = 0;
+      earliest_deadline_ = time_point::max();
+      return;
+    }
+    std::size_t out_bytes = 0;
+    bool stop = false;
+    auto take_from = [&](Level& l, bool aged_only) {
+      while (!stop && l.size()) {
+        Item& it = l.front();
+        if (aged_only && now - it.enqueued < limits_.aging) return;
+        if (out.size() >= limits_.max_batch_size ||
+            (!out.empty() && out_bytes + it.bytes > limits_.max_batch_bytes)) {
+          stop = true;
+          return;
+        }
+        out_bytes += it.bytes;
+        bytes_ -= it.bytes;
+        --count_;
+        out.push_back(std::move(it));
+        ++l.head;
+      }
+    };
+    for (;;) {  // aged requests, oldest level front first
+      Level* oldest_level = nullptr;
+      for (Level& l : levels_)
+        if (l.size() && now - l.front().enqueued >= limits_.aging &&
+            (!oldest_level || l.front().enqueued < oldest_level->front().enqueued))
+          oldest_level = &l;
+      if (!oldest_level || stop) break;
+      take_from(*oldest_level, true);
+    }
+    for (std::size_t i = levels_.size(); i-- > 0 && !stop;) take_from(levels_[i], false);
+    for (Level& l : levels_) l.compact();
+    recompute_deadline();
+  }
+
+  // Removes every held request for which drop(item) returns true (drop resolves it), keeping the
+  // others in order.
+  template <typename Drop>
+  void remove_if(Drop&& drop) {
+    count_ = 0;
+    bytes_ = 0;
+    for (Level& l : levels_) {
+      std::size_t w = l.head;
+      for (std::size_t r = l.head; r < l.items.size(); ++r) {
+        Item& it = l.items[r];
+        if (drop(it)) continue;
+        if (w != r) l.items[w] = std::move(it);
+        ++w;
+      }
+      l.items.erase(l.items.begin() + static_cast<std::ptrdiff_t>(w), l.items.end());
+      l.compact();
+      count_ += l.size();
+      for (std::size_t r = l.head; r < l.items.size(); ++r) bytes_ += l.items[r].bytes;
+    }
+    recompute_deadline();
+  }
+
+  template <typename F>
+  void for_each(F&& f) {
+    for (Level& l : levels_)
+      for (std::size_t r = l.head; r < l.items.size(); ++r) f(l.items[r]);
+  }
+
+  template <typename F>
+  bool any_of(F&& f) const {
+    for (const Level& l : levels_)
+      for (std::size_t r = l.head; r < l.items.size(); ++r)
+        if (f(l.items[r])) return true;
+    return false;
+  }
+
+  void clear() {
+    for (Level& l : levels_) {
+      l.items.clear();
+      l.head = 0;
+    }
+    count_ = 0;
+    bytes_ = 0;
+    earliest_deadline_ = time_point::max();
+  }
+
+ private:
+  // One level's requests in arrival order: items[head, size()) are held (taken ones are dropped
+  // from the front lazily, so that taking part of a level moves nothing else).
+  struct Level {
+    std::vector<Item> items;
+    std::size_t head = 0;
+    std::size_t size() const noexcept { return items.size() - head; }
+    Item& front() noexcept { return items[head]; }
+    const Item& front() const noexcept { return items[head]; }
+    void compact() {
+      if (head == items.size()) {
+        items.clear();
+        head = 0;
+      } else if (head >= 64 && head * 2 >= items.size()) {
+        items.erase(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(head));
+        head = 0;
+      }
+    }
+  };
+
+  std::size_t level_of(const Item& item) const noexcept {
+    return std::min<std::size_t>(item.priority, levels_.size() - 1);
+  }
+  void recompute_deadline() {
+    earliest_deadline_ = time_point::max();
+    for (const Level& l : levels_)
+      for (std::size_t r = l.head; r < l.items.size(); ++r)
+        earliest_deadline_ = std::min(earliest_deadline_, l.items[r].deadline);
+  }
+
+  Limits limits_;
+  std::vector<Level> levels_;
+  std::size_t count_ = 0;
+  std::size_t bytes_ = 0;
+  time_point earliest_deadline_ = time_point::max();
+};
+
+}  // namespace gpubatch::detail

@@ -1,0 +1,232 @@
+// The batch former on its own, with time passed in: flush reasons, the time to look again,
+// priority order, aging, byte limits, sweeps. No threads and no clock.
+#include "executor/batch_former.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace gpubatch::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::FlushReason;
+using Clock = std::chrono::steady_clock;
+using T = Clock::time_point;
+
+struct Item {
+  int id = 0;
+  T enqueued{};
+  T deadline = T::max();
+  std::size_t bytes = 8;
+  std::uint8_t priority = 0;
+};
+using Former = detail::BatchFormer<Item>;
+
+const T t0 = T{} + 1h;  // a fake clock's origin
+
+Former::Limits limits(std::size_t size, std::size_t levels = 1,
+                      FlushPolicy policy = FlushPolicy::deadline) {
+  Former::Limits l;
+  l.max_batch_size = size;
+  l.max_batch_bytes = 1 << 20;
+  l.max_wait = 5ms;
+  l.policy = policy;
+  l.levels = levels;
+  l.aging = 50ms;
+  return l;
+}
+
+std::vector<int> ids(const std::vector<Item>& items) {
+  std::vector<int> v;
+  for (const Item& i : items) v.push_back(i.id);
+  return v;
+}
+
+TEST(BatchFormer, EmptyHasNothingToDoAndNoWakeUp) {
+  Former f(limits(4));
+  const auto d = f.decide(t0, {});
+  EXPECT_FALSE(d.reason);
+  EXPECT_EQ(d.wake_at, T::max());
+}
+
+TEST(BatchFormer, DeadlinePolicyWaitsMaxWaitFromTheOldest) {
+  Former f(limits(4));
+  f.offer({.id = 1, .enqueued = t0}, t0);
+  f.offer({.id = 2, .enqueued = t0 + 3ms}, t0 + 3ms);
+  auto d = f.decide(t0 + 3ms, {});
+  EXPECT_FALSE(d.reason);
+  EXPECT_EQ(d.wake_at, t0 + 5ms);  // from the oldest, not the newest
+  d = f.decide(t0 + 5ms, {});
+  ASSERT_TRUE(d.reason);
+  EXPECT_EQ(*d.reason, FlushReason::deadline);
+}
+
+TEST(BatchFormer, FullByCountFlushesBySize) {
+  Former f(limits(2));
+  f.offer({.id = 1, .enqueued = t0}, t0);
+  EXPECT_TRUE(f.wants(0));
+  f.offer({.id = 2, .enqueued = t0}, t0);
+  EXPECT_FALSE(f.wants(0));
+  ASSERT_TRUE(f.decide(t0, {}).reason);
+  EXPECT_EQ(*f.decide(t0, {}).reason, FlushReason::size);
+  std::vector<Item> out;
+  f.take(out, t0);
+  EXPECT_EQ(ids(out), (std::vector<int>{1, 2}));
+  EXPECT_TRUE(f.empty());
+}
+
+TEST(BatchFormer, AdaptiveFlushesAtOnceAndShutdownFlushesWhatIsHeld) {
+  Former a(limits(8, 1, FlushPolicy::adaptive));
+  a.offer({.id = 1, .enqueued = t0}, t0);
+  EXPECT_EQ(a.decide(t0, {}).reason, FlushReason::idle);
+  Former d(limits(8));
+  d.offer({.id = 1, .enqueued = t0}, t0);
+  EXPECT_EQ(d.decide(t0, {.closing = true}).reason, FlushReason::shutdown);
+}
+
+TEST(BatchFormer, BlockedOnASlotSetsNoTimer) {
+  Former f(limits(8));
+  f.offer({.id = 1, .enqueued = t0}, t0);
+  const auto d = f.decide(t0 + 1ms, {.blocked_on_slot = true});
+  EXPECT_FALSE(d.reason);
+  EXPECT_EQ(d.wake_at, T::max());
+}
+
+TEST(BatchFormer, ARequestThatWouldPassMaxBatchBytesWaitsForTheNextBatch) {
+  Former::Limits l = limits(8);
+  l.max_batch_bytes = 100;
+  Former f(l);
+  f.offer({.id = 1, .enqueued = t0, .bytes = 60}, t0);
+  EXPECT_TRUE(f.wants(0));
+  f.offer({.id = 2, .enqueued = t0, .bytes = 60}, t0);
+  EXPECT_FALSE(f.wants(0));  // over the byte limit: stop pulling
+  EXPECT_EQ(f.decide(t0, {}).reason, FlushReason::size);
+  std::vector<Item> out;
+  f.take(out, t0);
+  EXPECT_EQ(ids(out), (std::vector<int>{1}));
+  EXPECT_EQ(f.size(), 1u);
+  EXPECT_EQ(f.bytes(), 60u);
+  f.take(out, t0);
+  EXPECT_EQ(ids(out), (std::vector<int>{2}));
+}
+
+TEST(BatchFormer, ARequestLargerThanMaxBatchBytesGoesAlone) {
+  Former::Limits l = limits(8);
+  l.max_batch_bytes = 100;
+  Former f(l);
+  f.offer({.id = 1, .enqueued = t0, .bytes = 500}, t0);
+  EXPECT_FALSE(f.full());
+  std::vector<Item> out;
+  f.take(out, t0);
+  EXPECT_EQ(ids(out), (std::vector<int>{1}));
+}
+
+TEST(BatchFormer, HigherLevelsGoFirstAndEachLevelKeepsItsOrder) {
+  Former f(limits(3, 3));
+  f.offer({.id = 1, .enqueued = t0, .priority = 0}, t0);
+  f.offer({.id = 2, .enqueued = t0, .priority = 0}, t0);
+  f.offer({.id = 3, .enqueued = t0, .priority = 2}, t0);
+  f.offer({.id = 4, .enqueued = t0, .priority = 1}, t0);
+  f.offer({.id = 5, .enqueued = t0, .priority = 2}, t0);
+  std::vector<Item> out;
+  f.take(out, t0 + 1ms);
+  EXPECT_EQ(ids(out), (std::vector<int>{3, 5, 4}));
+  f.take(out, t0 + 1ms);
+  EXPECT_EQ(ids(out), (std::vector<int>{1, 2}));
+  EXPECT_TRUE(f.empty());
+}
+
+TEST(BatchFormer, EachLevelHoldsABatchSoAHigherOneIsAlwaysInView) {
+  Former f(limits(2, 2));
+  f.offer({.id = 1, .enqueued = t0}, t0);
+  f.offer({.id = 2, .enqueued = t0}, t0);
+  EXPECT_FALSE(f.wants(0));
+  EXPECT_TRUE(f.wants(1));  // level 0 is full, level 1 still takes requests
+  f.offer({.id = 3, .enqueued = t0, .priority = 1}, t0);
+  std::vector<Item> out;
+  f.take(out, t0);
+  EXPECT_EQ(ids(out), (std::vector<int>{3, 1}));
+}
+
+TEST(BatchFormer, AgedRequestsGoFirstWhateverTheirLevel) {
+  Former f(limits(2, 2));
+  f.offer({.id = 1, .enqueued = t0, .priority = 0}, t0);
+  for (int i = 0; i < 2; ++i) {
+    const T now = t0 + 60ms;
+    f.offer({.id = 10 + i, .enqueued = now, .priority = 1}, now);
+  }
+  std::vector<Item> out;
+  f.take(out, t0 + 60ms);  // id 1 has waited 60 ms > aging 50 ms
+  EXPECT_EQ(ids(out), (std::vector<int>{1, 10}));
+  f.take(out, t0 + 60ms);
+  EXPECT_EQ(ids(out), (std::vector<int>{11}));
+}
+
+TEST(BatchFormer, WithoutAgingALowerLevelWaitsBehindHigherOnes) {
+  Former f(limits(2, 2));
+  f.offer({.id = 1, .enqueued = t0, .priority = 0}, t0);
+  f.offer({.id = 10, .enqueued = t0, .priority = 1}, t0);
+  f.offer({.id = 11, .enqueued = t0, .priority = 1}, t0);
+  std::vector<Item> out;
+  f.take(out, t0 + 10ms);
+  EXPECT_EQ(ids(out), (std::vector<int>{10, 11}));
+}
+
+TEST(BatchFormer, APredictedDeviceTimeFlushesADeadlineEarly) {
+  Former f(limits(8));
+  f.offer({.id = 1, .enqueued = t0, .deadline = t0 + 3ms}, t0);
+  Former::Input in;
+  in.predicted_device_time = 1ms;
+  auto d = f.decide(t0, in);
+  EXPECT_FALSE(d.reason);
+  EXPECT_EQ(d.wake_at, t0 + 2ms);  // the deadline minus the predicted device time
+  d = f.decide(t0 + 2ms, in);
+  EXPECT_EQ(d.reason, FlushReason::deadline);
+  // Without a prediction, only max_wait counts.
+  EXPECT_FALSE(f.decide(t0 + 2ms, {}).reason);
+}
+
+TEST(BatchFormer, RemoveIfKeepsOrderBytesAndTheEarliestDeadline) {
+  Former f(limits(8, 2));
+  f.offer({.id = 1, .enqueued = t0, .deadline = t0 + 1ms, .bytes = 10}, t0);
+  f.offer({.id = 2, .enqueued = t0, .deadline = t0 + 9ms, .bytes = 20}, t0);
+  f.offer({.id = 3, .enqueued = t0, .deadline = t0 + 4ms, .bytes = 30, .priority = 1}, t0);
+  f.offer({.id = 4, .enqueued = t0, .bytes = 40}, t0);
+  EXPECT_EQ(f.earliest_deadline(), t0 + 1ms);
+  f.remove_if([](const Item& i) { return i.id == 1 || i.id == 3; });
+  EXPECT_EQ(f.size(), 2u);
+  EXPECT_EQ(f.bytes(), 60u);
+  EXPECT_EQ(f.earliest_deadline(), t0 + 9ms);
+  std::vector<Item> out;
+  f.take(out, t0);
+  EXPECT_EQ(ids(out), (std::vector<int>{2, 4}));
+}
+
+TEST(BatchFormer, PartialTakesOfALongLevelKeepArrivalOrder) {
+  Former f(limits(100, 2));
+  int next = 0;
+  std::vector<int> taken;
+  std::vector<Item> out;
+  // Interleave offers and partial takes (level 1 always holds some, so level 0 is taken in part).
+  for (int round = 0; round < 50; ++round) {
+    for (int i = 0; i < 90 && f.wants(0); ++i) f.offer({.id = next++, .enqueued = t0}, t0);
+    f.offer({.id = -1, .enqueued = t0, .priority = 1}, t0);
+    f.take(out, t0);
+    for (const Item& it : out)
+      if (it.id >= 0) taken.push_back(it.id);
+  }
+  while (!f.empty()) {
+    f.take(out, t0);
+    for (const Item& it : out)
+      if (it.id >= 0) taken.push_back(it.id);
+  }
+  ASSERT_EQ(taken.size(), static_cast<std::size_t>(next));
+  for (int i = 0; i < next; ++i) ASSERT_EQ(taken[static_cast<std::size_t>(i)], i);
+}
+
+}  // namespace
+}  // namespace gpubatch::testing

@@ -1,0 +1,193 @@
+// Priorities on the executor (fake device): a higher level goes into the next batch before lower
+// ones, each level has its own queue and default deadline, a level the executor lacks is refused
+// alone, and every accepted future resolves.
+#include "gpubatch/executor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <utility>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fake_device.hpp"
+#include "gpubatch/error.hpp"
+#include "test_util.hpp"
+
+namespace gpubatch::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+BatchConfig two_levels(std::size_t batch) {
+  BatchConfig c = BatchConfig::adaptive();
+  c.max_batch_size = batch;
+  c.max_inflight_batches = 1;
+  c.completion_threads = 1;
+  c.priority_levels = 2;
+  return c;
+}
+
+SubmitOptions high() { return SubmitOptions::with_priority(1); }
+
+// A ready future's error code (none for a value) and message, from its one get().
+struct Outcome {
+  std::optional<ErrorCode> code;
+  std::string message;
+};
+template <typename T>
+Outcome outcome(std::future<T>& f) {
+  try {
+    f.get();
+    return {};
+  } catch (const Error& e) {
+    return {e.code(), e.what()};
+  }
+}
+
+TEST(Priority, AHigherLevelGoesIntoTheNextBatchBeforeLowerOnes) {
+  auto device = std::make_shared<FakeDevice>();
+  device->pause();
+  BatchExecutor executor(device, two_levels(4));
+  auto gpu = executor.handle();
+  std::vector<std::future<std::vector<float>>> all;
+  all.push_back(gpu.relu({100.0f}));  // takes the only slot and stays there (paused)
+  ASSERT_TRUE(device->wait_for_batches(1));
+  for (int i = 0; i < 8; ++i) all.push_back(gpu.relu({static_cast<float>(i)}));
+  all.push_back(gpu.relu({50.0f}, high()));
+  all.push_back(gpu.relu({51.0f}, high()));
+  // The low requests are in the former or the queue by now; either way the high ones lead.
+  ASSERT_TRUE(eventually([&] { return executor.stats().queue_depth == 10; }));
+  device->resume();
+  for (auto& f : all) ASSERT_TRUE(ready_within(f, 30s));
+  const std::vector<float> order = device->markers();
+  ASSERT_EQ(order.size(), 11u);
+  EXPECT_EQ(order[0], 100.0f);
+  EXPECT_EQ(order[1], 50.0f);
+  EXPECT_EQ(order[2], 51.0f);
+  // Each level keeps its own arrival order.
+  std::vector<float> low;
+  for (std::size_t i = 3; i < order.size(); ++i) low.push_back(order[i]);
+  EXPECT_EQ(low, (std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7}));
+  const std::vector<std::size_t> sizes = device->batch_sizes();
+  EXPECT_EQ(sizes.front(), 1u);
+  EXPECT_EQ(sizes[1], 4u);  // the two high requests and the two oldest low ones
+}
+
+TEST(Priority, ALevelTheExecutorLacksFailsAloneWithInvalidArgument) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchExecutor executor(device, two_levels(8));
+  auto gpu = executor.handle();
+  auto bad = gpu.relu({1.0f}, SubmitOptions::with_priority(2));
+  auto good = gpu.relu({-1.0f}, high());
+  ASSERT_TRUE(ready_within(bad, 30s));
+  const Outcome o = outcome(bad);
+  EXPECT_EQ(o.code, ErrorCode::invalid_argument);
+  EXPECT_NE(o.message.find("priority 2"), std::string::npos) << o.message;
+  ASSERT_TRUE(ready_within(good, 30s));
+  EXPECT_EQ(good.get(), (std::vector<float>{0.0f}));
+  // One level (the default): any priority above 0 is refused the same way.
+  BatchExecutor plain(device, BatchConfig{});
+  auto refused = plain.handle().relu({1.0f}, high());
+  EXPECT_EQ(error_code(refused), ErrorCode::invalid_argument);
+}
+
+TEST(Priority, EachLevelHasItsOwnQueueCapacity) {
+  auto device = std::make_shared<FakeDevice>();
+  device->pause();
+  BatchConfig c = two_levels(1);
+  c.overflow = OverflowPolicy::reject;
+  c.level_queue_capacity[1] = 2;
+  BatchExecutor executor(device, c);
+  auto gpu = executor.handle();
+  auto first = gpu.relu({1.0f});
+  ASSERT_TRUE(device->wait_for_batches(1));
+  // Level 1 holds at most 2 in its queue and 1 in the former: of 5, at least 2 are refused.
+  std::vector<std::future<std::vector<float>>> highs;
+  for (int i = 0; i < 5; ++i) highs.push_back(gpu.relu({static_cast<float>(i)}, high()));
+  // Level 0 still has its own room.
+  std::vector<std::future<std::vector<float>>> lows;
+  for (int i = 0; i < 5; ++i) lows.push_back(gpu.relu({static_cast<float>(i)}));
+  device->resume();
+  int refused = 0;
+  for (auto& f : highs) {
+    ASSERT_TRUE(ready_within(f, 30s));
+    const Outcome o = outcome(f);
+    if (o.code) {
+      EXPECT_EQ(o.code, ErrorCode::queue_full);
+      EXPECT_NE(o.message.find("at priority 1"), std::string::npos) << o.message;
+      ++refused;
+    }
+  }
+  EXPECT_GE(refused, 2);
+  for (auto& f : lows) {
+    ASSERT_TRUE(ready_within(f, 30s));
+    EXPECT_FALSE(error_code(f));
+  }
+  ASSERT_TRUE(ready_within(first, 30s));
+}
+
+TEST(Priority, ALevelsTimeoutIsTheDeadlineOfItsRequestsThatNameNone) {
+  auto device = std::make_shared<FakeDevice>();
+  device->pause();
+  BatchConfig c = two_levels(4);
+  c.level_timeout[1] = 30ms;
+  BatchExecutor executor(device, c);
+  auto gpu = executor.handle();
+  auto first = gpu.relu({1.0f});
+  ASSERT_TRUE(device->wait_for_batches(1));
+  const auto start = Clock::now();
+  auto timed = gpu.relu({2.0f}, high());
+  auto own = gpu.relu({3.0f}, SubmitOptions::within(60s).prioritised(1));  // its own deadline wins
+  auto low = gpu.relu({4.0f});
+  ASSERT_TRUE(ready_within(timed, 30s));
+  EXPECT_GE(Clock::now() - start, 30ms);
+  EXPECT_EQ(error_code(timed), ErrorCode::deadline_exceeded);
+  EXPECT_FALSE(ready(own));
+  EXPECT_FALSE(ready(low));
+  device->resume();
+  for (auto* f : {&first, &own, &low}) {
+    ASSERT_TRUE(ready_within(*f, 30s));
+    EXPECT_FALSE(error_code(*f));
+  }
+}
+
+TEST(Priority, ManyThreadsOnThreeLevelsAllResolveCorrectly) {
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 100us});
+  BatchConfig c = BatchConfig::adaptive();
+  c.max_batch_size = 64;
+  c.priority_levels = 3;
+  c.priority_aging = 2ms;
+  BatchExecutor executor(device, c);
+  constexpr int kThreads = 8, kEach = 300;
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto gpu = executor.handle();
+      std::vector<std::pair<float, std::future<std::vector<float>>>> mine;
+      for (int i = 0; i < kEach; ++i) {
+        const float x = static_cast<float>(t * kEach + i) - 1000.0f;
+        mine.emplace_back(x, gpu.relu({x}, SubmitOptions::with_priority(static_cast<std::uint32_t>(i % 3))));
+      }
+      for (auto& [x, f] : mine)
+        if (f.get() != std::vector<float>{std::max(0.0f, x)}) ++wrong;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.submitted, static_cast<std::uint64_t>(kThreads * kEach));
+  EXPECT_EQ(s.completed, static_cast<std::uint64_t>(kThreads * kEach));
+  EXPECT_EQ(s.queue_depth, 0u);
+}
+
+}  // namespace
+}  // namespace gpubatch::testing

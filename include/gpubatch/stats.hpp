@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace gpubatch {
 
@@ -17,6 +19,15 @@ struct LatencySummary {
   std::chrono::nanoseconds p90{0};
   std::chrono::nanoseconds p99{0};
   std::chrono::nanoseconds max{0};
+};
+
+// One class of requests' end-to-end latency (a priority level, or an operation): the summary and
+// cumulative counts at fixed upper bounds (Prometheus histogram buckets, `le`), each counted from
+// the log-linear histogram's buckets that lie wholly below it (so within about 6% of exact).
+struct LatencyClass {
+  std::string label;  // "0", "1", ... for levels; the operation's name for ops
+  LatencySummary summary;
+  std::vector<std::pair<std::chrono::nanoseconds, std::uint64_t>> buckets;  // (le, count <= le)
 };
 
 struct FlushCounts {
@@ -74,6 +85,10 @@ struct Stats {
   LatencySummary submit_latency;
   LatencySummary device_time;
   LatencySummary end_to_end;
+  // End to end by priority level (one entry per configured level) and by operation (only those
+  // that had requests; chains count under "chain", custom kernels under "custom").
+  std::vector<LatencyClass> end_to_end_by_priority;
+  std::vector<LatencyClass> end_to_end_by_op;
 
   TransferCounts transfers;  // from the device: every path that used it, not only this executor
 };

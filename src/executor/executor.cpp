@@ -232,7 +232,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
   for (std::size_t level = 1; level < config_.priority_levels; ++level)
     upper_queues_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(config_.queue_capacity_of(level)));
   for (std::size_t i = 0; i < config_.completion_threads; ++i)
-    completion_stats_.push_back(std::make_unique<CompletionStats>());
+    completion_stats_.push_back(std::make_unique<CompletionStats>(config_.priority_levels));
 }
 
 ExecutorCore::~ExecutorCore() {
@@ -895,6 +895,7 @@ void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thr
     st.queue_wait.record(b.submitted - b.items[i].enqueued);
     st.submit_latency.record(b.submit_returned - b.items[i].enqueued);
     st.end_to_end.record(b.done - b.items[i].enqueued);
+    st.classes.record(b.items[i], b.done - b.items[i].enqueued);
   }
   bump(st.completed, static_cast<std::uint64_t>(last - first) - bad);
   bump(st.failed, bad);
@@ -994,6 +995,26 @@ void ExecutorCore::shutdown(ShutdownMode mode) {
 // ---------------------------------------------------------------------------------------------
 // Statistics.
 
+// Per-level and per-op latency classes: every completion thread's histograms and the resident
+// lane's, summed.
+void ExecutorCore::class_stats(Stats& s) const {
+  auto sum = [&](auto pick) {
+    LatencyHistogram::Snapshot snap;
+    for (const auto& c : completion_stats_) snap += pick(c->classes);
+    return snap;
+  };
+  for (std::size_t level = 0; level < config_.priority_levels; ++level) {
+    auto snap = sum([&](const ClassHistograms& h) -> const LatencyHistogram& { return h.by_level[level]; });
+    if (level == 0) snap += resident_stats_.classes.by_level[0];
+    s.end_to_end_by_priority.push_back(latency_class(std::to_string(level), snap));
+  }
+  for (std::size_t op = 0; op < kOpCount; ++op) {
+    auto snap = sum([&](const ClassHistograms& h) -> const LatencyHistogram& { return h.by_op[op]; });
+    snap += resident_stats_.classes.by_op[op];
+    if (snap.count) s.end_to_end_by_op.push_back(latency_class(std::string(kOpTable[op].name), snap));
+  }
+}
+
 std::uint64_t ExecutorCore::pushed_all_levels() const noexcept {
   std::uint64_t n = queue_.pushed_approx();
   for (const auto& q : upper_queues_) n += q->pushed_approx();
@@ -1047,6 +1068,7 @@ Stats ExecutorCore::stats() const {
   s.timer_wakeups = load(strand_stats_.timer_wakeups);
   s.device_time = dt.summary();
   s.end_to_end = e2e.summary();
+  class_stats(s);
   try {
     const TransferTotals t = device_->transfers();
     s.transfers = {t.uploads, t.downloads, t.bytes_up, t.bytes_down, t.dispatches, t.submissions};

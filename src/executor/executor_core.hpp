@@ -224,6 +224,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   }
   std::size_t level_count() const noexcept { return upper_queues_.size() + 1; }
   std::uint64_t pushed_all_levels() const noexcept;
+  void class_stats(Stats& s) const;
   // The wake-up protocol. Producers read these (they change only when the strand goes idle):
   // a push at a position >= wake_pos_ (the strand needs it: first request of a batch, the batch
   // would be full, the queue is half full) or of a request with a deadline wakes an idle strand.
@@ -292,7 +293,20 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     std::atomic<std::uint64_t> runs{0};
     std::atomic<std::uint64_t> timer_wakeups{0};
   } strand_stats_;
+  // End-to-end latency by operation and by priority level (one writer each, like the others).
+  struct ClassHistograms {
+    explicit ClassHistograms(std::size_t levels)
+        : by_op(new LatencyHistogram[kOpCount]), by_level(new LatencyHistogram[levels]) {}
+    std::unique_ptr<LatencyHistogram[]> by_op;
+    std::unique_ptr<LatencyHistogram[]> by_level;
+    void record(const Pending& p, Clock::duration e2e) noexcept {
+      by_op[static_cast<std::size_t>(p.request.op)].record(e2e);
+      by_level[p.priority].record(e2e);
+    }
+  };
   struct alignas(kCacheLine) CompletionStats {
+    explicit CompletionStats(std::size_t levels) : classes(levels) {}
+    ClassHistograms classes;
     std::atomic<std::uint64_t> completed{0};
     std::atomic<std::uint64_t> failed{0};  // device errors
     LatencyHistogram queue_wait;
@@ -316,6 +330,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   alignas(kCacheLine) std::atomic<std::size_t> resident_pending_{0};  // entries (for the spin)
   std::atomic<std::uint64_t> resident_accepted_{0};  // producers
   struct alignas(kCacheLine) ResidentStats {  // the lane thread writes these
+    ClassHistograms classes{1};  // resident requests are level 0
     std::atomic<std::uint64_t> completed{0};
     std::atomic<std::uint64_t> failed{0};  // device errors (watchdog, lost device)
     std::atomic<std::uint64_t> cancelled{0};

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <utility>
 
 #include "gpubatch/stats.hpp"
 
@@ -99,6 +101,13 @@ class LatencyHistogram {
       return max;
     }
 
+    // Samples in buckets that lie wholly at or below `ns` (a Prometheus `le` bound).
+    std::uint64_t count_at_or_below(std::uint64_t ns) const noexcept {
+      std::uint64_t n = 0;
+      for (std::size_t i = 0; i < kBuckets && bucket_high(i) <= ns + 1; ++i) n += buckets[i];
+      return n;
+    }
+
     LatencySummary summary() const noexcept {
       LatencySummary s;
       s.count = count;
@@ -118,5 +127,20 @@ class LatencyHistogram {
   std::atomic<std::uint64_t> sum_{0};
   std::atomic<std::uint64_t> max_{0};
 };
+
+// Upper bounds of the Prometheus buckets of per-class latencies (Stats::LatencyClass).
+inline constexpr std::uint64_t kClassBucketsNs[] = {
+    25'000,     50'000,     100'000,     250'000,     500'000,       1'000'000,
+    2'500'000,  5'000'000,  10'000'000,  25'000'000,  50'000'000,    100'000'000,
+    250'000'000, 500'000'000, 1'000'000'000, 2'500'000'000, 10'000'000'000};
+
+inline LatencyClass latency_class(std::string label, const LatencyHistogram::Snapshot& s) {
+  LatencyClass c;
+  c.label = std::move(label);
+  c.summary = s.summary();
+  for (std::uint64_t le : kClassBucketsNs)
+    c.buckets.emplace_back(std::chrono::nanoseconds(le), s.count_at_or_below(le));
+  return c;
+}
 
 }  // namespace gpubatch::detail

@@ -188,7 +188,10 @@ void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
   // Statistics first, so that whoever sees a result also sees it counted.
   auto& st = resident_stats_;
   if (served) {
-    st.end_to_end.record(Clock::now() - e.enqueued);
+    const auto e2e = Clock::now() - e.enqueued;
+    st.end_to_end.record(e2e);
+    st.classes.by_op[static_cast<std::size_t>(e.request.op)].record(e2e);
+    st.classes.by_level[0].record(e2e);
     st.completed.store(st.completed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     resolve_value(e.completion, std::move(result));
   } else {

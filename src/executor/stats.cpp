@@ -1,6 +1,7 @@
 // Prometheus text exposition of a Stats snapshot.
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "gpubatch/stats.hpp"
 
@@ -60,6 +61,24 @@ class Writer {
     header(std::string(name) + "_max", "gauge", std::string("Largest sample of ") + std::string(name) + ".");
     sample(std::string(name) + "_max", "", seconds(s.max));
   }
+  // A Prometheus histogram with one series per class, labelled `label_name`.
+  void classes(std::string_view name, std::string_view help, std::string_view label_name,
+               const std::vector<LatencyClass>& classes) {
+    if (classes.empty()) return;
+    header(name, "histogram", help);
+    auto seconds = [](std::chrono::nanoseconds d) { return static_cast<double>(d.count()) * 1e-9; };
+    for (const LatencyClass& c : classes) {
+      const std::string label = std::string(label_name) + "=\"" + c.label + "\"";
+      char le[48];
+      for (const auto& [bound, count] : c.buckets) {
+        std::snprintf(le, sizeof le, ",le=\"%.6g\"", seconds(bound));
+        sample(std::string(name) + "_bucket", label + le, count);
+      }
+      sample(std::string(name) + "_bucket", label + ",le=\"+Inf\"", c.summary.count);
+      sample(std::string(name) + "_sum", label, seconds(c.summary.mean) * static_cast<double>(c.summary.count));
+      sample(std::string(name) + "_count", label, c.summary.count);
+    }
+  }
   std::string take() { return std::move(out_); }
 
  private:
@@ -113,6 +132,10 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
             s.submit_latency);
   w.latency("device_seconds", "Time from a batch's submission to its completion.", s.device_time);
   w.latency("end_to_end_seconds", "Time from acceptance to the result.", s.end_to_end);
+  w.classes("priority_end_to_end_seconds", "Time from acceptance to the result, by priority level.",
+            "priority", s.end_to_end_by_priority);
+  w.classes("op_end_to_end_seconds", "Time from acceptance to the result, by operation.", "op",
+            s.end_to_end_by_op);
   w.header("transfers_total", "counter", "Upload and download passes on the device.");
   w.sample("transfers_total", "direction=\"up\"", s.transfers.uploads);
   w.sample("transfers_total", "direction=\"down\"", s.transfers.downloads);

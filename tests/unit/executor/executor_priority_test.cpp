@@ -18,6 +18,7 @@
 
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
+#include "gpubatch/stats.hpp"
 #include "test_util.hpp"
 
 namespace gpubatch::testing {
@@ -187,6 +188,39 @@ TEST(Priority, ManyThreadsOnThreeLevelsAllResolveCorrectly) {
   EXPECT_EQ(s.submitted, static_cast<std::uint64_t>(kThreads * kEach));
   EXPECT_EQ(s.completed, static_cast<std::uint64_t>(kThreads * kEach));
   EXPECT_EQ(s.queue_depth, 0u);
+}
+
+TEST(Priority, StatsAndPrometheusBreakLatencyDownByLevelAndOperation) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchExecutor executor(device, two_levels(16));
+  auto gpu = executor.handle();
+  std::vector<std::future<std::vector<float>>> all;
+  for (int i = 0; i < 5; ++i) all.push_back(gpu.relu({1.0f}, high()));
+  for (int i = 0; i < 3; ++i) all.push_back(gpu.add({1.0f}, {2.0f}));
+  for (auto& f : all) ASSERT_TRUE(ready_within(f, 30s));
+  const Stats s = executor.stats();
+  ASSERT_EQ(s.end_to_end_by_priority.size(), 2u);
+  EXPECT_EQ(s.end_to_end_by_priority[0].label, "0");
+  EXPECT_EQ(s.end_to_end_by_priority[0].summary.count, 3u);
+  EXPECT_EQ(s.end_to_end_by_priority[1].summary.count, 5u);
+  ASSERT_EQ(s.end_to_end_by_op.size(), 2u);  // only the operations that ran
+  for (const LatencyClass& c : s.end_to_end_by_op) {
+    EXPECT_TRUE(c.label == "relu" || c.label == "add") << c.label;
+    EXPECT_EQ(c.summary.count, c.label == "relu" ? 5u : 3u);
+    std::uint64_t last = 0;
+    for (const auto& [le, n] : c.buckets) {
+      EXPECT_GE(n, last) << "buckets are cumulative";
+      last = n;
+    }
+    EXPECT_LE(last, c.summary.count);
+  }
+  const std::string text = to_prometheus(s);
+  EXPECT_NE(text.find("# TYPE gpubatch_priority_end_to_end_seconds histogram"), std::string::npos);
+  EXPECT_NE(text.find("gpubatch_priority_end_to_end_seconds_bucket{priority=\"1\",le=\"+Inf\"} 5\n"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("gpubatch_op_end_to_end_seconds_count{op=\"add\"} 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpubatch_op_end_to_end_seconds_bucket{op=\"relu\",le=\"0.001\"}"), std::string::npos)
+      << text;
 }
 
 }  // namespace

@@ -31,6 +31,9 @@
 //   priority_aging_us    a request that has waited this long goes into the next batch whatever
 //                        its level (bounds the wait of lower levels under a stream of higher ones)
 //   level_queue_capacity array, one per level: that level's queue (0 or absent: queue_capacity)
+//   target_p99_us        0 (off) or a latency target: batches are capped at the bytes the
+//                        device's learnt cost model serves in a third of it (DESIGN.md
+//                        "Latency target")
 //   level_timeout_us     array, one per level: the deadline of a request of that level that
 //                        names none, counted from its submission (0 or absent: none)
 // Environment: GPUBATCH_PRESET, GPUBATCH_MAX_BATCH_SIZE, GPUBATCH_MAX_WAIT_US, GPUBATCH_POLICY,
@@ -38,7 +41,7 @@
 // GPUBATCH_BLOCK_TIMEOUT_US, GPUBATCH_MAX_BATCH_BYTES, GPUBATCH_COMPLETION_THREADS,
 // GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US, GPUBATCH_RESIDENT (1/0, true/false,
 // on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_PRIORITY_LEVELS, GPUBATCH_PRIORITY_AGING_US,
-// GPUBATCH_LEVEL_QUEUE_CAPACITY and GPUBATCH_LEVEL_TIMEOUT_US (comma-separated, one per level).
+// GPUBATCH_TARGET_P99_US, GPUBATCH_LEVEL_QUEUE_CAPACITY and GPUBATCH_LEVEL_TIMEOUT_US (comma-separated, one per level).
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -85,6 +88,7 @@ struct BatchConfig {
   std::chrono::microseconds completion_spin{200};
   bool resident = false;
   std::chrono::microseconds resident_idle{1000};
+  std::chrono::microseconds target_p99{0};  // 0: no latency target
   // Priorities: levels 0 (the default) .. priority_levels - 1 (the most urgent).
   static constexpr std::size_t kMaxPriorityLevels = 8;
   std::size_t priority_levels = 1;

@@ -90,6 +90,12 @@ struct Stats {
   std::vector<LatencyClass> end_to_end_by_priority;
   std::vector<LatencyClass> end_to_end_by_op;
 
+  // The device's cost of a batch as the executor has learnt it (time = fixed + per_byte * bytes;
+  // zeros until it has seen a few batches), and the byte cap target_p99 puts on a batch (0: none).
+  std::chrono::nanoseconds cost_fixed{0};
+  double cost_ns_per_byte = 0.0;
+  std::uint64_t target_batch_bytes = 0;
+
   TransferCounts transfers;  // from the device: every path that used it, not only this executor
 };
 

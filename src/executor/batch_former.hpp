@@ -60,13 +60,21 @@ class BatchFormer {
     time_point wake_at = time_point::max();  // without a reason: look again then
   };
 
-  explicit BatchFormer(Limits limits) : limits_(limits), levels_(std::max<std::size_t>(1, limits.levels)) {
+  explicit BatchFormer(Limits limits)
+      : limits_(limits), levels_(std::max<std::size_t>(1, limits.levels)), byte_limit_(limits.max_batch_bytes) {
     levels_[0].items.reserve(std::min<std::size_t>(limits_.max_batch_size, 4096));
   }
 
+  // A tighter byte limit than max_batch_bytes for the batches from now on (the latency target's
+  // budget: CostModel::byte_budget); max_batch_bytes again when `bytes` is larger.
+  void set_byte_limit(std::size_t bytes) noexcept {
+    byte_limit_ = std::min(bytes, limits_.max_batch_bytes);
+  }
+  std::size_t byte_limit() const noexcept { return byte_limit_; }
+
   // Whether level `level` takes another request (the strand stops pulling that level's queue).
   bool wants(std::size_t level) const noexcept {
-    return levels_[level].size() < limits_.max_batch_size && bytes_ <= limits_.max_batch_bytes;
+    return levels_[level].size() < limits_.max_batch_size && bytes_ <= byte_limit_;
   }
   bool wants_any() const noexcept {
     for (std::size_t l = 0; l < levels_.size(); ++l)
@@ -89,7 +97,7 @@ class BatchFormer {
   time_point earliest_deadline() const noexcept { return earliest_deadline_; }
   // More than one batch's worth is held (by count, or by bytes with at least two requests).
   bool full() const noexcept {
-    return count_ >= limits_.max_batch_size || (count_ > 1 && bytes_ > limits_.max_batch_bytes);
+    return count_ >= limits_.max_batch_size || (count_ > 1 && bytes_ > byte_limit_);
   }
   // The earliest arrival among the held requests (time_point::max() when empty).
   time_point oldest() const noexcept {
@@ -141,7 +149,7 @@ class BatchFormer {
         Item& it = l.front();
         if (aged_only && now - it.enqueued < limits_.aging) return;
         if (out.size() >= limits_.max_batch_size ||
-            (!out.empty() && out_bytes + it.bytes > limits_.max_batch_bytes)) {
+            (!out.empty() && out_bytes + it.bytes > byte_limit_)) {
           stop = true;
           return;
         }
@@ -244,6 +252,7 @@ class BatchFormer {
 
   Limits limits_;
   std::vector<Level> levels_;
+  std::size_t byte_limit_;
   std::size_t count_ = 0;
   std::size_t bytes_ = 0;
   time_point earliest_deadline_ = time_point::max();

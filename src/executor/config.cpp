@@ -56,6 +56,7 @@ constexpr Key kKeys[] = {
     {"completion_spin_us", "GPUBATCH_COMPLETION_SPIN_US", Kind::micros},
     {"resident", "GPUBATCH_RESIDENT", Kind::boolean},
     {"resident_idle_us", "GPUBATCH_RESIDENT_IDLE_US", Kind::micros},
+    {"target_p99_us", "GPUBATCH_TARGET_P99_US", Kind::micros},
     {"priority_levels", "GPUBATCH_PRIORITY_LEVELS", Kind::size},
     {"priority_aging_us", "GPUBATCH_PRIORITY_AGING_US", Kind::micros},
     {"level_queue_capacity", "GPUBATCH_LEVEL_QUEUE_CAPACITY", Kind::list},
@@ -81,6 +82,7 @@ void set_integer(BatchConfig& c, const Key& key, std::int64_t v, const std::stri
   else if (key.name == "batch_timeout_ms") c.batch_timeout = std::chrono::milliseconds(v);
   else if (key.name == "completion_spin_us") c.completion_spin = std::chrono::microseconds(v);
   else if (key.name == "resident_idle_us") c.resident_idle = std::chrono::microseconds(v);
+  else if (key.name == "target_p99_us") c.target_p99 = std::chrono::microseconds(v);
   else if (key.name == "priority_levels") c.priority_levels = u;
   else if (key.name == "priority_aging_us") c.priority_aging = std::chrono::microseconds(v);
   else if (key.kind == Kind::list) bad(where, "expects a string of comma-separated integers, one per level, such as \"0,2000\"");
@@ -412,7 +414,7 @@ namespace {
 void check(const BatchConfig& c, std::string_view prefix) {
   const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
                block_timeout, max_batch_bytes, completion_threads, batch_timeout,
-               completion_spin, resident, resident_idle, priority_levels, priority_aging,
+               completion_spin, resident, resident_idle, target_p99, priority_levels, priority_aging,
                level_queue_capacity, level_timeout] = c;
   auto bad = [prefix](std::string_view key, const std::string& why) {
     ::gpubatch::bad(std::string(prefix) + std::string(key), why);
@@ -447,6 +449,9 @@ void check(const BatchConfig& c, std::string_view prefix) {
   if (completion_spin.count() < 0 || completion_spin.count() > kMaxCompletionSpinUs)
     bad("completion_spin_us", "must be in [0, " + std::to_string(kMaxCompletionSpinUs) + "] (got " +
                                   std::to_string(completion_spin.count()) + ")");
+  if (target_p99.count() < 0 || target_p99.count() > kMaxWaitLimitUs)
+    bad("target_p99_us", "must be in [0, " + std::to_string(kMaxWaitLimitUs) + "] (got " +
+                             std::to_string(target_p99.count()) + ")");
   range("priority_levels", priority_levels, 1, BatchConfig::kMaxPriorityLevels);
   if (priority_aging.count() < 1 || priority_aging.count() > kMaxWaitLimitUs)
     bad("priority_aging_us", "must be in [1, " + std::to_string(kMaxWaitLimitUs) + "] (got " +

@@ -474,6 +474,7 @@ void ExecutorCore::process() {
     auto now = Clock::now();
     blocked_on_slot_ = false;
     if (cancels) sweep_cancelled();
+    apply_latency_target();
     for (;;) {
       pull(now);
       if (next_deadline() <= now && now - last_sweep_ >= kSweepInterval) {
@@ -601,7 +602,16 @@ BatchFormer<Pending>::Decision ExecutorCore::decide(Clock::time_point now) const
   BatchFormer<Pending>::Input in;
   in.closing = closing_seen_;
   in.blocked_on_slot = blocked_on_slot_;
+  in.predicted_device_time = cost_.predict(former_.bytes());
   return former_.decide(now, in);
+}
+
+// With a latency target: cap the next batches at what the device serves in a third of it (see
+// cost_model.hpp for why a third). At least one request's worth, so that a batch always goes.
+void ExecutorCore::apply_latency_target() {
+  if (config_.target_p99.count() <= 0) return;
+  const auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(config_.target_p99) / 3;
+  former_.set_byte_limit(cost_.byte_budget(budget, 1));
 }
 
 void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
@@ -621,7 +631,11 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
   }
   batch->requests.clear();
   batch->requests.reserve(n);
-  for (const Pending& p : batch->items) batch->requests.push_back(&p.request);
+  batch->bytes = 0;
+  for (const Pending& p : batch->items) {
+    batch->requests.push_back(&p.request);
+    batch->bytes += p.bytes;
+  }
 
   inflight_slots_.fetch_add(1, std::memory_order_seq_cst);
   unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
@@ -854,7 +868,9 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
     b.error_what = std::move(what);
   } else {
     st.device_time.record(b.done - b.submitted);
+    cost_.observe(b.bytes, b.done - std::max(b.submitted, last_done_));
   }
+  last_done_ = b.done;
   const std::size_t helpers = completion_stats_.size();
   b.chunks = static_cast<std::uint32_t>(std::clamp<std::size_t>(n / kMinChunk, 1, helpers));
   b.next_chunk = 0;
@@ -1069,6 +1085,13 @@ Stats ExecutorCore::stats() const {
   s.device_time = dt.summary();
   s.end_to_end = e2e.summary();
   class_stats(s);
+  s.cost_fixed = cost_.fixed();
+  s.cost_ns_per_byte = cost_.ns_per_byte();
+  if (config_.target_p99.count() > 0) {
+    const auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(config_.target_p99) / 3;
+    const std::size_t cap = std::min(cost_.byte_budget(budget, 1), config_.max_batch_bytes);
+    s.target_batch_bytes = cap;
+  }
   try {
     const TransferTotals t = device_->transfers();
     s.transfers = {t.uploads, t.downloads, t.bytes_up, t.bytes_down, t.dispatches, t.submissions};

@@ -33,6 +33,7 @@
 #include <boost/asio/strand.hpp>
 
 #include "executor/batch_former.hpp"
+#include "executor/cost_model.hpp"
 #include "executor/split_submit.hpp"
 #include "gpubatch/batch_device.hpp"
 #include "executor/histogram.hpp"
@@ -67,6 +68,7 @@ struct Batch {
   std::vector<const Request*> requests;
   std::unique_ptr<InFlightBatch> inflight;
   std::exception_ptr error;  // submit() failed, or the batch failed as a whole
+  std::size_t bytes = 0;  // input + output bytes of its requests
   Clock::time_point submitted{};
   Clock::time_point submit_returned{};  // the device's submit() returned (or threw); the trace
   // Completion, once the device has finished it: requests [chunk * n / chunks, ...) per chunk.
@@ -136,6 +138,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool pull(Clock::time_point now);
   void accept_into_forming(Pending&& p, Clock::time_point now);
   BatchFormer<Pending>::Decision decide(Clock::time_point now) const;
+  void apply_latency_target();
   void flush(FlushReason reason, Clock::time_point now);
   void expire_forming(Clock::time_point now);
   void scan_queue_deadlines(Clock::time_point now, bool from_head);
@@ -264,6 +267,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   ParallelJob* parallel_job_ = nullptr;  // the strand's, while it has parts not yet claimed
   StrandRunner strand_runner_{*this};
   bool awaiting_ = false;     // a completion thread is waiting for the device
+  // The previous batch's completion (written by the one awaiting thread at a time): a batch's
+  // service time starts at its submission or there, whichever is later.
+  Clock::time_point last_done_{};
+  CostModel cost_;
   bool stop_completion_ = false;
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Batch>> pool_;

@@ -136,6 +136,12 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
             "priority", s.end_to_end_by_priority);
   w.classes("op_end_to_end_seconds", "Time from acceptance to the result, by operation.", "op",
             s.end_to_end_by_op);
+  w.header("device_cost_fixed_seconds", "gauge", "Learnt fixed device time of a batch.");
+  w.sample("device_cost_fixed_seconds", "", static_cast<double>(s.cost_fixed.count()) * 1e-9);
+  w.header("device_cost_seconds_per_byte", "gauge", "Learnt device time per byte of a batch.");
+  w.sample("device_cost_seconds_per_byte", "", s.cost_ns_per_byte * 1e-9);
+  w.header("target_batch_bytes", "gauge", "Bytes a batch may hold under target_p99 (0: no target).");
+  w.sample("target_batch_bytes", "", s.target_batch_bytes);
   w.header("transfers_total", "counter", "Upload and download passes on the device.");
   w.sample("transfers_total", "direction=\"up\"", s.transfers.uploads);
   w.sample("transfers_total", "direction=\"down\"", s.transfers.downloads);

@@ -287,6 +287,9 @@ TEST(PriorityConfig, BadValuesNameTheKey) {
       EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
     }
   };
+  invalid("target_p99_us = -5", "target_p99_us");
+  invalid("target_p99_us = 60000001", "target_p99_us: must be in [0, 60000000]");
+  EXPECT_EQ(BatchConfig::from_string("target_p99_us = 500").target_p99, std::chrono::microseconds(500));
   invalid("priority_levels = 0", "priority_levels");
   invalid("priority_levels = 9", "priority_levels: must be in [1, 8]");
   invalid("priority_aging_us = 0", "priority_aging_us");

@@ -28,6 +28,7 @@ class FakeDevice : public detail::BatchDevice {
  public:
   struct Options {
     std::chrono::microseconds delay{0};  // completion this long after submit
+    std::chrono::nanoseconds delay_per_kib{0};  // and this much more per KiB of input + output
     std::size_t max_request_bytes = std::size_t{1} << 30;
     bool record_markers = true;  // remember a[0] of each request (NaN when a is empty)
     // Out of memory on submit: a batch of more than this many requests, or one holding a request
@@ -99,7 +100,8 @@ class FakeDevice : public detail::BatchDevice {
       --state_->fail_wait;
       wait_fault = state_->fail_wait_code;
     }
-    const auto ready = std::chrono::steady_clock::now() + state_->delay;
+    const auto ready = std::chrono::steady_clock::now() + state_->delay +
+                       options_.delay_per_kib * static_cast<std::int64_t>((up + down) / 1024);
     state_->cv.notify_all();
     return std::make_unique<Batch>(state_, std::move(results), std::move(errors), ready, wait_fault);
   }

@@ -1,0 +1,118 @@
+// The online cost model on synthetic batches, and the latency target on a fake device whose
+// batches take longer the more bytes they hold.
+#include "executor/cost_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstddef>
+#include <future>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fake_device.hpp"
+#include "gpubatch/executor.hpp"
+#include "gpubatch/stats.hpp"
+#include "test_util.hpp"
+
+namespace gpubatch::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::CostModel;
+
+TEST(CostModel, PredictsNothingUntilWarm) {
+  CostModel m;
+  for (std::uint64_t i = 0; i + 1 < CostModel::kWarmUp; ++i) m.observe(1000 * (i + 1), 50us);
+  EXPECT_FALSE(m.warm());
+  EXPECT_EQ(m.predict(1 << 20).count(), 0);
+  EXPECT_EQ(m.byte_budget(1ms, 1), std::numeric_limits<std::size_t>::max());
+}
+
+TEST(CostModel, LearnsFixedAndPerByteCostFromNoisyBatches) {
+  CostModel m;
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<std::size_t> size(1 << 10, 8 << 20);
+  std::normal_distribution<double> noise(0.0, 2000.0);  // 2 us of jitter
+  // 20 us + 1 ns per byte (about 1 GB/s).
+  for (int i = 0; i < 400; ++i) {
+    const std::size_t bytes = size(rng);
+    m.observe(bytes, std::chrono::nanoseconds(static_cast<std::int64_t>(20000.0 + bytes + noise(rng))));
+  }
+  ASSERT_TRUE(m.warm());
+  EXPECT_NEAR(static_cast<double>(m.fixed().count()), 20000.0, 3000.0);
+  EXPECT_NEAR(m.ns_per_byte(), 1.0, 0.02);
+  EXPECT_NEAR(static_cast<double>(m.predict(4 << 20).count()), 20000.0 + (4 << 20), 10000.0);
+  // 1 ms leaves 980 us for bytes: about 980,000 bytes.
+  EXPECT_NEAR(static_cast<double>(m.byte_budget(1ms, 1)), 980000.0, 20000.0);
+  EXPECT_EQ(m.byte_budget(10us, 4096), 4096u);  // below the fixed cost: the floor
+}
+
+TEST(CostModel, FollowsADeviceThatSlowsDown) {
+  CostModel m;
+  for (int i = 0; i < 100; ++i) m.observe(std::size_t(1 + i % 10) << 20, std::chrono::nanoseconds((1 + i % 10) << 20));
+  EXPECT_NEAR(m.ns_per_byte(), 1.0, 0.05);
+  for (int i = 0; i < 100; ++i) m.observe(std::size_t(1 + i % 10) << 20, std::chrono::nanoseconds((3 + 3 * (i % 10)) << 20));
+  EXPECT_NEAR(m.ns_per_byte(), 3.0, 0.1);  // forgetting: the old speed no longer counts
+}
+
+TEST(CostModel, NeverPredictsNegativeCosts) {
+  CostModel m;
+  for (int i = 0; i < 50; ++i) m.observe(std::size_t(i) << 20, std::chrono::nanoseconds(1000000 - i * 10000));
+  EXPECT_GE(m.fixed().count(), 0);
+  EXPECT_GE(m.ns_per_byte(), 0.0);
+  EXPECT_GE(m.predict(1 << 20).count(), 0);
+}
+
+// 8 threads keep 64 requests of 2 KiB each outstanding on a device that takes 100 us + 10 us per
+// KiB a batch. Without a target a batch would hold most of the 512 outstanding requests (about
+// 10 ms); with target_p99 = 3 ms a batch is capped at what takes 1 ms: about 90 KiB, 45 requests.
+TEST(LatencyTarget, CapsBatchesAtWhatTheDeviceServesInAThirdOfTheTarget) {
+  FakeDevice::Options o;
+  o.delay = 100us;
+  o.delay_per_kib = 10us;
+  auto device = std::make_shared<FakeDevice>(o);
+  BatchConfig c = BatchConfig::adaptive();
+  c.max_inflight_batches = 1;
+  c.target_p99 = 3ms;
+  BatchExecutor executor(device, c);
+  constexpr int kThreads = 8, kEach = 1200, kOutstanding = 64;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      auto gpu = executor.handle();
+      std::vector<std::future<std::vector<float>>> window;
+      for (int i = 0; i < kEach; ++i) {
+        if (window.size() == kOutstanding) {
+          window.front().get();
+          window.erase(window.begin());
+        }
+        window.push_back(gpu.relu(std::vector<float>(256, 1.0f)));
+      }
+      for (auto& f : window) f.get();
+    });
+  }
+  for (auto& t : threads) t.join();
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.completed, static_cast<std::uint64_t>(kThreads * kEach));
+  // The model saw about 10 ns per byte (10 us per KiB); scheduling noise only adds to it.
+  EXPECT_GT(s.cost_ns_per_byte, 3.0);
+  EXPECT_LT(s.cost_ns_per_byte, 30.0);
+  EXPECT_GT(s.target_batch_bytes, 0u);
+  EXPECT_LT(s.target_batch_bytes, 300u * 1024);
+  const std::string text = to_prometheus(s);
+  EXPECT_NE(text.find("gpubatch_target_batch_bytes " + std::to_string(s.target_batch_bytes) + "\n"),
+            std::string::npos) << text;
+  // Past the warm-up every batch kept to (about) the cap; without it they reach hundreds.
+  const std::vector<std::size_t> sizes = device->batch_sizes();
+  ASSERT_GT(sizes.size(), 40u);
+  std::size_t largest = 0;
+  for (std::size_t i = CostModel::kWarmUp + 4; i < sizes.size(); ++i) largest = std::max(largest, sizes[i]);
+  EXPECT_LE(largest, 150u);
+}
+
+}  // namespace
+}  // namespace gpubatch::testing

@@ -325,6 +325,13 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
     Pending p{std::move(request), std::move(completion), now, deadline, bytes};
     p.priority = static_cast<std::uint8_t>(options.priority);
     RequestCancel* const cancel = p.cancel = cancel_state_of(p.completion);
+    std::shared_ptr<ExpiryCell> expiry;
+    if (deadline != Clock::time_point::max()) {
+      expiry = p.expiry = std::make_shared<ExpiryCell>();
+      expiry->deadline = deadline;
+      expiry->completion = std::move(p.completion);
+      expiry->what = describe(p.request);
+    }
     auto& queue = level_queue(options.priority);
     PushResult r = PushResult::full;
     std::uint64_t pos = 0;
@@ -352,6 +359,7 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       }
     }
     if (r == PushResult::ok) {
+      if (expiry) watch_deadline(std::move(expiry));
       // Wake the strand only when it is idle and needs this request (see wake_position()).
       const bool urgent = deadline != Clock::time_point::max();
       if (urgent) urgent_.store(true, std::memory_order_relaxed);
@@ -369,13 +377,13 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
     }
     // A failed push moved nothing: p still owns the request and its completion.
     if (r == PushResult::closed) {
-      reject(p.completion, ErrorCode::shut_down,
+      reject(completion_of(p), ErrorCode::shut_down,
              describe(p.request) + ": the executor has shut down");
     } else if (deadline_first) {
-      reject(p.completion, ErrorCode::deadline_exceeded,
+      reject(completion_of(p), ErrorCode::deadline_exceeded,
              describe(p.request) + ": its deadline passed while it waited for room in the queue");
     } else {
-      reject(p.completion, ErrorCode::queue_full,
+      reject(completion_of(p), ErrorCode::queue_full,
              describe(p.request) + ": the queue is full (" + std::to_string(queue.capacity()) +
                  " requests" + (level_count() > 1 ? " at priority " + std::to_string(options.priority) : std::string()) +
                  ", overflow = " + std::string(to_string(config_.overflow)) + ")");
@@ -538,15 +546,15 @@ bool ExecutorCore::pull(Clock::time_point now) {
 }
 
 void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
-  if (p.resolved) return;  // expired in the queue, already counted and resolved
+  if (gone(p)) return;  // expired in the queue, already counted and resolved
   if (p.cancel && p.cancel->cancelled()) {
     drop_cancelled(p);
     return;
   }
   if (p.deadline <= now) {
-    bump(strand_stats_.expired);
-    fail_pending(p, ErrorCode::deadline_exceeded,
-                 describe(p.request) + ": its deadline passed while it waited in the queue");
+    if (fail_pending(p, ErrorCode::deadline_exceeded,
+                     describe(p.request) + ": its deadline passed while it waited in the queue"))
+      bump(strand_stats_.expired);
     return;
   }
   former_.offer(std::move(p), now);
@@ -555,10 +563,11 @@ void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
 void ExecutorCore::expire_forming(Clock::time_point now) {
   if (former_.earliest_deadline() > now) return;
   former_.remove_if([&](Pending& p) {
+    if (gone(p)) return true;
     if (p.deadline > now) return false;
-    bump(strand_stats_.expired);
-    fail_pending(p, ErrorCode::deadline_exceeded,
-                 describe(p.request) + ": its deadline passed while it waited for its batch");
+    if (fail_pending(p, ErrorCode::deadline_exceeded,
+                     describe(p.request) + ": its deadline passed while it waited for its batch"))
+      bump(strand_stats_.expired);
     return true;
   });
 }
@@ -580,10 +589,14 @@ void ExecutorCore::scan_level_deadlines(std::size_t level, Clock::time_point now
     Pending* p = q.peek(pos);
     if (!p) break;
     if (p->resolved || p->deadline == Clock::time_point::max()) continue;
+    if (gone(*p)) {
+      p->resolved = true;
+      continue;
+    }
     if (p->deadline <= now) {
-      bump(strand_stats_.expired);
-      fail_pending(*p, ErrorCode::deadline_exceeded,
-                   describe(p->request) + ": its deadline passed while it waited in the queue");
+      if (fail_pending(*p, ErrorCode::deadline_exceeded,
+                       describe(p->request) + ": its deadline passed while it waited in the queue"))
+        bump(strand_stats_.expired);
       p->resolved = true;
     } else {
       earliest = std::min(earliest, p->deadline);
@@ -660,20 +673,51 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
   inflight_cv_.notify_one();
 }
 
-void ExecutorCore::fail_pending(Pending& p, ErrorCode code, const std::string& why) noexcept {
+bool ExecutorCore::fail_pending(Pending& p, ErrorCode code, const std::string& why) noexcept {
+  if (p.expiry && !p.expiry->take()) return false;
   // Runs on the strand: handlers are posted (never run inline here).
   try {
-    resolve_error(p.completion, make_error(code, why), true);
+    resolve_error(completion_of(p), make_error(code, why), true);
   } catch (...) {
-    resolve_error(p.completion, std::current_exception(), true);
+    resolve_error(completion_of(p), std::current_exception(), true);
   }
+  return true;
+}
+
+// Hands a request's deadline to the watch. Without a thread for it, the strand's sweeps still
+// fail the request, later.
+void ExecutorCore::watch_deadline(std::shared_ptr<ExpiryCell> cell) noexcept {
+  try {
+    deadline_watch_.add(std::move(cell));
+  } catch (...) {
+  }
+}
+
+// The deadline watch's thread: a request whose deadline has come and that the strand has not
+// taken fails now. Counted like a batch in flight, so that shutdown waits for the resolution.
+void ExecutorCore::on_deadline(ExpiryCell& cell) noexcept {
+  unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
+  if (cell.expire()) {
+    watch_expired_.fetch_add(1, std::memory_order_relaxed);
+    try {
+      resolve_error(cell.completion,
+                    make_error(ErrorCode::deadline_exceeded,
+                               cell.what + ": its deadline passed before it was submitted"),
+                    true, this);
+    } catch (...) {
+      resolve_error(cell.completion, std::current_exception(), true, this);
+    }
+  }
+  unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
+  maybe_done();
 }
 
 void ExecutorCore::cancel_everything() {
   auto cancel = [this](Pending& p) {
-    bump(strand_stats_.cancelled);
-    fail_pending(p, ErrorCode::shut_down,
-                 describe(p.request) + ": cancelled by shutdown before it was submitted");
+    if (gone(p)) return;
+    if (fail_pending(p, ErrorCode::shut_down,
+                     describe(p.request) + ": cancelled by shutdown before it was submitted"))
+      bump(strand_stats_.cancelled);
   };
   former_.for_each(cancel);
   former_.clear();
@@ -682,7 +726,7 @@ void ExecutorCore::cancel_everything() {
     for (;;) {
       const bool got = queue.try_consume_quiet([&](Pending&& p) {
         bump(strand_stats_.pulled);
-        if (!p.resolved) cancel(p);
+        cancel(p);
       });
       if (got) continue;
       if (queue.has_claimed()) {
@@ -929,16 +973,16 @@ void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thr
       } catch (...) {
         e = b.error;
       }
-      resolve_error(p.completion, std::move(e), false);
+      resolve_error(completion_of(p), std::move(e), false);
     }
   } else {
     std::size_t errors_left = item_errors.size();  // in ascending index order
     for (std::size_t i = last; i-- > first;) {
       if (errors_left > 0 && item_errors[errors_left - 1].first == i) {
         --errors_left;
-        resolve_error(b.items[i].completion, std::move(item_errors[errors_left].second), false);
+        resolve_error(completion_of(b.items[i]), std::move(item_errors[errors_left].second), false);
       } else {
-        resolve_value(b.items[i].completion, std::move(results[i - first]));
+        resolve_value(completion_of(b.items[i]), std::move(results[i - first]));
         results[i - first] = Result{};
       }
     }
@@ -977,6 +1021,7 @@ void ExecutorCore::stop_threads_locked() {
   }
   inflight_cv_.notify_all();
   if (resident_on_) wake_resident_locked();
+  deadline_watch_.request_stop();
   work_.reset();  // the strand thread ends once its last handler has run
 }
 
@@ -1005,6 +1050,7 @@ void ExecutorCore::shutdown(ShutdownMode mode) {
   if (resident_thread_.joinable()) resident_thread_.join();
   for (auto& t : completion_threads_)
     if (t.joinable()) t.join();
+  deadline_watch_.join();
   if (trace_.on()) trace_.stop();  // every batch has been recorded: write the file
 }
 
@@ -1045,7 +1091,7 @@ Stats ExecutorCore::stats() const {
   s.submitted = pushed_all_levels();
   s.rejected = load(rejected_);
   s.handler_exceptions = load(handler_exceptions_);
-  s.expired = load(strand_stats_.expired);
+  s.expired = load(strand_stats_.expired) + load(watch_expired_);
   s.cancelled = load(strand_stats_.cancelled);
   const std::uint64_t dispatched = load(strand_stats_.dispatched);
   s.batches = load(strand_stats_.batches);

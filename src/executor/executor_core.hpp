@@ -34,6 +34,7 @@
 
 #include "executor/batch_former.hpp"
 #include "executor/cost_model.hpp"
+#include "executor/deadline_watch.hpp"
 #include "executor/split_submit.hpp"
 #include "gpubatch/batch_device.hpp"
 #include "executor/histogram.hpp"
@@ -59,7 +60,14 @@ struct Pending {
   bool resolved = false;  // already failed while still in the queue (deadline): skip it
   // A handler with a connected cancellation slot: claimed by flush(), or cancelled first.
   RequestCancel* cancel = nullptr;
+  // A request with a deadline: its completion lives here instead, taken by the strand or expired
+  // by the deadline watch (deadline_watch.hpp).
+  std::shared_ptr<ExpiryCell> expiry;
 };
+
+inline Completion& completion_of(Pending& p) noexcept { return p.expiry ? p.expiry->completion : p.completion; }
+// Resolved already: failed in the queue by the strand, or expired by the deadline watch.
+inline bool gone(const Pending& p) noexcept { return p.resolved || (p.expiry && p.expiry->expired()); }
 
 struct Batch {
   std::uint64_t id = 0;
@@ -147,9 +155,12 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // Expiry sweeps (forming batch and queue) run at most this often, so that many requests with
   // staggered deadlines cost one pass per interval, not one pass per request.
   static constexpr Clock::duration kSweepInterval = std::chrono::microseconds(200);
-  void fail_pending(Pending& p, ErrorCode code, const std::string& why) noexcept;
+  // Resolves p with the error; false (nothing done) when the deadline watch resolved it first.
+  bool fail_pending(Pending& p, ErrorCode code, const std::string& why) noexcept;
+  void on_deadline(ExpiryCell& cell) noexcept;  // the deadline watch's thread
+  void watch_deadline(std::shared_ptr<ExpiryCell> cell) noexcept;
   // Requests whose cancellation slot was signalled leave the strand (src/executor/cancel.cpp).
-  void drop_cancelled(Pending& p) noexcept;
+  bool drop_cancelled(Pending& p) noexcept;
   void sweep_cancelled();
   void claim_or_drop(std::vector<Pending>& items);
   void cancel_everything();
@@ -323,6 +334,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   };
   std::vector<std::unique_ptr<CompletionStats>> completion_stats_;
   TraceRecorder trace_;
+  DeadlineWatch deadline_watch_{[this](ExpiryCell& cell) { on_deadline(cell); }};
+  std::atomic<std::uint64_t> watch_expired_{0};  // requests the deadline watch failed
   alignas(kCacheLine) std::atomic<std::uint64_t> rejected_{0};
   std::atomic<std::uint64_t> handler_exceptions_{0};
 

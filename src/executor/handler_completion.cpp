@@ -90,16 +90,17 @@ void ExecutorCore::on_request_cancelled() noexcept {
   post_if_idle();
 }
 
-void ExecutorCore::drop_cancelled(Pending& p) noexcept {
-  strand_stats_.cancelled.store(strand_stats_.cancelled.load(std::memory_order_relaxed) + 1,
-                                std::memory_order_relaxed);  // one writer: the strand
+bool ExecutorCore::drop_cancelled(Pending& p) noexcept {
   std::string why;
   try {
     why = describe(p.request) +
           ": its cancellation slot was signalled before it was submitted (operation_aborted)";
   } catch (...) {
   }
-  fail_pending(p, ErrorCode::cancelled, why);
+  if (!fail_pending(p, ErrorCode::cancelled, why)) return false;
+  strand_stats_.cancelled.store(strand_stats_.cancelled.load(std::memory_order_relaxed) + 1,
+                                std::memory_order_relaxed);  // one writer: the strand
+  return true;
 }
 
 // Takes every request whose slot was signalled out of the former and the queues (the part
@@ -120,7 +121,7 @@ void ExecutorCore::sweep_cancelled() {
     for (std::uint64_t pos = head; pos < head + q.capacity(); ++pos) {
       Pending* p = q.peek(pos);
       if (!p) break;
-      if (p->resolved || !is_cancelled(*p)) continue;
+      if (gone(*p) || !is_cancelled(*p)) continue;
       drop_cancelled(*p);
       p->resolved = true;  // skipped when popped
     }
@@ -133,6 +134,7 @@ void ExecutorCore::claim_or_drop(std::vector<Pending>& items) {
   std::size_t w = 0;
   for (std::size_t r = 0; r < items.size(); ++r) {
     Pending& p = items[r];
+    if (p.expiry && !p.expiry->take()) continue;  // the deadline watch failed it first
     if (p.cancel && !p.cancel->claim()) {
       drop_cancelled(p);
       continue;

@@ -67,19 +67,20 @@ TEST(CostModel, NeverPredictsNegativeCosts) {
   EXPECT_GE(m.predict(1 << 20).count(), 0);
 }
 
-// 8 threads keep 64 requests of 2 KiB each outstanding on a device that takes 100 us + 10 us per
-// KiB a batch. Without a target a batch would hold most of the 512 outstanding requests (about
-// 10 ms); with target_p99 = 3 ms a batch is capped at what takes 1 ms: about 90 KiB, 45 requests.
+// 8 threads keep 32 requests of 2 KiB each outstanding on a device that takes 1 ms + 100 us per
+// KiB a batch (slow on purpose: a loaded CI machine's scheduling noise, a few ms, stays small
+// beside it). Without a target a batch would hold most of the 256 outstanding requests (about
+// 50 ms); with target_p99 = 30 ms a batch is capped at what takes 10 ms: about 90 KiB, 45 requests.
 TEST(LatencyTarget, CapsBatchesAtWhatTheDeviceServesInAThirdOfTheTarget) {
   FakeDevice::Options o;
-  o.delay = 100us;
-  o.delay_per_kib = 10us;
+  o.delay = 1ms;
+  o.delay_per_kib = 100us;
   auto device = std::make_shared<FakeDevice>(o);
   BatchConfig c = BatchConfig::adaptive();
   c.max_inflight_batches = 1;
-  c.target_p99 = 3ms;
+  c.target_p99 = 30ms;
   BatchExecutor executor(device, c);
-  constexpr int kThreads = 8, kEach = 1200, kOutstanding = 64;
+  constexpr int kThreads = 8, kEach = 400, kOutstanding = 32;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&] {
@@ -98,20 +99,20 @@ TEST(LatencyTarget, CapsBatchesAtWhatTheDeviceServesInAThirdOfTheTarget) {
   for (auto& t : threads) t.join();
   const Stats s = executor.stats();
   EXPECT_EQ(s.completed, static_cast<std::uint64_t>(kThreads * kEach));
-  // The model saw about 10 ns per byte (10 us per KiB); scheduling noise only adds to it.
-  EXPECT_GT(s.cost_ns_per_byte, 3.0);
-  EXPECT_LT(s.cost_ns_per_byte, 30.0);
+  // The model saw about 100 ns per byte (100 us per KiB).
+  EXPECT_GT(s.cost_ns_per_byte, 30.0);
+  EXPECT_LT(s.cost_ns_per_byte, 300.0);
   EXPECT_GT(s.target_batch_bytes, 0u);
-  EXPECT_LT(s.target_batch_bytes, 300u * 1024);
+  EXPECT_LT(s.target_batch_bytes, 250u * 1024);
   const std::string text = to_prometheus(s);
   EXPECT_NE(text.find("gpubatch_target_batch_bytes " + std::to_string(s.target_batch_bytes) + "\n"),
             std::string::npos) << text;
   // Past the warm-up every batch kept to (about) the cap; without it they reach hundreds.
   const std::vector<std::size_t> sizes = device->batch_sizes();
-  ASSERT_GT(sizes.size(), 40u);
+  ASSERT_GT(sizes.size(), 20u);
   std::size_t largest = 0;
   for (std::size_t i = CostModel::kWarmUp + 4; i < sizes.size(); ++i) largest = std::max(largest, sizes[i]);
-  EXPECT_LE(largest, 150u);
+  EXPECT_LE(largest, 125u);
 }
 
 }  // namespace

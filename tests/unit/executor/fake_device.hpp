@@ -65,6 +65,12 @@ class FakeDevice : public detail::BatchDevice {
         errors[i] = e.what();
       }
     }
+    {  // hold_submits(): the caller (the executor's strand) stays in submit() until released
+      std::unique_lock<std::mutex> lock(state_->m);
+      ++state_->submits_entered;
+      state_->cv.notify_all();
+      state_->cv.wait(lock, [&] { return !state_->hold_submits; });
+    }
     bool oom = requests.size() > options_.oom_above_requests;
     for (const Request* r : requests)
       if (options_.oom_marker && !r->a.empty() && r->a[0] == *options_.oom_marker) oom = true;
@@ -125,6 +131,20 @@ class FakeDevice : public detail::BatchDevice {
   }
 
   // ---- control ----
+  void hold_submits() {
+    std::lock_guard<std::mutex> lock(state_->m);
+    state_->hold_submits = true;
+  }
+  void release_submits() {
+    std::lock_guard<std::mutex> lock(state_->m);
+    state_->hold_submits = false;
+    state_->cv.notify_all();
+  }
+  // Waits until n submit() calls have begun (held ones included).
+  bool wait_for_submits_entered(std::size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(30)) const {
+    std::unique_lock<std::mutex> lock(state_->m);
+    return state_->cv.wait_for(lock, timeout, [&] { return state_->submits_entered >= n; });
+  }
   void pause() {
     std::lock_guard<std::mutex> lock(state_->m);
     state_->paused = true;
@@ -212,6 +232,8 @@ class FakeDevice : public detail::BatchDevice {
     mutable std::mutex m;
     std::condition_variable cv;
     bool paused = false;
+    bool hold_submits = false;
+    std::size_t submits_entered = 0;
     std::chrono::microseconds delay{0};
     int fail_submit = 0;
     ErrorCode fail_submit_code = ErrorCode::device_lost;

@@ -1,0 +1,321 @@
+// gpubatch-mix: an open-loop load of mixed requests, for scheduling (issue 14; DESIGN.md
+// "Priorities", "Latency target"). Threads send relu requests on a fixed schedule at --rate in
+// total; each request is independently high priority (--high), large (--large), and carries a
+// deadline (--deadline-us, for --deadline-fraction of them). Reported per class (high/low,
+// small/large): latency from the scheduled send time (no coordinated omission) at p50/p99/max;
+// for deadline_exceeded errors how long after the deadline they arrived (`late_us`); with
+// --block-for-us, how long after block_timeout a queue_full arrived. Every result is checked
+// against the CPU reference; `verified` is true only when all were, `lost` counts requests whose
+// completion never came.
+//
+//   gpubatch-mix --rate 200000 --threads 16 --high 0.1 --json
+//   gpubatch-mix --rate 50000 --large 0.1 --large-size 1000000 --deadline-us 2000 --json
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpubatch/config.hpp"
+#include "gpubatch/device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/executor.hpp"
+#include "gpubatch/reference.hpp"
+
+using namespace gpubatch;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::string preset, config_file, device;
+  int threads = 16;
+  std::uint64_t requests = 100000;
+  double rate = 100000;
+  std::uint32_t size = 256, large_size = 1000000;
+  double high = 0, large = 0, deadline_fraction = 1;
+  std::int64_t deadline_us = 0, block_for_us = 0, target_p99_us = 0;
+  std::size_t queue_capacity = 0;
+  bool json = false;
+};
+
+// Inputs shared by every thread (a request copies one, as a caller's own data would be) and
+// their CPU reference results.
+struct Pool {
+  static constexpr int kEach = 4;
+  std::vector<std::vector<float>> small, large, small_ref, large_ref;
+  Pool(const Options& o) {
+    std::mt19937 rng(42);
+    std::uniform_real_distribution<float> d(-3.0f, 3.0f);
+    auto make = [&](std::uint32_t n, auto& in, auto& ref) {
+      for (int i = 0; i < kEach; ++i) {
+        std::vector<float> v(n);
+        for (float& x : v) x = d(rng);
+        ref.push_back(reference::run(Request::relu(v)).values);
+        in.push_back(std::move(v));
+      }
+    };
+    make(o.size, small, small_ref);
+    if (o.large > 0) make(o.large_size, large, large_ref);
+  }
+  // Exact equality first (relu is exact on every device seen); otherwise the reference's own
+  // check with its bounds.
+  bool check(bool is_large, int i, const std::vector<float>& got) const {
+    const auto& ref = is_large ? large_ref[i] : small_ref[i];
+    if (got == ref) return true;
+    Result r;
+    r.values = got;
+    return !reference::check(Request::relu(is_large ? large[i] : small[i]), r);
+  }
+};
+
+// One request as its sender and its completion handler see it.
+struct Slot {
+  Clock::time_point scheduled, called, deadline = Clock::time_point::max(), finished;
+  bool high = false, is_large = false;
+  int input = 0;
+  std::vector<float> values;
+  std::optional<ErrorCode> code;
+  std::string what;
+  std::atomic<bool> done{false};
+};
+
+struct Samples {
+  std::vector<double> latency_us[2][2];  // [high][large], successful requests
+  std::vector<double> deadline_late_us, queue_full_late_us;
+  std::uint64_t ok = 0, deadline_errors = 0, queue_full = 0, other_errors = 0, mismatches = 0, lost = 0;
+  std::uint64_t finished_after_deadline = 0;  // ran (submitted before its deadline), resolved late
+  std::string first_error;
+  void merge(Samples& o) {
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 2; ++l)
+        latency_us[h][l].insert(latency_us[h][l].end(), o.latency_us[h][l].begin(), o.latency_us[h][l].end());
+    deadline_late_us.insert(deadline_late_us.end(), o.deadline_late_us.begin(), o.deadline_late_us.end());
+    queue_full_late_us.insert(queue_full_late_us.end(), o.queue_full_late_us.begin(), o.queue_full_late_us.end());
+    ok += o.ok, deadline_errors += o.deadline_errors, queue_full += o.queue_full;
+    other_errors += o.other_errors, mismatches += o.mismatches, lost += o.lost;
+    finished_after_deadline += o.finished_after_deadline;
+    if (first_error.empty()) first_error = o.first_error;
+  }
+};
+
+double us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
+  if (!s.code) {
+    if (!pool.check(s.is_large, s.input, s.values)) {
+      if (out.mismatches++ == 0) out.first_error = "result differs from the CPU reference";
+      return;
+    }
+    ++out.ok;
+    out.latency_us[s.high][s.is_large].push_back(us(s.finished - s.scheduled));
+    if (s.finished > s.deadline) ++out.finished_after_deadline;
+  } else if (*s.code == ErrorCode::deadline_exceeded) {
+    ++out.deadline_errors;
+    out.deadline_late_us.push_back(us(s.finished - s.deadline));
+  } else if (*s.code == ErrorCode::queue_full) {
+    ++out.queue_full;
+    out.queue_full_late_us.push_back(us(s.finished - (s.called + std::chrono::microseconds(o.block_for_us))));
+  } else {
+    if (out.other_errors++ == 0 && out.first_error.empty()) out.first_error = s.what;
+  }
+}
+
+void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, unsigned seed,
+            std::uint64_t count, Samples& out) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::uniform_int_distribution<int> pick(0, Pool::kEach - 1);
+  std::deque<std::shared_ptr<Slot>> pending;
+  const auto interval = std::chrono::duration<double>(double(o.threads) / o.rate);
+  auto next = Clock::now();
+  auto reap = [&] {
+    while (!pending.empty() && pending.front()->done.load(std::memory_order_acquire)) {
+      record(o, pool, *pending.front(), out);
+      pending.pop_front();
+    }
+  };
+  for (std::uint64_t sent = 0; sent < count;) {
+    reap();
+    if (Clock::now() < next) {
+      std::this_thread::sleep_until(std::min(next, Clock::now() + std::chrono::microseconds(200)));
+      continue;
+    }
+    auto s = std::make_shared<Slot>();
+    s->scheduled = next;
+    next = std::chrono::time_point_cast<Clock::duration>(next + interval);
+    ++sent;
+    s->high = u(rng) < o.high;
+    s->is_large = u(rng) < o.large;
+    s->input = pick(rng);
+    SubmitOptions opt;
+    opt.priority = s->high ? 1 : 0;
+    s->called = Clock::now();
+    if (o.deadline_us > 0 && u(rng) < o.deadline_fraction)
+      s->deadline = opt.deadline = s->called + std::chrono::microseconds(o.deadline_us);
+    pending.push_back(s);
+    const auto& input = s->is_large ? pool.large[s->input] : pool.small[s->input];
+    gpu.relu(input, opt, [s](std::exception_ptr e, std::vector<float> v) {
+      s->finished = Clock::now();
+      if (e) {
+        try {
+          std::rethrow_exception(e);
+        } catch (const Error& x) {
+          s->code = x.code();
+          s->what = x.what();
+        } catch (const std::exception& x) {
+          s->code = ErrorCode::internal;
+          s->what = x.what();
+        }
+      } else {
+        s->values = std::move(v);
+      }
+      s->done.store(true, std::memory_order_release);
+    });
+  }
+  const auto give_up = Clock::now() + std::chrono::seconds(120);
+  while (!pending.empty() && Clock::now() < give_up) {
+    reap();
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  out.lost += pending.size();
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  const std::size_t k = std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+std::string dist(const std::vector<double>& v) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "{\"count\": %zu, \"p50\": %.1f, \"p99\": %.1f, \"max\": %.1f}", v.size(),
+                percentile(v, 0.5), percentile(v, 0.99), v.empty() ? 0.0 : *std::max_element(v.begin(), v.end()));
+  return buf;
+}
+
+BatchConfig make_config(const Options& o) {
+  BatchConfig c = !o.config_file.empty() ? BatchConfig::from_file(o.config_file)
+                  : o.preset.empty()     ? BatchConfig{}
+                                         : BatchConfig::preset(o.preset);
+  c.apply_environment();
+  if (o.high > 0) c.priority_levels = std::max<std::size_t>(c.priority_levels, 2);
+  if (o.block_for_us > 0) {
+    c.overflow = OverflowPolicy::block_for;
+    c.block_timeout = std::chrono::microseconds(o.block_for_us);
+  }
+  if (o.queue_capacity) c.queue_capacity = o.queue_capacity;
+  if (o.target_p99_us) c.target_p99 = std::chrono::microseconds(o.target_p99_us);
+  c.validate();
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"gpubatch-mix: open-loop mixed load (priorities, deadlines, large requests)"};
+  app.add_option("--preset", o.preset, "a preset (default: BatchConfig's default, adaptive)");
+  app.add_option("--config", o.config_file, "TOML config file (overrides --preset)");
+  app.add_option("--threads", o.threads, "sending threads")->check(CLI::Range(1, 1024))->capture_default_str();
+  app.add_option("--requests", o.requests, "requests in total")->check(CLI::Range(1ull, 1ull << 40))->capture_default_str();
+  app.add_option("--rate", o.rate, "requests/s offered in total")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--size", o.size, "floats per small request")->check(CLI::Range(1u, 1u << 26))->capture_default_str();
+  app.add_option("--large-size", o.large_size, "floats per large request")->check(CLI::Range(1u, 1u << 26))->capture_default_str();
+  app.add_option("--large", o.large, "fraction of large requests")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--high", o.high, "fraction of requests at priority 1")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--deadline-us", o.deadline_us, "deadline after the call (0: none)")->check(CLI::Range(0, 60000000));
+  app.add_option("--deadline-fraction", o.deadline_fraction, "fraction of requests with the deadline")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--block-for-us", o.block_for_us, "overflow = block_for with this block_timeout")->check(CLI::Range(0, 60000000));
+  app.add_option("--queue-capacity", o.queue_capacity, "queue capacity (0: the configuration's)");
+  app.add_option("--target-p99-us", o.target_p99_us, "BatchConfig::target_p99 (0: off)")->check(CLI::Range(0, 60000000));
+  app.add_option("--device", o.device, "device index or name substring");
+  app.add_flag("--json", o.json, "one JSON object on stdout");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    DeviceOptions device_options;
+    device_options.selector = o.device;
+    Device device(device_options);
+    const BatchConfig config = make_config(o);
+    const Pool pool(o);
+    {  // warm up: kernels built, staging grown
+      BatchExecutor warm(device, config);
+      std::vector<std::future<std::vector<float>>> f;
+      for (int i = 0; i < 256; ++i) f.push_back(warm.handle().relu(pool.small[0]));
+      if (o.large > 0)
+        for (int i = 0; i < 4; ++i) f.push_back(warm.handle().relu(pool.large[0]));
+      for (auto& x : f) x.get();
+    }
+    BatchExecutor executor(device, config);
+    std::vector<Samples> per(o.threads);
+    std::vector<std::thread> threads;
+    const auto start = Clock::now();
+    for (int t = 0; t < o.threads; ++t) {
+      const std::uint64_t count = o.requests / o.threads + (std::uint64_t(t) < o.requests % o.threads ? 1 : 0);
+      threads.emplace_back([&, t, count] { sender(o, pool, executor.handle(), 100 + t, count, per[t]); });
+    }
+    for (auto& t : threads) t.join();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const Stats stats = executor.stats();
+    Samples all;
+    for (auto& s : per) all.merge(s);
+    std::vector<double> high, low, small, large;
+    for (int h = 0; h < 2; ++h)
+      for (int l = 0; l < 2; ++l) {
+        auto& v = all.latency_us[h][l];
+        (h ? high : low).insert((h ? high : low).end(), v.begin(), v.end());
+        (l ? large : small).insert((l ? large : small).end(), v.begin(), v.end());
+      }
+    const bool verified = all.mismatches == 0 && all.lost == 0 && all.other_errors == 0;
+    std::ostringstream js;
+    js << "{\"tool\": \"gpubatch-mix\", \"device\": \"" << device.info().name << "\", \"threads\": " << o.threads
+       << ", \"requests\": " << o.requests << ", \"offered_rate\": " << o.rate << ", \"high\": " << o.high
+       << ", \"large\": " << o.large << ", \"large_size\": " << o.large_size << ", \"size\": " << o.size
+       << ", \"deadline_us\": " << o.deadline_us << ", \"block_for_us\": " << o.block_for_us
+       << ", \"target_p99_us\": " << o.target_p99_us << ", \"seconds\": " << seconds
+       << ", \"completed_per_s\": " << double(all.ok) / seconds << ", \"ok\": " << all.ok
+       << ", \"latency_us\": {\"all\": " << dist([&] { auto v = high; v.insert(v.end(), low.begin(), low.end()); return v; }())
+       << ", \"high\": " << dist(high) << ", \"low\": " << dist(low) << ", \"small\": " << dist(small)
+       << ", \"large\": " << dist(large) << "}, \"deadline_exceeded\": " << all.deadline_errors
+       << ", \"deadline_late_us\": " << dist(all.deadline_late_us)
+       << ", \"finished_after_deadline\": " << all.finished_after_deadline << ", \"queue_full\": " << all.queue_full
+       << ", \"queue_full_late_us\": " << dist(all.queue_full_late_us) << ", \"other_errors\": " << all.other_errors
+       << ", \"mean_batch_size\": " << stats.mean_batch_size << ", \"batches\": " << stats.batches
+       << ", \"target_batch_bytes\": " << stats.target_batch_bytes << ", \"lost\": " << all.lost
+       << ", \"verified\": " << (verified ? "true" : "false") << "}";
+    if (o.json) {
+      std::cout << js.str() << "\n";
+    } else {
+      std::printf("%.0f ok/s (offered %.0f), p50/p99 us: high %.0f/%.0f low %.0f/%.0f small %.0f/%.0f large %.0f/%.0f\n",
+                  double(all.ok) / seconds, o.rate, percentile(high, .5), percentile(high, .99), percentile(low, .5),
+                  percentile(low, .99), percentile(small, .5), percentile(small, .99), percentile(large, .5),
+                  percentile(large, .99));
+      std::printf("deadline_exceeded %llu (late p50 %.0f p99 %.0f max %.0f us), queue_full %llu (late p99 %.0f us), "
+                  "verified %s, lost %llu\n",
+                  (unsigned long long)all.deadline_errors, percentile(all.deadline_late_us, .5),
+                  percentile(all.deadline_late_us, .99),
+                  all.deadline_late_us.empty() ? 0.0 : *std::max_element(all.deadline_late_us.begin(), all.deadline_late_us.end()),
+                  (unsigned long long)all.queue_full, percentile(all.queue_full_late_us, .99), verified ? "yes" : "NO",
+                  (unsigned long long)all.lost);
+    }
+    if (!all.first_error.empty() && !verified) std::cerr << "first error: " << all.first_error << "\n";
+    return verified ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "gpubatch-mix: " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,137 @@
+// Prompt deadlines: the deadline watch on its own (order, cells the strand took, the heap's
+// bound), and on the executor a request that expires while the strand is stuck in a submit.
+#include "executor/deadline_watch.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "fake_device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/executor.hpp"
+#include "test_util.hpp"
+
+namespace gpubatch::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::DeadlineWatch;
+using detail::ExpiryCell;
+using Clock = std::chrono::steady_clock;
+
+std::shared_ptr<ExpiryCell> cell_at(Clock::time_point deadline, int id) {
+  auto c = std::make_shared<ExpiryCell>();
+  c->deadline = deadline;
+  c->what = std::to_string(id);
+  return c;
+}
+
+TEST(DeadlineWatch, ExpiresCellsInDeadlineOrderAndSkipsTakenOnes) {
+  std::mutex m;
+  std::vector<std::string> order;
+  DeadlineWatch watch([&](ExpiryCell& c) {
+    if (!c.expire()) return;
+    std::lock_guard<std::mutex> lock(m);
+    order.push_back(c.what);
+  });
+  const auto now = Clock::now();
+  auto taken = cell_at(now + 20ms, 2);
+  watch.add(cell_at(now + 40ms, 3));
+  watch.add(taken);
+  watch.add(cell_at(now + 10ms, 1));
+  ASSERT_TRUE(taken->take());  // the strand took it: it is never expired
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(m);
+    return order.size() == 2;
+  }));
+  std::this_thread::sleep_for(30ms);
+  std::lock_guard<std::mutex> lock(m);
+  EXPECT_EQ(order, (std::vector<std::string>{"1", "3"}));
+  EXPECT_FALSE(taken->expired());
+  EXPECT_TRUE(taken->take());  // still the strand's
+}
+
+TEST(DeadlineWatch, TakenCellsDoNotAccumulate) {
+  DeadlineWatch watch([](ExpiryCell& c) { c.expire(); });
+  const auto far = Clock::now() + 1h;
+  for (int i = 0; i < 100000; ++i) {
+    auto c = cell_at(far, i);
+    watch.add(c);
+    c->take();
+  }
+  EXPECT_LT(watch.size(), 4096u);
+  watch.stop();
+}
+
+TEST(DeadlineWatch, AStoppedWatchTakesNoMoreCells) {
+  int calls = 0;
+  DeadlineWatch watch([&](ExpiryCell&) { ++calls; });
+  watch.stop();
+  watch.add(cell_at(Clock::now(), 1));
+  std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(watch.size(), 0u);
+}
+
+// The strand is stuck in the device's submit (a large batch being packed); a request whose
+// deadline passes meanwhile fails at its deadline, not when the strand is back.
+TEST(PromptDeadline, ARequestExpiresWhileTheStrandIsBusySubmitting) {
+  auto device = std::make_shared<FakeDevice>();
+  device->hold_submits();
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  auto first = gpu.relu({1.0f});
+  ASSERT_TRUE(device->wait_for_submits_entered(1));  // the strand is inside submit()
+  const auto start = Clock::now();
+  auto doomed = gpu.relu({2.0f}, SubmitOptions::within(30ms));
+  auto patient = gpu.relu({3.0f});
+  ASSERT_TRUE(ready_within(doomed, 30s));
+  const auto waited = Clock::now() - start;
+  EXPECT_GE(waited, 30ms);
+  EXPECT_EQ(error_code(doomed), ErrorCode::deadline_exceeded);
+  EXPECT_EQ(device->requests_seen(), 0u) << "nothing was submitted: the strand is still held";
+  EXPECT_FALSE(ready(patient));
+  device->release_submits();
+  ASSERT_TRUE(ready_within(first, 30s));
+  ASSERT_TRUE(ready_within(patient, 30s));
+  EXPECT_EQ(patient.get(), (std::vector<float>{3.0f}));
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.expired, 1u);
+  EXPECT_EQ(s.completed, 2u);
+  EXPECT_EQ(s.queue_depth, 0u);
+  EXPECT_EQ(device->requests_seen(), 2u) << "the expired request never reached the device";
+}
+
+// Many requests with staggered deadlines, some taken by the strand, some expired by the watch,
+// some cancelled by shutdown: each resolves exactly once and the counts add up.
+TEST(PromptDeadline, EveryRequestResolvesOnceWhateverTakesIt) {
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 200us});
+  BatchConfig c = BatchConfig::adaptive();
+  c.max_batch_size = 32;
+  BatchExecutor executor(device, c);
+  std::vector<std::future<std::vector<float>>> all;
+  auto gpu = executor.handle();
+  for (int i = 0; i < 3000; ++i)
+    all.push_back(gpu.relu({static_cast<float>(i)}, SubmitOptions::within(std::chrono::microseconds(50 + (i * 37) % 3000))));
+  std::size_t ok = 0, expired = 0;
+  for (auto& f : all) {
+    ASSERT_TRUE(ready_within(f, 30s));
+    const auto code = error_code(f);
+    if (!code) ++ok;
+    else if (*code == ErrorCode::deadline_exceeded) ++expired;
+    else ADD_FAILURE() << "unexpected error";
+  }
+  executor.shutdown();
+  const Stats s = executor.stats();
+  EXPECT_EQ(ok + expired, all.size());
+  EXPECT_EQ(s.completed, ok);
+  EXPECT_EQ(s.expired + s.rejected, expired);
+  EXPECT_EQ(s.queue_depth, 0u);
+}
+
+}  // namespace
+}  // namespace gpubatch::testing

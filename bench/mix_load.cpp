@@ -1,6 +1,7 @@
 // gpubatch-mix: an open-loop load of mixed requests, for scheduling (issue 14; DESIGN.md
 // "Priorities", "Latency target"). Threads send relu requests on a fixed schedule at --rate in
-// total; each request is independently high priority (--high), large (--large), and carries a
+// total; a fraction --high of them at priority 1 from threads of their own (the rest at 0), each
+// request independently large (--large) and with a
 // deadline (--deadline-us, for --deadline-fraction of them). Reported per class (high/low,
 // small/large): latency from the scheduled send time (no coordinated omission) at p50/p99/max;
 // for deadline_exceeded errors how long after the deadline they arrived (`late_us`); with
@@ -134,13 +135,14 @@ void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
   }
 }
 
+// One sending thread: `count` requests at `rate` per second, all at priority `level`.
 void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, unsigned seed,
-            std::uint64_t count, Samples& out) {
+            std::uint64_t count, double rate, bool high, Samples& out) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   std::uniform_int_distribution<int> pick(0, Pool::kEach - 1);
   std::deque<std::shared_ptr<Slot>> pending;
-  const auto interval = std::chrono::duration<double>(double(o.threads) / o.rate);
+  const auto interval = std::chrono::duration<double>(1.0 / rate);
   auto next = Clock::now();
   auto reap = [&] {
     while (!pending.empty() && pending.front()->done.load(std::memory_order_acquire)) {
@@ -158,7 +160,7 @@ void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, uns
     s->scheduled = next;
     next = std::chrono::time_point_cast<Clock::duration>(next + interval);
     ++sent;
-    s->high = u(rng) < o.high;
+    s->high = high;
     s->is_large = u(rng) < o.large;
     s->input = pick(rng);
     SubmitOptions opt;
@@ -237,7 +239,7 @@ int main(int argc, char** argv) {
   app.add_option("--size", o.size, "floats per small request")->check(CLI::Range(1u, 1u << 26))->capture_default_str();
   app.add_option("--large-size", o.large_size, "floats per large request")->check(CLI::Range(1u, 1u << 26))->capture_default_str();
   app.add_option("--large", o.large, "fraction of large requests")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--high", o.high, "fraction of requests at priority 1")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--high", o.high, "fraction of requests at priority 1 (sent by that fraction of the threads, at least one)")->check(CLI::Range(0.0, 1.0));
   app.add_option("--deadline-us", o.deadline_us, "deadline after the call (0: none)")->check(CLI::Range(0, 60000000));
   app.add_option("--deadline-fraction", o.deadline_fraction, "fraction of requests with the deadline")->check(CLI::Range(0.0, 1.0));
   app.add_option("--block-for-us", o.block_for_us, "overflow = block_for with this block_timeout")->check(CLI::Range(0, 60000000));
@@ -264,9 +266,21 @@ int main(int argc, char** argv) {
     std::vector<Samples> per(o.threads);
     std::vector<std::thread> threads;
     const auto start = Clock::now();
-    for (int t = 0; t < o.threads; ++t) {
-      const std::uint64_t count = o.requests / o.threads + (std::uint64_t(t) < o.requests % o.threads ? 1 : 0);
-      threads.emplace_back([&, t, count] { sender(o, pool, executor.handle(), 100 + t, count, per[t]); });
+    // High-priority traffic comes from threads of its own (as interactive callers would): a
+    // sender blocked on a full level-0 queue must not hold back the high requests behind it.
+    const int high_threads = o.high > 0 ? std::max(1, static_cast<int>(o.threads * o.high + 0.5)) : 0;
+    const int low_threads = std::max(1, o.threads - high_threads);
+    per.resize(high_threads + low_threads);
+    const auto high_total = static_cast<std::uint64_t>(double(o.requests) * o.high + 0.5);
+    for (int t = 0; t < high_threads + low_threads; ++t) {
+      const bool high = t < high_threads;
+      const int n = high ? high_threads : low_threads;
+      const int i = high ? t : t - high_threads;
+      const std::uint64_t total = high ? high_total : o.requests - high_total;
+      const std::uint64_t count = total / n + (std::uint64_t(i) < total % n ? 1 : 0);
+      const double rate = o.rate * (high ? o.high : 1.0 - o.high) / n;
+      if (count == 0 || rate <= 0) continue;
+      threads.emplace_back([&, t, count, rate, high] { sender(o, pool, executor.handle(), 100 + t, count, rate, high, per[t]); });
     }
     for (auto& t : threads) t.join();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -295,7 +309,12 @@ int main(int argc, char** argv) {
        << ", \"finished_after_deadline\": " << all.finished_after_deadline << ", \"queue_full\": " << all.queue_full
        << ", \"queue_full_late_us\": " << dist(all.queue_full_late_us) << ", \"other_errors\": " << all.other_errors
        << ", \"mean_batch_size\": " << stats.mean_batch_size << ", \"batches\": " << stats.batches
-       << ", \"target_batch_bytes\": " << stats.target_batch_bytes << ", \"lost\": " << all.lost
+       << ", \"target_batch_bytes\": " << stats.target_batch_bytes << ", \"executor_e2e_p99_us\": {";
+    // The executor's own view (acceptance to resolution, per level): the gap to latency_us is
+    // the time a request spent before the call returned (a blocked push, a late sender).
+    for (std::size_t l = 0; l < stats.end_to_end_by_priority.size(); ++l)
+      js << (l ? ", " : "") << "\"" << l << "\": " << double(stats.end_to_end_by_priority[l].summary.p99.count()) / 1000.0;
+    js << "}, \"lost\": " << all.lost
        << ", \"verified\": " << (verified ? "true" : "false") << "}";
     if (o.json) {
       std::cout << js.str() << "\n";

@@ -7,14 +7,17 @@
 //
 //   offer(item, now)        hold a request (at its priority level; each level keeps FIFO order)
 //   decide(now, input)      a flush reason, or the time at which one may become due
-//   take(out, now)          move the next batch into `out`: aged requests first, then higher levels
-//                           before lower ones, up to max_batch_size and max_batch_bytes
+//   take(out, now)          move the next batch into `out`: aged requests first (up to a quarter
+//                           of it), then higher levels before lower ones, up to max_batch_size
+//                           and max_batch_bytes
 //   remove_if(drop)         the deadline and cancellation sweeps
 //
 // Priorities (DESIGN.md "Priorities"): each level holds up to max_batch_size requests, so a
 // higher level is always in view and goes into the next batch before any lower one. A request
-// that has waited `aging` goes first whatever its level: that bounds a lower level's wait under
-// a steady stream of higher ones to `aging` plus the time to flush the batches ahead of it.
+// that has waited `aging` goes first whatever its level, in up to a quarter of each batch: that
+// bounds a lower level's wait under a steady stream of higher ones (to `aging` plus the batches
+// it takes to serve the aged requests ahead of it, a quarter batch each) without letting an
+// overloaded executor, where everything has aged, forget the levels.
 //
 // Item needs: `enqueued`, `deadline` (time points), `bytes`, `priority` (its level), and moves.
 #include <algorithm>
@@ -127,7 +130,7 @@ class BatchFormer {
   }
 
   // Moves the next batch into `out` (cleared first): requests that have waited `aging` first
-  // (oldest level front first), then levels from the highest down, each in arrival order; stops at
+  // (oldest level front first, up to a quarter of the batch), then levels from the highest down, each in arrival order; stops at
   // max_batch_size, or before the request that would take the batch past max_batch_bytes (a
   // request larger than that goes alone).
   void take(std::vector<Item>& out, time_point now) {
@@ -142,12 +145,13 @@ class BatchFormer {
       earliest_deadline_ = time_point::max();
       return;
     }
+    const std::size_t aged_quota = std::max<std::size_t>(1, limits_.max_batch_size / 4);
     std::size_t out_bytes = 0;
     bool stop = false;
     auto take_from = [&](Level& l, bool aged_only) {
       while (!stop && l.size()) {
         Item& it = l.front();
-        if (aged_only && now - it.enqueued < limits_.aging) return;
+        if (aged_only && (now - it.enqueued < limits_.aging || out.size() >= aged_quota)) return;
         if (out.size() >= limits_.max_batch_size ||
             (!out.empty() && out_bytes + it.bytes > byte_limit_)) {
           stop = true;
@@ -160,7 +164,12 @@ class BatchFormer {
         ++l.head;
       }
     };
+    // Aged requests take at most a quarter of the batch: enough to bound a lower level's wait,
+    // not so much that an overloaded executor, where everything has aged, serves by age alone and
+    // a higher level waits behind the backlog (seen on lavapipe at saturation: priority 1 waited
+    // as long as priority 0 until the share was bounded).
     for (;;) {  // aged requests, oldest level front first
+      if (out.size() >= aged_quota) break;
       Level* oldest_level = nullptr;
       for (Level& l : levels_)
         if (l.size() && now - l.front().enqueued >= limits_.aging &&

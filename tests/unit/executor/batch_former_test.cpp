@@ -166,6 +166,19 @@ TEST(BatchFormer, AgedRequestsGoFirstWhateverTheirLevel) {
   EXPECT_EQ(ids(out), (std::vector<int>{11}));
 }
 
+TEST(BatchFormer, AgedRequestsTakeAtMostAQuarterOfABatch) {
+  Former f(limits(8, 2));
+  for (int i = 0; i < 8; ++i) f.offer({.id = i, .enqueued = t0, .priority = 0}, t0);  // all aged later
+  const T now = t0 + 60ms;
+  for (int i = 0; i < 8; ++i) f.offer({.id = 100 + i, .enqueued = now, .priority = 1}, now);
+  std::vector<Item> out;
+  f.take(out, now);
+  // Two aged (a quarter of 8), then the higher level.
+  EXPECT_EQ(ids(out), (std::vector<int>{0, 1, 100, 101, 102, 103, 104, 105}));
+  f.take(out, now);
+  EXPECT_EQ(ids(out), (std::vector<int>{2, 3, 106, 107, 4, 5, 6, 7}));
+}
+
 TEST(BatchFormer, WithoutAgingALowerLevelWaitsBehindHigherOnes) {
   Former f(limits(2, 2));
   f.offer({.id = 1, .enqueued = t0, .priority = 0}, t0);

@@ -49,8 +49,13 @@ struct ExpiryCell {
 class DeadlineWatch {
  public:
   using Clock = std::chrono::steady_clock;
-  // Called on the watch's thread for each cell whose deadline has come (the callee expires it).
-  explicit DeadlineWatch(std::function<void(ExpiryCell&)> on_due) : on_due_(std::move(on_due)) {}
+  // `on_due` runs on the watch's thread for each cell whose deadline has come (the callee expires
+  // it); `on_start` first, once, on that thread (the executor marks the thread as its own).
+  explicit DeadlineWatch(std::function<void(ExpiryCell&)> on_due, std::function<void()> on_start = {})
+      : state_(std::make_shared<State>()) {
+    state_->on_due = std::move(on_due);
+    state_->on_start = std::move(on_start);
+  }
   ~DeadlineWatch() { stop(); }
   DeadlineWatch(const DeadlineWatch&) = delete;
   DeadlineWatch& operator=(const DeadlineWatch&) = delete;
@@ -59,25 +64,31 @@ class DeadlineWatch {
   // has none). Throws std::system_error when no thread can be started (the caller then relies on
   // the strand's own sweeps).
   void add(std::shared_ptr<ExpiryCell> cell) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (stopping_) return;  // shutdown: the strand resolves what is left
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-    drop_taken_if_many();
-    const bool earliest = heap_.empty() || cell->deadline < heap_.front()->deadline;
-    heap_.push_back(std::move(cell));
-    std::push_heap(heap_.begin(), heap_.end(), later);
-    if (earliest) cv_.notify_one();
+    State& st = *state_;
+    std::unique_lock<std::mutex> lock(st.mutex);
+    if (st.stopping.load(std::memory_order_relaxed)) return;  // shutdown: the strand resolves the rest
+    if (!st.started) {
+      thread_ = std::thread([state = state_] { loop(*state); });  // the thread keeps its state
+      st.started = true;
+    }
+    st.drop_taken_if_many();
+    const bool earliest = st.heap.empty() || cell->deadline < st.heap.front()->deadline;
+    st.heap.push_back(std::move(cell));
+    std::push_heap(st.heap.begin(), st.heap.end(), later);
+    if (earliest) st.cv.notify_one();
   }
 
   // Asks the thread to end (cells not yet due are dropped: their requests are the strand's to
-  // resolve). May be called under the caller's locks; join() waits for the thread.
+  // resolve); no callback starts after it. May be called under the caller's locks.
   void request_stop() {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stopping_ = true;
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      state_->stopping.store(true, std::memory_order_relaxed);
     }
-    cv_.notify_one();
+    state_->cv.notify_one();
   }
+  // Waits for the thread, after request_stop(). On the watch's own thread (the owner destroyed
+  // from a callback) it detaches instead: the thread holds its state and stops at once.
   void join() {
     std::lock_guard<std::mutex> lock(join_mutex_);
     if (!thread_.joinable()) return;
@@ -90,8 +101,8 @@ class DeadlineWatch {
   }
 
   std::size_t size() const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return heap_.size();
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    return state_->heap.size();
   }
 
  private:
@@ -99,49 +110,60 @@ class DeadlineWatch {
     return a->deadline > b->deadline;
   }
 
-  void loop() {
+  struct State {
+    std::function<void(ExpiryCell&)> on_due;
+    std::function<void()> on_start;
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::vector<std::shared_ptr<ExpiryCell>> heap;  // by deadline, earliest first
+    std::size_t since_sweep = 0;
+    bool started = false;
+    std::atomic<bool> stopping{false};
+
+    // Cells the strand took stay in the heap until their deadline; sweep them out once the heap
+    // has grown by half since the last sweep (amortised O(1) per addition; bounds the heap at
+    // about twice the requests still waiting, whatever their deadlines).
+    void drop_taken_if_many() {
+      if (++since_sweep < std::max<std::size_t>(1024, heap.size() / 2)) return;
+      since_sweep = 0;
+      std::erase_if(heap, [](const std::shared_ptr<ExpiryCell>& c) { return !c->pending(); });
+      std::make_heap(heap.begin(), heap.end(), later);
+    }
+  };
+
+  static void loop(State& st) {
+    if (st.on_start) st.on_start();
     std::vector<std::shared_ptr<ExpiryCell>> due;
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stopping_) {
-      if (heap_.empty()) {
-        cv_.wait(lock);
+    std::unique_lock<std::mutex> lock(st.mutex);
+    while (!st.stopping.load(std::memory_order_relaxed)) {
+      if (st.heap.empty()) {
+        st.cv.wait(lock);
         continue;
       }
       const auto now = Clock::now();
-      if (heap_.front()->deadline > now) {
-        cv_.wait_until(lock, heap_.front()->deadline);
+      if (st.heap.front()->deadline > now) {
+        st.cv.wait_until(lock, st.heap.front()->deadline);
         continue;
       }
-      while (!heap_.empty() && heap_.front()->deadline <= now) {
-        std::pop_heap(heap_.begin(), heap_.end(), later);
-        if (heap_.back()->pending()) due.push_back(std::move(heap_.back()));
-        heap_.pop_back();
+      while (!st.heap.empty() && st.heap.front()->deadline <= now) {
+        std::pop_heap(st.heap.begin(), st.heap.end(), later);
+        if (st.heap.back()->pending()) due.push_back(std::move(st.heap.back()));
+        st.heap.pop_back();
       }
       lock.unlock();
-      for (auto& cell : due) on_due_(*cell);
+      for (auto& cell : due) {
+        // A callback may end the owner (its last reference dropped by a handler): no more calls.
+        if (st.stopping.load(std::memory_order_acquire)) break;
+        st.on_due(*cell);
+      }
       due.clear();
       lock.lock();
     }
   }
 
-  // Cells the strand took stay in the heap until their deadline; sweep them out once the heap has
-  // grown by half since the last sweep (amortised O(1) per addition; bounds the heap at about
-  // twice the requests still waiting, whatever their deadlines).
-  void drop_taken_if_many() {
-    if (++since_sweep_ < std::max<std::size_t>(1024, heap_.size() / 2)) return;
-    since_sweep_ = 0;
-    std::erase_if(heap_, [](const std::shared_ptr<ExpiryCell>& c) { return !c->pending(); });
-    std::make_heap(heap_.begin(), heap_.end(), later);
-  }
-
-  std::function<void(ExpiryCell&)> on_due_;
-  mutable std::mutex mutex_;
-  std::condition_variable cv_;
-  std::vector<std::shared_ptr<ExpiryCell>> heap_;
-  std::size_t since_sweep_ = 0;
-  bool stopping_ = false;
+  std::shared_ptr<State> state_;
   std::mutex join_mutex_;
-  std::thread thread_;  // started under mutex_, joined under join_mutex_ after request_stop()
+  std::thread thread_;  // started under state_->mutex, joined under join_mutex_ after request_stop()
 };
 
 }  // namespace gpubatch::detail

@@ -228,7 +228,12 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       strand_(io_.get_executor()),
       timer_(strand_),
       former_(former_limits(config_)),
-      scanned_upto_(config_.priority_levels, 0) {
+      scanned_upto_(config_.priority_levels, 0),
+      deadline_watch_([this](ExpiryCell& cell) { on_deadline(cell); },
+                      [this] {
+                        tl_core = this;
+                        name_thread("gpubatch-expiry");
+                      }) {
   for (std::size_t level = 1; level < config_.priority_levels; ++level)
     upper_queues_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(config_.queue_capacity_of(level)));
   for (std::size_t i = 0; i < config_.completion_threads; ++i)
@@ -695,6 +700,9 @@ void ExecutorCore::watch_deadline(std::shared_ptr<ExpiryCell> cell) noexcept {
 
 // The deadline watch's thread: a request whose deadline has come and that the strand has not
 // taken fails now. Counted like a batch in flight, so that shutdown waits for the resolution.
+// A handler is dispatched here as on a completion thread (inline unless its executor says
+// otherwise), not posted: a post is one more thread wake-up before the caller hears of it, which
+// on a loaded 2-core machine was a good part of the lateness.
 void ExecutorCore::on_deadline(ExpiryCell& cell) noexcept {
   unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
   if (cell.expire()) {
@@ -703,9 +711,9 @@ void ExecutorCore::on_deadline(ExpiryCell& cell) noexcept {
       resolve_error(cell.completion,
                     make_error(ErrorCode::deadline_exceeded,
                                cell.what + ": its deadline passed before it was submitted"),
-                    true, this);
+                    false, this);
     } catch (...) {
-      resolve_error(cell.completion, std::current_exception(), true, this);
+      resolve_error(cell.completion, std::current_exception(), false, this);
     }
   }
   unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);

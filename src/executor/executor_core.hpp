@@ -334,7 +334,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   };
   std::vector<std::unique_ptr<CompletionStats>> completion_stats_;
   TraceRecorder trace_;
-  DeadlineWatch deadline_watch_{[this](ExpiryCell& cell) { on_deadline(cell); }};
+  DeadlineWatch deadline_watch_;  // its thread runs on_deadline()
   std::atomic<std::uint64_t> watch_expired_{0};  // requests the deadline watch failed
   alignas(kCacheLine) std::atomic<std::uint64_t> rejected_{0};
   std::atomic<std::uint64_t> handler_exceptions_{0};

@@ -106,6 +106,36 @@ TEST(PromptDeadline, ARequestExpiresWhileTheStrandIsBusySubmitting) {
   EXPECT_EQ(device->requests_seen(), 2u) << "the expired request never reached the device";
 }
 
+// The watch runs a handler inline, as a completion thread does: a handler that shuts the executor
+// down there must not wait for itself.
+TEST(PromptDeadline, AHandlerOnTheWatchThreadMayShutTheExecutorDown) {
+  auto device = std::make_shared<FakeDevice>();
+  device->hold_submits();  // the strand stays in its first submit: only the watch can expire
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  auto first = gpu.relu({1.0f});
+  ASSERT_TRUE(device->wait_for_submits_entered(1));
+  std::promise<ErrorCode> seen;
+  gpu.relu({2.0f}, SubmitOptions::within(20ms), [&](std::exception_ptr e, std::vector<float>) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const Error& x) {
+      executor.shutdown(ShutdownMode::cancel);  // on the watch's thread: returns at once
+      seen.set_value(x.code());
+    }
+  });
+  auto outcome = seen.get_future();
+  const bool heard = outcome.wait_for(30s) == std::future_status::ready;
+  device->release_submits();  // before any assertion can end the test with the strand held
+  ASSERT_TRUE(heard);
+  EXPECT_EQ(outcome.get(), ErrorCode::deadline_exceeded);
+  auto late = gpu.relu({3.0f});
+  ASSERT_TRUE(ready_within(late, 30s));
+  EXPECT_EQ(error_code(late), ErrorCode::shut_down);
+  ASSERT_TRUE(ready_within(first, 30s));
+  EXPECT_EQ(first.get(), (std::vector<float>{1.0f}));  // already submitted: it ran
+}
+
 // Many requests with staggered deadlines, some taken by the strand, some expired by the watch,
 // some cancelled by shutdown: each resolves exactly once and the counts add up.
 TEST(PromptDeadline, EveryRequestResolvesOnceWhateverTakesIt) {

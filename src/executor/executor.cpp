@@ -557,9 +557,9 @@ void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
     return;
   }
   if (p.deadline <= now) {
-    if (fail_pending(p, ErrorCode::deadline_exceeded,
-                     describe(p.request) + ": its deadline passed while it waited in the queue"))
-      bump(strand_stats_.expired);
+    fail_pending(p, ErrorCode::deadline_exceeded,
+                 describe(p.request) + ": its deadline passed while it waited in the queue",
+                 strand_stats_.expired);
     return;
   }
   former_.offer(std::move(p), now);
@@ -570,9 +570,9 @@ void ExecutorCore::expire_forming(Clock::time_point now) {
   former_.remove_if([&](Pending& p) {
     if (gone(p)) return true;
     if (p.deadline > now) return false;
-    if (fail_pending(p, ErrorCode::deadline_exceeded,
-                     describe(p.request) + ": its deadline passed while it waited for its batch"))
-      bump(strand_stats_.expired);
+    fail_pending(p, ErrorCode::deadline_exceeded,
+                 describe(p.request) + ": its deadline passed while it waited for its batch",
+                 strand_stats_.expired);
     return true;
   });
 }
@@ -599,9 +599,9 @@ void ExecutorCore::scan_level_deadlines(std::size_t level, Clock::time_point now
       continue;
     }
     if (p->deadline <= now) {
-      if (fail_pending(*p, ErrorCode::deadline_exceeded,
-                       describe(p->request) + ": its deadline passed while it waited in the queue"))
-        bump(strand_stats_.expired);
+      fail_pending(*p, ErrorCode::deadline_exceeded,
+                   describe(p->request) + ": its deadline passed while it waited in the queue",
+                   strand_stats_.expired);
       p->resolved = true;
     } else {
       earliest = std::min(earliest, p->deadline);
@@ -678,8 +678,10 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
   inflight_cv_.notify_one();
 }
 
-bool ExecutorCore::fail_pending(Pending& p, ErrorCode code, const std::string& why) noexcept {
+bool ExecutorCore::fail_pending(Pending& p, ErrorCode code, const std::string& why,
+                                std::atomic<std::uint64_t>& counter) noexcept {
   if (p.expiry && !p.expiry->take()) return false;
+  bump(counter);  // counted first, so that whoever sees the result also sees it counted
   // Runs on the strand: handlers are posted (never run inline here).
   try {
     resolve_error(completion_of(p), make_error(code, why), true);
@@ -723,9 +725,9 @@ void ExecutorCore::on_deadline(ExpiryCell& cell) noexcept {
 void ExecutorCore::cancel_everything() {
   auto cancel = [this](Pending& p) {
     if (gone(p)) return;
-    if (fail_pending(p, ErrorCode::shut_down,
-                     describe(p.request) + ": cancelled by shutdown before it was submitted"))
-      bump(strand_stats_.cancelled);
+    fail_pending(p, ErrorCode::shut_down,
+                 describe(p.request) + ": cancelled by shutdown before it was submitted",
+                 strand_stats_.cancelled);
   };
   former_.for_each(cancel);
   former_.clear();
@@ -943,11 +945,18 @@ void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thr
   if (!b.error) {
     if (results.size() < last - first) results.resize(last - first);
     for (std::size_t i = first; i < last; ++i) {
+      Result& r = results[i - first];
       try {
-        reuse_input_buffer(b.items[i].request, results[i - first]);
-        b.inflight->take_result(i, results[i - first]);
+        // Empty, whatever an earlier batch left in this slot: a request that failed there was
+        // never moved out, and a result of one kind (states) must not carry the other's values
+        // (fault stress saw "interpolate: result has 58 values" from such a leftover).
+        r.values.clear();
+        r.states.clear();
+        reuse_input_buffer(b.items[i].request, r);
+        b.inflight->take_result(i, r);
       } catch (...) {
         item_errors.emplace_back(i, fresh_current_exception());
+        r = Result{};
       }
     }
   }

@@ -155,8 +155,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // Expiry sweeps (forming batch and queue) run at most this often, so that many requests with
   // staggered deadlines cost one pass per interval, not one pass per request.
   static constexpr Clock::duration kSweepInterval = std::chrono::microseconds(200);
-  // Resolves p with the error; false (nothing done) when the deadline watch resolved it first.
-  bool fail_pending(Pending& p, ErrorCode code, const std::string& why) noexcept;
+  // Counts p in `counter` and resolves it with the error; false (nothing done) when the deadline
+  // watch resolved it first.
+  bool fail_pending(Pending& p, ErrorCode code, const std::string& why,
+                    std::atomic<std::uint64_t>& counter) noexcept;
   void on_deadline(ExpiryCell& cell) noexcept;  // the deadline watch's thread
   void watch_deadline(std::shared_ptr<ExpiryCell> cell) noexcept;
   // Requests whose cancellation slot was signalled leave the strand (src/executor/cancel.cpp).

@@ -97,10 +97,7 @@ bool ExecutorCore::drop_cancelled(Pending& p) noexcept {
           ": its cancellation slot was signalled before it was submitted (operation_aborted)";
   } catch (...) {
   }
-  if (!fail_pending(p, ErrorCode::cancelled, why)) return false;
-  strand_stats_.cancelled.store(strand_stats_.cancelled.load(std::memory_order_relaxed) + 1,
-                                std::memory_order_relaxed);  // one writer: the strand
-  return true;
+  return fail_pending(p, ErrorCode::cancelled, why, strand_stats_.cancelled);
 }
 
 // Takes every request whose slot was signalled out of the former and the queues (the part

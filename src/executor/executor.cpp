@@ -1,5 +1,6 @@
-// BatchExecutor: producers, the strand that forms batches, completion threads, shutdown.
-// See executor_core.hpp for the picture and DESIGN.md for the contracts.
+// BatchExecutor: resolving requests, construction and threads, producers, shutdown. The strand is
+// in strand.cpp, the completion threads in completion.cpp, the statistics in executor_stats.cpp;
+// executor_core.hpp has the picture and DESIGN.md the contracts.
 #include <pthread.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "executor/executor_core.hpp"
+#include "executor/executor_internal.hpp"
 #include "gpubatch/error.hpp"
 
 namespace gpubatch {
@@ -23,14 +25,41 @@ thread_local ExecutorCore* tl_core = nullptr;
 
 void name_thread(const char* name) noexcept { pthread_setname_np(pthread_self(), name); }
 
-template <typename A>
-void bump(std::atomic<A>& counter, A by = 1) noexcept {  // single writer
-  counter.store(counter.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+template <typename T>
+struct PromiseValue;
+template <typename T>
+struct PromiseValue<std::promise<T>> {
+  using type = T;
+};
+template <typename H>
+struct HandlerValue;
+template <typename T>
+struct HandlerValue<HandlerCompletion<T>> {
+  using type = T;
+};
+template <typename T>
+constexpr bool is_promise_v = requires { typename PromiseValue<T>::type; };
+
+// Result -> the value type a call returns. Throws Error(internal) when the device's result does
+// not have the expected shape.
+template <typename T>
+T extract(Result&& r) {
+  if constexpr (std::is_same_v<T, std::vector<float>>) {
+    return std::move(r.values);
+  } else if constexpr (std::is_same_v<T, float>) {
+    if (r.values.size() != 1)
+      throw Error(ErrorCode::internal,
+                  "dot result has " + std::to_string(r.values.size()) + " values, expected 1");
+    return r.values[0];
+  } else if constexpr (std::is_same_v<T, std::vector<std::uint8_t>>) {
+    return std::move(r.states);
+  } else {
+    static_assert(std::is_same_v<T, Result>);
+    return std::move(r);
+  }
 }
 
-std::exception_ptr make_error(ErrorCode code, const std::string& message) {
-  return std::make_exception_ptr(Error(code, message));
-}
+}  // namespace
 
 // A new exception equal to the one being handled. Handing a caught exception's own object to
 // another thread would leave its last release to whichever thread is last, inside libstdc++
@@ -67,53 +96,6 @@ std::pair<ErrorCode, std::string> explain(const std::exception_ptr& e) {
     return {ErrorCode::internal, "unknown exception"};
   }
 }
-
-template <typename T>
-struct PromiseValue;
-template <typename T>
-struct PromiseValue<std::promise<T>> {
-  using type = T;
-};
-template <typename H>
-struct HandlerValue;
-template <typename T>
-struct HandlerValue<HandlerCompletion<T>> {
-  using type = T;
-};
-template <typename T>
-constexpr bool is_promise_v = requires { typename PromiseValue<T>::type; };
-
-// Result -> the value type a call returns. Throws Error(internal) when the device's result does
-// not have the expected shape.
-template <typename T>
-T extract(Result&& r) {
-  if constexpr (std::is_same_v<T, std::vector<float>>) {
-    return std::move(r.values);
-  } else if constexpr (std::is_same_v<T, float>) {
-    if (r.values.size() != 1)
-      throw Error(ErrorCode::internal,
-                  "dot result has " + std::to_string(r.values.size()) + " values, expected 1");
-    return r.values[0];
-  } else if constexpr (std::is_same_v<T, std::vector<std::uint8_t>>) {
-    return std::move(r.states);
-  } else {
-    static_assert(std::is_same_v<T, Result>);
-    return std::move(r);
-  }
-}
-
-// A request whose result is as large as its first input gets that input's buffer for the result
-// (the device has read the input by now): one allocation and one free fewer per request.
-void reuse_input_buffer(Request& request, Result& result) noexcept {
-  if (request.op == Op::interpolate) {
-    if (result.states.capacity() == 0 && request.states_a.size() == output_bytes(request))
-      result.states = std::move(request.states_a);
-  } else if (result.values.capacity() == 0 && request.a.size() * sizeof(float) == output_bytes(request)) {
-    result.values = std::move(request.a);
-  }
-}
-
-}  // namespace
 
 ExecutorCore* this_thread_core() noexcept { return tl_core; }
 
@@ -327,8 +309,8 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       return;
     }
     if (resident_on_ && options.priority == 0 && try_resident(request, completion, now)) return;
-    Pending p{std::move(request), std::move(completion), now, deadline, bytes};
-    p.priority = static_cast<std::uint8_t>(options.priority);
+    Pending p{std::move(request), std::move(completion), now, deadline, bytes,
+              static_cast<std::uint8_t>(options.priority), false, nullptr, nullptr};
     RequestCancel* const cancel = p.cancel = cancel_state_of(p.completion);
     std::shared_ptr<ExpiryCell> expiry;
     if (deadline != Clock::time_point::max()) {
@@ -420,603 +402,6 @@ void ExecutorCore::post_if_idle() noexcept {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The strand.
-
-void ExecutorCore::run_strand() {
-  for (;;) {
-    bump(strand_stats_.runs);
-    try {
-      process();
-    } catch (const std::exception& e) {
-      spdlog::error("gpubatch executor: batch formation failed: {}", e.what());
-    }
-    wake_pos_.store(wake_position(), std::memory_order_relaxed);
-    wants_slot_.store(blocked_on_slot_, std::memory_order_relaxed);
-    strand_awake_.store(false, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (!strand_has_work()) return;
-    if (strand_awake_.exchange(true, std::memory_order_seq_cst)) return;  // another run is posted
-  }
-}
-
-// Where in the queue the strand next needs to look, as a push position: the first request of
-// an empty batch (to start its max_wait timer, or to flush it at once with the adaptive policy),
-// the request that makes the batch full, or the one that fills half the queue (so that a full
-// queue never waits for a sleeping strand). kNever when only a free slot can help.
-std::uint64_t ExecutorCore::wake_position() const noexcept {
-  if (strand_finished_) return kNever;
-  if (!former_.wants(0)) return kNever;
-  const std::uint64_t head = queue_.popped_approx();
-  if (former_.empty()) return head;
-  const std::uint64_t room = config_.max_batch_size - std::min(former_.size(), config_.max_batch_size - 1);
-  const std::uint64_t half = std::max<std::uint64_t>(1, queue_.capacity() / 2);
-  return head + std::min(room, half) - 1;
-}
-
-bool ExecutorCore::strand_has_work() const noexcept {
-  if (strand_finished_) return false;
-  if (blocked_on_slot_ && slot_free()) return true;
-  if (urgent_.load(std::memory_order_relaxed)) return true;
-  if (cancels_.load(std::memory_order_relaxed)) return true;
-  if (upper_pushed_.load(std::memory_order_relaxed)) return true;
-  const std::uint64_t w = wake_position();
-  return w != kNever && queue_.published(w);
-}
-
-// On the strand, for events that are not pushes (timer, shutdown): process through run_strand()
-// so that the wake-up state is republished when the strand goes idle again. When a run is
-// already posted, it will do the processing.
-void ExecutorCore::kick() {
-  if (!strand_awake_.exchange(true, std::memory_order_seq_cst)) run_strand();
-}
-
-void ExecutorCore::on_shutdown_requested() {
-  closing_seen_ = true;
-  if (cancel_.load(std::memory_order_acquire)) cancel_seen_ = true;
-  kick();
-}
-
-void ExecutorCore::process() {
-  if (strand_finished_) return;
-  const bool urgent = urgent_.exchange(false, std::memory_order_relaxed);
-  const bool cancels = cancels_.exchange(false, std::memory_order_relaxed);
-  upper_pushed_.store(false, std::memory_order_relaxed);
-  if (cancel_seen_) {
-    cancel_everything();
-  } else {
-    auto now = Clock::now();
-    blocked_on_slot_ = false;
-    if (cancels) sweep_cancelled();
-    apply_latency_target();
-    for (;;) {
-      pull(now);
-      if (next_deadline() <= now && now - last_sweep_ >= kSweepInterval) {
-        last_sweep_ = now;
-        expire_forming(now);
-        scan_queue_deadlines(now, true);
-      }
-      const auto decision = decide(now);
-      if (!decision.reason) break;
-      if (!slot_free()) {
-        blocked_on_slot_ = true;
-        break;
-      }
-      flush(*decision.reason, now);
-      now = Clock::now();
-    }
-    // Requests with a deadline that wait in the queues behind a full former still fail
-    // promptly: look at them in place.
-    bool emptied = true;  // pull() stopped at the end of every queue, not at a full level
-    for (std::size_t l = 0; emptied && l < level_count(); ++l) emptied = former_.wants(l);
-    if (emptied) queue_deadline_ = Clock::time_point::max();
-    else if (urgent) scan_queue_deadlines(now, false);  // only what arrived since last time
-    for (std::size_t l = 0; l < level_count(); ++l) level_queue(l).notify_space();
-  }
-  bool drained = former_.empty();
-  for (std::size_t l = 0; drained && l < level_count(); ++l) drained = level_queue(l).drained();
-  if (closing_seen_ && drained) {
-    strand_finished_ = true;
-    timer_target_ = Clock::time_point::max();
-    timer_.cancel();
-    strand_done_.store(true, std::memory_order_seq_cst);
-    maybe_done();
-    return;
-  }
-  schedule_timer(Clock::now());
-}
-
-// Pulls each level's queue, the highest first, while the former takes that level.
-bool ExecutorCore::pull(Clock::time_point now) {
-  std::uint64_t n = 0;
-  for (std::size_t level = level_count(); level-- > 0;) {
-    auto& queue = level_queue(level);
-    while (former_.wants(level)) {
-      const bool got =
-          queue.try_consume_quiet([&](Pending&& p) { accept_into_forming(std::move(p), now); });
-      if (!got) {
-        // After the close every claimed position gets published promptly; wait for it so that
-        // the drain cannot finish with an accepted request left behind.
-        if (closing_seen_ && queue.has_claimed()) {
-          queue.notify_space();  // the claimer may be waiting for a slot this round freed
-          std::this_thread::yield();
-          continue;
-        }
-        break;
-      }
-      ++n;
-    }
-  }
-  if (n) bump(strand_stats_.pulled, n);
-  return n != 0;
-}
-
-void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
-  if (gone(p)) return;  // expired in the queue, already counted and resolved
-  if (p.cancel && p.cancel->cancelled()) {
-    drop_cancelled(p);
-    return;
-  }
-  if (p.deadline <= now) {
-    fail_pending(p, ErrorCode::deadline_exceeded,
-                 describe(p.request) + ": its deadline passed while it waited in the queue",
-                 strand_stats_.expired);
-    return;
-  }
-  former_.offer(std::move(p), now);
-}
-
-void ExecutorCore::expire_forming(Clock::time_point now) {
-  if (former_.earliest_deadline() > now) return;
-  former_.remove_if([&](Pending& p) {
-    if (gone(p)) return true;
-    if (p.deadline > now) return false;
-    fail_pending(p, ErrorCode::deadline_exceeded,
-                 describe(p.request) + ": its deadline passed while it waited for its batch",
-                 strand_stats_.expired);
-    return true;
-  });
-}
-
-// Requests still in the queues (behind a full former): fail the expired ones in place (they are
-// skipped when popped) and note the earliest deadline for the timer. `from_head` rescans
-// everything; otherwise only positions not scanned before are looked at.
-void ExecutorCore::scan_queue_deadlines(Clock::time_point now, bool from_head) {
-  if (from_head) queue_deadline_ = Clock::time_point::max();
-  for (std::size_t level = 0; level < level_count(); ++level) scan_level_deadlines(level, now, from_head);
-}
-
-void ExecutorCore::scan_level_deadlines(std::size_t level, Clock::time_point now, bool from_head) {
-  auto& q = level_queue(level);
-  const std::uint64_t head = q.head_position();
-  std::uint64_t pos = from_head ? head : std::max(head, scanned_upto_[level]);
-  auto earliest = queue_deadline_;
-  for (; pos < head + q.capacity(); ++pos) {
-    Pending* p = q.peek(pos);
-    if (!p) break;
-    if (p->resolved || p->deadline == Clock::time_point::max()) continue;
-    if (gone(*p)) {
-      p->resolved = true;
-      continue;
-    }
-    if (p->deadline <= now) {
-      fail_pending(*p, ErrorCode::deadline_exceeded,
-                   describe(p->request) + ": its deadline passed while it waited in the queue",
-                   strand_stats_.expired);
-      p->resolved = true;
-    } else {
-      earliest = std::min(earliest, p->deadline);
-    }
-  }
-  scanned_upto_[level] = pos;
-  queue_deadline_ = earliest;
-}
-
-// The earliest request deadline among those the strand holds or has seen in the queues.
-Clock::time_point ExecutorCore::next_deadline() const noexcept {
-  return std::min(former_.earliest_deadline(), queue_deadline_);
-}
-
-BatchFormer<Pending>::Decision ExecutorCore::decide(Clock::time_point now) const {
-  BatchFormer<Pending>::Input in;
-  in.closing = closing_seen_;
-  in.blocked_on_slot = blocked_on_slot_;
-  in.predicted_device_time = cost_.predict(former_.bytes());
-  return former_.decide(now, in);
-}
-
-// With a latency target: cap the next batches at what the device serves in a third of it (see
-// cost_model.hpp for why a third). At least one request's worth, so that a batch always goes.
-void ExecutorCore::apply_latency_target() {
-  if (config_.target_p99.count() <= 0) return;
-  const auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(config_.target_p99) / 3;
-  former_.set_byte_limit(cost_.byte_budget(budget, 1));
-}
-
-void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
-  // No request whose deadline has passed reaches the device (the sweep may be rate-limited).
-  expire_forming(now);
-  if (former_.empty()) return;
-  std::unique_ptr<Batch> batch = take_batch_from_pool();
-  batch->id = next_batch_id_++;
-  batch->reason = reason;
-  former_.take(batch->items, now);  // the former keeps the pooled vector's capacity
-  claim_or_drop(batch->items);  // from here a cancellation no longer takes a request out
-  const std::size_t n = batch->items.size();
-  if (n == 0) {  // every request of it was cancelled
-    --next_batch_id_;
-    return_batch_to_pool(std::move(batch));
-    return;
-  }
-  batch->requests.clear();
-  batch->requests.reserve(n);
-  batch->bytes = 0;
-  for (const Pending& p : batch->items) {
-    batch->requests.push_back(&p.request);
-    batch->bytes += p.bytes;
-  }
-
-  inflight_slots_.fetch_add(1, std::memory_order_seq_cst);
-  unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
-  bump(strand_stats_.batches);
-  bump(strand_stats_.flushes[static_cast<int>(reason)]);
-  bump(strand_stats_.dispatched, static_cast<std::uint64_t>(n));
-
-  batch->submitted = Clock::now();
-  try {
-    batch->inflight = submit_splitting_on_oom(*device_, std::span<const Request* const>(batch->requests),
-                                              strand_runner_);
-    if (!batch->inflight)
-      batch->error = make_error(ErrorCode::internal, device_->name() + " returned no batch");
-  } catch (...) {
-    batch->error = std::current_exception();
-  }
-  batch->submit_returned = Clock::now();
-  {
-    std::lock_guard<std::mutex> lock(inflight_mutex_);
-    inflight_queue_.push_back(std::move(batch));
-  }
-  inflight_cv_.notify_one();
-}
-
-bool ExecutorCore::fail_pending(Pending& p, ErrorCode code, const std::string& why,
-                                std::atomic<std::uint64_t>& counter) noexcept {
-  if (p.expiry && !p.expiry->take()) return false;
-  bump(counter);  // counted first, so that whoever sees the result also sees it counted
-  // Runs on the strand: handlers are posted (never run inline here).
-  try {
-    resolve_error(completion_of(p), make_error(code, why), true);
-  } catch (...) {
-    resolve_error(completion_of(p), std::current_exception(), true);
-  }
-  return true;
-}
-
-// Hands a request's deadline to the watch. Without a thread for it, the strand's sweeps still
-// fail the request, later.
-void ExecutorCore::watch_deadline(std::shared_ptr<ExpiryCell> cell) noexcept {
-  try {
-    deadline_watch_.add(std::move(cell));
-  } catch (...) {
-  }
-}
-
-// The deadline watch's thread: a request whose deadline has come and that the strand has not
-// taken fails now. Counted like a batch in flight, so that shutdown waits for the resolution.
-// A handler is dispatched here as on a completion thread (inline unless its executor says
-// otherwise), not posted: a post is one more thread wake-up before the caller hears of it, which
-// on a loaded 2-core machine was a good part of the lateness.
-void ExecutorCore::on_deadline(ExpiryCell& cell) noexcept {
-  unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
-  if (cell.expire()) {
-    watch_expired_.fetch_add(1, std::memory_order_relaxed);
-    try {
-      resolve_error(cell.completion,
-                    make_error(ErrorCode::deadline_exceeded,
-                               cell.what + ": its deadline passed before it was submitted"),
-                    false, this);
-    } catch (...) {
-      resolve_error(cell.completion, std::current_exception(), false, this);
-    }
-  }
-  unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
-  maybe_done();
-}
-
-void ExecutorCore::cancel_everything() {
-  auto cancel = [this](Pending& p) {
-    if (gone(p)) return;
-    fail_pending(p, ErrorCode::shut_down,
-                 describe(p.request) + ": cancelled by shutdown before it was submitted",
-                 strand_stats_.cancelled);
-  };
-  former_.for_each(cancel);
-  former_.clear();
-  for (std::size_t level = 0; level < level_count(); ++level) {
-    auto& queue = level_queue(level);
-    for (;;) {
-      const bool got = queue.try_consume_quiet([&](Pending&& p) {
-        bump(strand_stats_.pulled);
-        cancel(p);
-      });
-      if (got) continue;
-      if (queue.has_claimed()) {
-        queue.notify_space();  // the claimer may be waiting for a slot this round freed
-        std::this_thread::yield();
-        continue;
-      }
-      break;
-    }
-    queue.notify_space();
-  }
-}
-
-// One timer: the former's next look (max_wait, or a deadline's early flush) unless it waits for
-// a slot, and the next request deadline's expiry sweep (rate-limited to kSweepInterval).
-void ExecutorCore::schedule_timer(Clock::time_point now) {
-  auto target = Clock::time_point::max();
-  const auto decision = decide(now);
-  if (!blocked_on_slot_) {
-    // A reason here means the strand stopped early; fire at once, or the batch would wait for the
-    // next push or shutdown (seen under ASan: 30 s).
-    target = decision.reason ? now : std::max(decision.wake_at, now);
-  }
-  if (const auto d = next_deadline(); d != Clock::time_point::max())
-    target = std::min(target, std::max(d, last_sweep_ + kSweepInterval));
-  if (target == timer_target_) return;
-  timer_target_ = target;
-  if (target == Clock::time_point::max()) {
-    timer_.cancel();
-    return;
-  }
-  timer_.expires_at(target);
-  timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec == boost::asio::error::operation_aborted) return;
-    timer_target_ = Clock::time_point::max();
-    bump(strand_stats_.timer_wakeups);
-    kick();
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Completion.
-
-std::unique_ptr<Batch> ExecutorCore::take_batch_from_pool() {
-  {
-    std::lock_guard<std::mutex> lock(pool_mutex_);
-    if (!pool_.empty()) {
-      auto b = std::move(pool_.back());
-      pool_.pop_back();
-      return b;
-    }
-  }
-  return std::make_unique<Batch>();
-}
-
-void ExecutorCore::return_batch_to_pool(std::unique_ptr<Batch> batch) {
-  batch->items.clear();
-  batch->requests.clear();
-  batch->inflight.reset();
-  batch->error = nullptr;
-  std::lock_guard<std::mutex> lock(pool_mutex_);
-  if (pool_.size() < config_.max_inflight_batches + 2) pool_.push_back(std::move(batch));
-}
-
-// The strand runs parts itself too, so it never waits for a part nobody has claimed: a completion
-// thread that is waiting for the device simply does not help.
-void ExecutorCore::run_parallel(std::size_t parts, const std::function<void(std::size_t)>& work) {
-  if (parts <= 1 || completion_stats_.empty()) {
-    for (std::size_t i = 0; i < parts; ++i) work(i);
-    return;
-  }
-  ParallelJob job;
-  job.work = &work;
-  job.parts = parts;
-  job.left.store(parts, std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(inflight_mutex_);
-    parallel_job_ = &job;
-  }
-  inflight_cv_.notify_all();
-  for (;;) {
-    std::size_t part;
-    {
-      std::lock_guard<std::mutex> lock(inflight_mutex_);
-      if (job.next == job.parts) break;
-      part = job.next++;
-      if (job.next == job.parts) parallel_job_ = nullptr;
-    }
-    work(part);
-    job.left.fetch_sub(1, std::memory_order_release);
-  }
-  // Parts other threads claimed are running now (each a short copy).
-  while (job.left.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-}
-
-void ExecutorCore::completion_loop(std::size_t index) {
-  std::unique_lock<std::mutex> lock(inflight_mutex_);
-  for (;;) {
-    // The strand waits for its parallel job: help there first. Then with a finished batch
-    // (oldest first), else wait for the next one.
-    if (parallel_job_) {
-      ParallelJob* job = parallel_job_;
-      const std::size_t part = job->next++;
-      if (job->next == job->parts) parallel_job_ = nullptr;
-      lock.unlock();
-      (*job->work)(part);
-      job->left.fetch_sub(1, std::memory_order_release);  // `job` may be gone after this
-      lock.lock();
-      continue;
-    }
-    if (!ready_.empty()) {
-      Batch* b = ready_.front();
-      const std::uint32_t chunk = b->next_chunk++;
-      if (b->next_chunk == b->chunks) ready_.pop_front();
-      lock.unlock();
-      complete_chunk(*b, chunk, index);
-      lock.lock();
-      continue;
-    }
-    if (!awaiting_ && !inflight_queue_.empty()) {
-      std::unique_ptr<Batch> owned = std::move(inflight_queue_.front());
-      inflight_queue_.pop_front();
-      awaiting_ = true;
-      lock.unlock();
-      Batch* b = owned.release();  // from here owned by its chunks; the last one pools it
-      await_batch(*b, index);
-      lock.lock();
-      awaiting_ = false;
-      // This thread takes the first chunk; the others go to whoever is idle.
-      b->next_chunk = 1;
-      if (b->chunks > 1) ready_.push_back(b);
-      const bool more_to_wait_for = !inflight_queue_.empty();
-      lock.unlock();
-      if (b->chunks > 1 || more_to_wait_for) inflight_cv_.notify_all();
-      complete_chunk(*b, 0, index);
-      lock.lock();
-      continue;
-    }
-    if (stop_completion_ && inflight_queue_.empty() && !awaiting_) return;
-    inflight_cv_.wait(lock);
-  }
-}
-
-void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
-  CompletionStats& st = *completion_stats_[thread_index];
-  const std::size_t n = b.items.size();
-  std::exception_ptr error = b.error;
-  if (!error) {
-    try {
-      const auto limit =
-          b.submitted + std::chrono::duration_cast<Clock::duration>(config_.batch_timeout);
-      // Poll for up to completion_spin first (never past the watchdog's limit): a lone request
-      // is back without the blocking wait's wake-up. Only this thread, while it awaits a
-      // submitted batch, polls: an idle executor spins not at all.
-      bool finished = false;
-      if (config_.completion_spin.count() > 0)
-        finished = poll_until(*b.inflight,
-                              std::min(limit, Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                                 config_.completion_spin)));
-      while (!finished) {
-        const auto now = Clock::now();
-        if (now >= limit) {
-          error = make_error(ErrorCode::device_lost,
-                             "batch " + std::to_string(b.id) + " of " + std::to_string(n) +
-                                 " requests did not complete within " +
-                                 std::to_string(config_.batch_timeout.count()) + " ms");
-          break;
-        }
-        const auto slice = std::min<Clock::duration>(limit - now, std::chrono::milliseconds(100));
-        finished = b.inflight->wait_for(slice);
-      }
-    } catch (...) {
-      error = std::current_exception();
-    }
-  }
-  if (error) recover_if_device_lost(error);  // src/executor/recovery.cpp
-  b.done = Clock::now();
-  b.error = error;
-  if (error) {
-    auto [code, what] = explain(error);
-    spdlog::warn("gpubatch executor: batch {} ({} requests) failed: {}", b.id, n, what);
-    b.error_code = code;
-    b.error_what = std::move(what);
-  } else {
-    st.device_time.record(b.done - b.submitted);
-    cost_.observe(b.bytes, b.done - std::max(b.submitted, last_done_));
-  }
-  last_done_ = b.done;
-  const std::size_t helpers = completion_stats_.size();
-  b.chunks = static_cast<std::uint32_t>(std::clamp<std::size_t>(n / kMinChunk, 1, helpers));
-  b.next_chunk = 0;
-  b.chunks_taking.store(b.chunks, std::memory_order_relaxed);
-  b.chunks_resolving.store(b.chunks, std::memory_order_relaxed);
-}
-
-void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thread_index) {
-  CompletionStats& st = *completion_stats_[thread_index];
-  const std::size_t n = b.items.size();
-  const std::size_t first = n * chunk / b.chunks, last = n * (chunk + 1) / b.chunks;
-
-  // Take the chunk's results while the device's memory is still the batch's; the last chunk to
-  // finish taking gives the device slot back (the strand can submit the next batch meanwhile).
-  thread_local std::vector<Result> results;
-  thread_local std::vector<std::pair<std::size_t, std::exception_ptr>> item_errors;
-  item_errors.clear();
-  if (!b.error) {
-    if (results.size() < last - first) results.resize(last - first);
-    for (std::size_t i = first; i < last; ++i) {
-      Result& r = results[i - first];
-      try {
-        // Empty, whatever an earlier batch left in this slot: a request that failed there was
-        // never moved out, and a result of one kind (states) must not carry the other's values
-        // (fault stress saw "interpolate: result has 58 values" from such a leftover).
-        r.values.clear();
-        r.states.clear();
-        reuse_input_buffer(b.items[i].request, r);
-        b.inflight->take_result(i, r);
-      } catch (...) {
-        item_errors.emplace_back(i, fresh_current_exception());
-        r = Result{};
-      }
-    }
-  }
-  if (b.chunks_taking.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    b.inflight.reset();
-    inflight_slots_.fetch_sub(1, std::memory_order_seq_cst);
-    wake_if_waiting_for_slot();
-  }
-
-  // Statistics first, so that whoever sees a result also sees it counted.
-  const std::uint64_t bad = b.error ? last - first : item_errors.size();
-  for (std::size_t i = first; i < last; ++i) {
-    st.queue_wait.record(b.submitted - b.items[i].enqueued);
-    st.submit_latency.record(b.submit_returned - b.items[i].enqueued);
-    st.end_to_end.record(b.done - b.items[i].enqueued);
-    st.classes.record(b.items[i], b.done - b.items[i].enqueued);
-  }
-  bump(st.completed, static_cast<std::uint64_t>(last - first) - bad);
-  bump(st.failed, bad);
-
-  // Newest first: a caller waiting for its oldest request then wakes once, to find its later
-  // ones (most often in the same batch) already resolved, instead of once per request.
-  if (b.error) {
-    const std::string suffix =
-        " in batch " + std::to_string(b.id) + " of " + std::to_string(n) + " requests: " + b.error_what;
-    for (std::size_t i = last; i-- > first;) {
-      Pending& p = b.items[i];
-      std::exception_ptr e;
-      try {
-        e = make_error(b.error_code, describe(p.request) + suffix);
-      } catch (...) {
-        e = b.error;
-      }
-      resolve_error(completion_of(p), std::move(e), false);
-    }
-  } else {
-    std::size_t errors_left = item_errors.size();  // in ascending index order
-    for (std::size_t i = last; i-- > first;) {
-      if (errors_left > 0 && item_errors[errors_left - 1].first == i) {
-        --errors_left;
-        resolve_error(completion_of(b.items[i]), std::move(item_errors[errors_left].second), false);
-      } else {
-        resolve_value(completion_of(b.items[i]), std::move(results[i - first]));
-        results[i - first] = Result{};
-      }
-    }
-  }
-  if (b.chunks_resolving.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  // The batch's last chunk: every request of it has resolved.
-  if (trace_.on()) record_trace(b);
-  std::unique_ptr<Batch> owned(&b);
-  b.items.clear();
-  b.error = nullptr;
-  b.error_what.clear();
-  unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
-  return_batch_to_pool(std::move(owned));
-  maybe_done();
-}
-
-// ---------------------------------------------------------------------------------------------
 // Shutdown.
 
 void ExecutorCore::maybe_done() {
@@ -1069,98 +454,6 @@ void ExecutorCore::shutdown(ShutdownMode mode) {
     if (t.joinable()) t.join();
   deadline_watch_.join();
   if (trace_.on()) trace_.stop();  // every batch has been recorded: write the file
-}
-
-// ---------------------------------------------------------------------------------------------
-// Statistics.
-
-// Per-level and per-op latency classes: every completion thread's histograms and the resident
-// lane's, summed.
-void ExecutorCore::class_stats(Stats& s) const {
-  auto sum = [&](auto pick) {
-    LatencyHistogram::Snapshot snap;
-    for (const auto& c : completion_stats_) snap += pick(c->classes);
-    return snap;
-  };
-  for (std::size_t level = 0; level < config_.priority_levels; ++level) {
-    auto snap = sum([&](const ClassHistograms& h) -> const LatencyHistogram& { return h.by_level[level]; });
-    if (level == 0) snap += resident_stats_.classes.by_level[0];
-    s.end_to_end_by_priority.push_back(latency_class(std::to_string(level), snap));
-  }
-  for (std::size_t op = 0; op < kOpCount; ++op) {
-    auto snap = sum([&](const ClassHistograms& h) -> const LatencyHistogram& { return h.by_op[op]; });
-    snap += resident_stats_.classes.by_op[op];
-    if (snap.count) s.end_to_end_by_op.push_back(latency_class(std::string(kOpTable[op].name), snap));
-  }
-}
-
-std::uint64_t ExecutorCore::pushed_all_levels() const noexcept {
-  std::uint64_t n = queue_.pushed_approx();
-  for (const auto& q : upper_queues_) n += q->pushed_approx();
-  return n;
-}
-
-Stats ExecutorCore::stats() const {
-  Stats s;
-  const auto load = [](const std::atomic<std::uint64_t>& a) {
-    return a.load(std::memory_order_relaxed);
-  };
-  s.submitted = pushed_all_levels();
-  s.rejected = load(rejected_);
-  s.handler_exceptions = load(handler_exceptions_);
-  s.expired = load(strand_stats_.expired) + load(watch_expired_);
-  s.cancelled = load(strand_stats_.cancelled);
-  const std::uint64_t dispatched = load(strand_stats_.dispatched);
-  s.batches = load(strand_stats_.batches);
-  s.flushes.size = load(strand_stats_.flushes[0]);
-  s.flushes.deadline = load(strand_stats_.flushes[1]);
-  s.flushes.idle = load(strand_stats_.flushes[2]);
-  s.flushes.shutdown = load(strand_stats_.flushes[3]);
-  LatencyHistogram::Snapshot qw, sl, dt, e2e;
-  for (const auto& c : completion_stats_) {
-    s.completed += load(c->completed);
-    s.device_errors += load(c->failed);
-    qw += c->queue_wait;
-    sl += c->submit_latency;
-    dt += c->device_time;
-    e2e += c->end_to_end;
-  }
-  // Resident requests (resident_lane.cpp) never enter the queue: they count as accepted and
-  // as having left it at once.
-  const std::uint64_t resident = load(resident_accepted_);
-  s.submitted += resident;
-  s.resident = load(resident_stats_.completed);
-  s.completed += s.resident;
-  s.device_errors += load(resident_stats_.failed);
-  s.cancelled += load(resident_stats_.cancelled);
-  e2e += resident_stats_.end_to_end;
-  s.failed = s.expired + s.cancelled + s.device_errors;
-  const std::uint64_t left = dispatched + s.expired + s.cancelled - load(resident_stats_.cancelled) + resident;
-  s.queue_depth = s.submitted > left ? s.submitted - left : 0;
-  s.inflight_batches = inflight_slots_.load(std::memory_order_relaxed);
-  s.max_batch_size = config_.max_batch_size;
-  s.mean_batch_size = s.batches ? static_cast<double>(dispatched) / static_cast<double>(s.batches) : 0.0;
-  s.mean_fill = s.mean_batch_size / static_cast<double>(config_.max_batch_size);
-  s.queue_wait = qw.summary();
-  s.submit_latency = sl.summary();
-  s.strand_runs = load(strand_stats_.runs);
-  s.timer_wakeups = load(strand_stats_.timer_wakeups);
-  s.device_time = dt.summary();
-  s.end_to_end = e2e.summary();
-  class_stats(s);
-  s.cost_fixed = cost_.fixed();
-  s.cost_ns_per_byte = cost_.ns_per_byte();
-  if (config_.target_p99.count() > 0) {
-    const auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(config_.target_p99) / 3;
-    const std::size_t cap = std::min(cost_.byte_budget(budget, 1), config_.max_batch_bytes);
-    s.target_batch_bytes = cap;
-  }
-  try {
-    const TransferTotals t = device_->transfers();
-    s.transfers = {t.uploads, t.downloads, t.bytes_up, t.bytes_down, t.dispatches, t.submissions};
-  } catch (...) {
-  }
-  return s;
 }
 
 // ---------------------------------------------------------------------------------------------

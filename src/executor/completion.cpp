@@ -1,0 +1,270 @@
+// The completion threads: wait for submitted batches, take their results in chunks and resolve
+// the futures and handlers. See executor_core.hpp.
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "executor/executor_core.hpp"
+#include "executor/executor_internal.hpp"
+#include "gpubatch/error.hpp"
+
+namespace gpubatch::detail {
+
+namespace {
+
+// A request whose result is as large as its first input gets that input's buffer for the result
+// (the device has read the input by now): one allocation and one free fewer per request.
+void reuse_input_buffer(Request& request, Result& result) noexcept {
+  if (request.op == Op::interpolate) {
+    if (result.states.capacity() == 0 && request.states_a.size() == output_bytes(request))
+      result.states = std::move(request.states_a);
+  } else if (result.values.capacity() == 0 && request.a.size() * sizeof(float) == output_bytes(request)) {
+    result.values = std::move(request.a);
+  }
+}
+
+}  // namespace
+
+
+std::unique_ptr<Batch> ExecutorCore::take_batch_from_pool() {
+  {
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    if (!pool_.empty()) {
+      auto b = std::move(pool_.back());
+      pool_.pop_back();
+      return b;
+    }
+  }
+  return std::make_unique<Batch>();
+}
+
+void ExecutorCore::return_batch_to_pool(std::unique_ptr<Batch> batch) {
+  batch->items.clear();
+  batch->requests.clear();
+  batch->inflight.reset();
+  batch->error = nullptr;
+  std::lock_guard<std::mutex> lock(pool_mutex_);
+  if (pool_.size() < config_.max_inflight_batches + 2) pool_.push_back(std::move(batch));
+}
+
+// The strand runs parts itself too, so it never waits for a part nobody has claimed: a completion
+// thread that is waiting for the device simply does not help.
+void ExecutorCore::run_parallel(std::size_t parts, const std::function<void(std::size_t)>& work) {
+  if (parts <= 1 || completion_stats_.empty()) {
+    for (std::size_t i = 0; i < parts; ++i) work(i);
+    return;
+  }
+  ParallelJob job;
+  job.work = &work;
+  job.parts = parts;
+  job.left.store(parts, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(inflight_mutex_);
+    parallel_job_ = &job;
+  }
+  inflight_cv_.notify_all();
+  for (;;) {
+    std::size_t part;
+    {
+      std::lock_guard<std::mutex> lock(inflight_mutex_);
+      if (job.next == job.parts) break;
+      part = job.next++;
+      if (job.next == job.parts) parallel_job_ = nullptr;
+    }
+    work(part);
+    job.left.fetch_sub(1, std::memory_order_release);
+  }
+  // Parts other threads claimed are running now (each a short copy).
+  while (job.left.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
+
+void ExecutorCore::completion_loop(std::size_t index) {
+  std::unique_lock<std::mutex> lock(inflight_mutex_);
+  for (;;) {
+    // The strand waits for its parallel job: help there first. Then with a finished batch
+    // (oldest first), else wait for the next one.
+    if (parallel_job_) {
+      ParallelJob* job = parallel_job_;
+      const std::size_t part = job->next++;
+      if (job->next == job->parts) parallel_job_ = nullptr;
+      lock.unlock();
+      (*job->work)(part);
+      job->left.fetch_sub(1, std::memory_order_release);  // `job` may be gone after this
+      lock.lock();
+      continue;
+    }
+    if (!ready_.empty()) {
+      Batch* b = ready_.front();
+      const std::uint32_t chunk = b->next_chunk++;
+      if (b->next_chunk == b->chunks) ready_.pop_front();
+      lock.unlock();
+      complete_chunk(*b, chunk, index);
+      lock.lock();
+      continue;
+    }
+    if (!awaiting_ && !inflight_queue_.empty()) {
+      std::unique_ptr<Batch> owned = std::move(inflight_queue_.front());
+      inflight_queue_.pop_front();
+      awaiting_ = true;
+      lock.unlock();
+      Batch* b = owned.release();  // from here owned by its chunks; the last one pools it
+      await_batch(*b, index);
+      lock.lock();
+      awaiting_ = false;
+      // This thread takes the first chunk; the others go to whoever is idle.
+      b->next_chunk = 1;
+      if (b->chunks > 1) ready_.push_back(b);
+      const bool more_to_wait_for = !inflight_queue_.empty();
+      lock.unlock();
+      if (b->chunks > 1 || more_to_wait_for) inflight_cv_.notify_all();
+      complete_chunk(*b, 0, index);
+      lock.lock();
+      continue;
+    }
+    if (stop_completion_ && inflight_queue_.empty() && !awaiting_) return;
+    inflight_cv_.wait(lock);
+  }
+}
+
+void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
+  CompletionStats& st = *completion_stats_[thread_index];
+  const std::size_t n = b.items.size();
+  std::exception_ptr error = b.error;
+  if (!error) {
+    try {
+      const auto limit =
+          b.submitted + std::chrono::duration_cast<Clock::duration>(config_.batch_timeout);
+      // Poll for up to completion_spin first (never past the watchdog's limit): a lone request
+      // is back without the blocking wait's wake-up. Only this thread, while it awaits a
+      // submitted batch, polls: an idle executor spins not at all.
+      bool finished = false;
+      if (config_.completion_spin.count() > 0)
+        finished = poll_until(*b.inflight,
+                              std::min(limit, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                                 config_.completion_spin)));
+      while (!finished) {
+        const auto now = Clock::now();
+        if (now >= limit) {
+          error = make_error(ErrorCode::device_lost,
+                             "batch " + std::to_string(b.id) + " of " + std::to_string(n) +
+                                 " requests did not complete within " +
+                                 std::to_string(config_.batch_timeout.count()) + " ms");
+          break;
+        }
+        const auto slice = std::min<Clock::duration>(limit - now, std::chrono::milliseconds(100));
+        finished = b.inflight->wait_for(slice);
+      }
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (error) recover_if_device_lost(error);  // src/executor/recovery.cpp
+  b.done = Clock::now();
+  b.error = error;
+  if (error) {
+    auto [code, what] = explain(error);
+    spdlog::warn("gpubatch executor: batch {} ({} requests) failed: {}", b.id, n, what);
+    b.error_code = code;
+    b.error_what = std::move(what);
+  } else {
+    st.device_time.record(b.done - b.submitted);
+    cost_.observe(b.bytes, b.done - std::max(b.submitted, last_done_));
+  }
+  last_done_ = b.done;
+  const std::size_t helpers = completion_stats_.size();
+  b.chunks = static_cast<std::uint32_t>(std::clamp<std::size_t>(n / kMinChunk, 1, helpers));
+  b.next_chunk = 0;
+  b.chunks_taking.store(b.chunks, std::memory_order_relaxed);
+  b.chunks_resolving.store(b.chunks, std::memory_order_relaxed);
+}
+
+void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thread_index) {
+  CompletionStats& st = *completion_stats_[thread_index];
+  const std::size_t n = b.items.size();
+  const std::size_t first = n * chunk / b.chunks, last = n * (chunk + 1) / b.chunks;
+
+  // Take the chunk's results while the device's memory is still the batch's; the last chunk to
+  // finish taking gives the device slot back (the strand can submit the next batch meanwhile).
+  thread_local std::vector<Result> results;
+  thread_local std::vector<std::pair<std::size_t, std::exception_ptr>> item_errors;
+  item_errors.clear();
+  if (!b.error) {
+    if (results.size() < last - first) results.resize(last - first);
+    for (std::size_t i = first; i < last; ++i) {
+      Result& r = results[i - first];
+      try {
+        // Empty, whatever an earlier batch left in this slot: a request that failed there was
+        // never moved out, and a result of one kind (states) must not carry the other's values
+        // (fault stress saw "interpolate: result has 58 values" from such a leftover).
+        r.values.clear();
+        r.states.clear();
+        reuse_input_buffer(b.items[i].request, r);
+        b.inflight->take_result(i, r);
+      } catch (...) {
+        item_errors.emplace_back(i, fresh_current_exception());
+        r = Result{};
+      }
+    }
+  }
+  if (b.chunks_taking.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    b.inflight.reset();
+    inflight_slots_.fetch_sub(1, std::memory_order_seq_cst);
+    wake_if_waiting_for_slot();
+  }
+
+  // Statistics first, so that whoever sees a result also sees it counted.
+  const std::uint64_t bad = b.error ? last - first : item_errors.size();
+  for (std::size_t i = first; i < last; ++i) {
+    st.queue_wait.record(b.submitted - b.items[i].enqueued);
+    st.submit_latency.record(b.submit_returned - b.items[i].enqueued);
+    st.end_to_end.record(b.done - b.items[i].enqueued);
+    st.classes.record(b.items[i], b.done - b.items[i].enqueued);
+  }
+  bump(st.completed, static_cast<std::uint64_t>(last - first) - bad);
+  bump(st.failed, bad);
+
+  // Newest first: a caller waiting for its oldest request then wakes once, to find its later
+  // ones (most often in the same batch) already resolved, instead of once per request.
+  if (b.error) {
+    const std::string suffix =
+        " in batch " + std::to_string(b.id) + " of " + std::to_string(n) + " requests: " + b.error_what;
+    for (std::size_t i = last; i-- > first;) {
+      Pending& p = b.items[i];
+      std::exception_ptr e;
+      try {
+        e = make_error(b.error_code, describe(p.request) + suffix);
+      } catch (...) {
+        e = b.error;
+      }
+      resolve_error(completion_of(p), std::move(e), false);
+    }
+  } else {
+    std::size_t errors_left = item_errors.size();  // in ascending index order
+    for (std::size_t i = last; i-- > first;) {
+      if (errors_left > 0 && item_errors[errors_left - 1].first == i) {
+        --errors_left;
+        resolve_error(completion_of(b.items[i]), std::move(item_errors[errors_left].second), false);
+      } else {
+        resolve_value(completion_of(b.items[i]), std::move(results[i - first]));
+        results[i - first] = Result{};
+      }
+    }
+  }
+  if (b.chunks_resolving.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // The batch's last chunk: every request of it has resolved.
+  if (trace_.on()) record_trace(b);
+  std::unique_ptr<Batch> owned(&b);
+  b.items.clear();
+  b.error = nullptr;
+  b.error_what.clear();
+  unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
+  return_batch_to_pool(std::move(owned));
+  maybe_done();
+}
+
+
+}  // namespace gpubatch::detail

@@ -1,0 +1,374 @@
+// The strand: forms batches from the queues (with the BatchFormer), expires, cancels and submits
+// them, and keeps its one timer. See executor_core.hpp.
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include <boost/asio/post.hpp>
+#include <spdlog/spdlog.h>
+
+#include "executor/executor_core.hpp"
+#include "executor/executor_internal.hpp"
+#include "gpubatch/error.hpp"
+
+namespace gpubatch::detail {
+
+
+void ExecutorCore::run_strand() {
+  for (;;) {
+    bump(strand_stats_.runs);
+    try {
+      process();
+    } catch (const std::exception& e) {
+      spdlog::error("gpubatch executor: batch formation failed: {}", e.what());
+    }
+    wake_pos_.store(wake_position(), std::memory_order_relaxed);
+    wants_slot_.store(blocked_on_slot_, std::memory_order_relaxed);
+    strand_awake_.store(false, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!strand_has_work()) return;
+    if (strand_awake_.exchange(true, std::memory_order_seq_cst)) return;  // another run is posted
+  }
+}
+
+// Where in the queue the strand next needs to look, as a push position: the first request of
+// an empty batch (to start its max_wait timer, or to flush it at once with the adaptive policy),
+// the request that makes the batch full, or the one that fills half the queue (so that a full
+// queue never waits for a sleeping strand). kNever when only a free slot can help.
+std::uint64_t ExecutorCore::wake_position() const noexcept {
+  if (strand_finished_) return kNever;
+  if (!former_.wants(0)) return kNever;
+  const std::uint64_t head = queue_.popped_approx();
+  if (former_.empty()) return head;
+  const std::uint64_t room = config_.max_batch_size - std::min(former_.size(), config_.max_batch_size - 1);
+  const std::uint64_t half = std::max<std::uint64_t>(1, queue_.capacity() / 2);
+  return head + std::min(room, half) - 1;
+}
+
+bool ExecutorCore::strand_has_work() const noexcept {
+  if (strand_finished_) return false;
+  if (blocked_on_slot_ && slot_free()) return true;
+  if (urgent_.load(std::memory_order_relaxed)) return true;
+  if (cancels_.load(std::memory_order_relaxed)) return true;
+  if (upper_pushed_.load(std::memory_order_relaxed)) return true;
+  const std::uint64_t w = wake_position();
+  return w != kNever && queue_.published(w);
+}
+
+// On the strand, for events that are not pushes (timer, shutdown): process through run_strand()
+// so that the wake-up state is republished when the strand goes idle again. When a run is
+// already posted, it will do the processing.
+void ExecutorCore::kick() {
+  if (!strand_awake_.exchange(true, std::memory_order_seq_cst)) run_strand();
+}
+
+void ExecutorCore::on_shutdown_requested() {
+  closing_seen_ = true;
+  if (cancel_.load(std::memory_order_acquire)) cancel_seen_ = true;
+  kick();
+}
+
+void ExecutorCore::process() {
+  if (strand_finished_) return;
+  const bool urgent = urgent_.exchange(false, std::memory_order_relaxed);
+  const bool cancels = cancels_.exchange(false, std::memory_order_relaxed);
+  upper_pushed_.store(false, std::memory_order_relaxed);
+  if (cancel_seen_) {
+    cancel_everything();
+  } else {
+    auto now = Clock::now();
+    blocked_on_slot_ = false;
+    if (cancels) sweep_cancelled();
+    apply_latency_target();
+    for (;;) {
+      pull(now);
+      if (next_deadline() <= now && now - last_sweep_ >= kSweepInterval) {
+        last_sweep_ = now;
+        expire_forming(now);
+        scan_queue_deadlines(now, true);
+      }
+      const auto decision = decide(now);
+      if (!decision.reason) break;
+      if (!slot_free()) {
+        blocked_on_slot_ = true;
+        break;
+      }
+      flush(*decision.reason, now);
+      now = Clock::now();
+    }
+    // Requests with a deadline that wait in the queues behind a full former still fail
+    // promptly: look at them in place.
+    bool emptied = true;  // pull() stopped at the end of every queue, not at a full level
+    for (std::size_t l = 0; emptied && l < level_count(); ++l) emptied = former_.wants(l);
+    if (emptied) queue_deadline_ = Clock::time_point::max();
+    else if (urgent) scan_queue_deadlines(now, false);  // only what arrived since last time
+    for (std::size_t l = 0; l < level_count(); ++l) level_queue(l).notify_space();
+  }
+  bool drained = former_.empty();
+  for (std::size_t l = 0; drained && l < level_count(); ++l) drained = level_queue(l).drained();
+  if (closing_seen_ && drained) {
+    strand_finished_ = true;
+    timer_target_ = Clock::time_point::max();
+    timer_.cancel();
+    strand_done_.store(true, std::memory_order_seq_cst);
+    maybe_done();
+    return;
+  }
+  schedule_timer(Clock::now());
+}
+
+// Pulls each level's queue, the highest first, while the former takes that level.
+bool ExecutorCore::pull(Clock::time_point now) {
+  std::uint64_t n = 0;
+  for (std::size_t level = level_count(); level-- > 0;) {
+    auto& queue = level_queue(level);
+    while (former_.wants(level)) {
+      const bool got =
+          queue.try_consume_quiet([&](Pending&& p) { accept_into_forming(std::move(p), now); });
+      if (!got) {
+        // After the close every claimed position gets published promptly; wait for it so that
+        // the drain cannot finish with an accepted request left behind.
+        if (closing_seen_ && queue.has_claimed()) {
+          queue.notify_space();  // the claimer may be waiting for a slot this round freed
+          std::this_thread::yield();
+          continue;
+        }
+        break;
+      }
+      ++n;
+    }
+  }
+  if (n) bump(strand_stats_.pulled, n);
+  return n != 0;
+}
+
+void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
+  if (gone(p)) return;  // expired in the queue, already counted and resolved
+  if (p.cancel && p.cancel->cancelled()) {
+    drop_cancelled(p);
+    return;
+  }
+  if (p.deadline <= now) {
+    fail_pending(p, ErrorCode::deadline_exceeded,
+                 describe(p.request) + ": its deadline passed while it waited in the queue",
+                 strand_stats_.expired);
+    return;
+  }
+  former_.offer(std::move(p), now);
+}
+
+void ExecutorCore::expire_forming(Clock::time_point now) {
+  if (former_.earliest_deadline() > now) return;
+  former_.remove_if([&](Pending& p) {
+    if (gone(p)) return true;
+    if (p.deadline > now) return false;
+    fail_pending(p, ErrorCode::deadline_exceeded,
+                 describe(p.request) + ": its deadline passed while it waited for its batch",
+                 strand_stats_.expired);
+    return true;
+  });
+}
+
+// Requests still in the queues (behind a full former): fail the expired ones in place (they are
+// skipped when popped) and note the earliest deadline for the timer. `from_head` rescans
+// everything; otherwise only positions not scanned before are looked at.
+void ExecutorCore::scan_queue_deadlines(Clock::time_point now, bool from_head) {
+  if (from_head) queue_deadline_ = Clock::time_point::max();
+  for (std::size_t level = 0; level < level_count(); ++level) scan_level_deadlines(level, now, from_head);
+}
+
+void ExecutorCore::scan_level_deadlines(std::size_t level, Clock::time_point now, bool from_head) {
+  auto& q = level_queue(level);
+  const std::uint64_t head = q.head_position();
+  std::uint64_t pos = from_head ? head : std::max(head, scanned_upto_[level]);
+  auto earliest = queue_deadline_;
+  for (; pos < head + q.capacity(); ++pos) {
+    Pending* p = q.peek(pos);
+    if (!p) break;
+    if (p->resolved || p->deadline == Clock::time_point::max()) continue;
+    if (gone(*p)) {
+      p->resolved = true;
+      continue;
+    }
+    if (p->deadline <= now) {
+      fail_pending(*p, ErrorCode::deadline_exceeded,
+                   describe(p->request) + ": its deadline passed while it waited in the queue",
+                   strand_stats_.expired);
+      p->resolved = true;
+    } else {
+      earliest = std::min(earliest, p->deadline);
+    }
+  }
+  scanned_upto_[level] = pos;
+  queue_deadline_ = earliest;
+}
+
+// The earliest request deadline among those the strand holds or has seen in the queues.
+Clock::time_point ExecutorCore::next_deadline() const noexcept {
+  return std::min(former_.earliest_deadline(), queue_deadline_);
+}
+
+BatchFormer<Pending>::Decision ExecutorCore::decide(Clock::time_point now) const {
+  BatchFormer<Pending>::Input in;
+  in.closing = closing_seen_;
+  in.blocked_on_slot = blocked_on_slot_;
+  in.predicted_device_time = cost_.predict(former_.bytes());
+  return former_.decide(now, in);
+}
+
+// With a latency target: cap the next batches at what the device serves in a third of it (see
+// cost_model.hpp for why a third). At least one request's worth, so that a batch always goes.
+void ExecutorCore::apply_latency_target() {
+  if (config_.target_p99.count() <= 0) return;
+  const auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(config_.target_p99) / 3;
+  former_.set_byte_limit(cost_.byte_budget(budget, 1));
+}
+
+void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
+  // No request whose deadline has passed reaches the device (the sweep may be rate-limited).
+  expire_forming(now);
+  if (former_.empty()) return;
+  std::unique_ptr<Batch> batch = take_batch_from_pool();
+  batch->id = next_batch_id_++;
+  batch->reason = reason;
+  former_.take(batch->items, now);  // the former keeps the pooled vector's capacity
+  claim_or_drop(batch->items);  // from here a cancellation no longer takes a request out
+  const std::size_t n = batch->items.size();
+  if (n == 0) {  // every request of it was cancelled
+    --next_batch_id_;
+    return_batch_to_pool(std::move(batch));
+    return;
+  }
+  batch->requests.clear();
+  batch->requests.reserve(n);
+  batch->bytes = 0;
+  for (const Pending& p : batch->items) {
+    batch->requests.push_back(&p.request);
+    batch->bytes += p.bytes;
+  }
+
+  inflight_slots_.fetch_add(1, std::memory_order_seq_cst);
+  unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
+  bump(strand_stats_.batches);
+  bump(strand_stats_.flushes[static_cast<int>(reason)]);
+  bump(strand_stats_.dispatched, static_cast<std::uint64_t>(n));
+
+  batch->submitted = Clock::now();
+  try {
+    batch->inflight = submit_splitting_on_oom(*device_, std::span<const Request* const>(batch->requests),
+                                              strand_runner_);
+    if (!batch->inflight)
+      batch->error = make_error(ErrorCode::internal, device_->name() + " returned no batch");
+  } catch (...) {
+    batch->error = std::current_exception();
+  }
+  batch->submit_returned = Clock::now();
+  {
+    std::lock_guard<std::mutex> lock(inflight_mutex_);
+    inflight_queue_.push_back(std::move(batch));
+  }
+  inflight_cv_.notify_one();
+}
+
+bool ExecutorCore::fail_pending(Pending& p, ErrorCode code, const std::string& why,
+                                std::atomic<std::uint64_t>& counter) noexcept {
+  if (p.expiry && !p.expiry->take()) return false;
+  bump(counter);  // counted first, so that whoever sees the result also sees it counted
+  // Runs on the strand: handlers are posted (never run inline here).
+  try {
+    resolve_error(completion_of(p), make_error(code, why), true);
+  } catch (...) {
+    resolve_error(completion_of(p), std::current_exception(), true);
+  }
+  return true;
+}
+
+// Hands a request's deadline to the watch. Without a thread for it, the strand's sweeps still
+// fail the request, later.
+void ExecutorCore::watch_deadline(std::shared_ptr<ExpiryCell> cell) noexcept {
+  try {
+    deadline_watch_.add(std::move(cell));
+  } catch (...) {
+  }
+}
+
+// The deadline watch's thread: a request whose deadline has come and that the strand has not
+// taken fails now. Counted like a batch in flight, so that shutdown waits for the resolution.
+// A handler is dispatched here as on a completion thread (inline unless its executor says
+// otherwise), not posted: a post is one more thread wake-up before the caller hears of it, which
+// on a loaded 2-core machine was a good part of the lateness.
+void ExecutorCore::on_deadline(ExpiryCell& cell) noexcept {
+  unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
+  if (cell.expire()) {
+    watch_expired_.fetch_add(1, std::memory_order_relaxed);
+    try {
+      resolve_error(cell.completion,
+                    make_error(ErrorCode::deadline_exceeded,
+                               cell.what + ": its deadline passed before it was submitted"),
+                    false, this);
+    } catch (...) {
+      resolve_error(cell.completion, std::current_exception(), false, this);
+    }
+  }
+  unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
+  maybe_done();
+}
+
+void ExecutorCore::cancel_everything() {
+  auto cancel = [this](Pending& p) {
+    if (gone(p)) return;
+    fail_pending(p, ErrorCode::shut_down,
+                 describe(p.request) + ": cancelled by shutdown before it was submitted",
+                 strand_stats_.cancelled);
+  };
+  former_.for_each(cancel);
+  former_.clear();
+  for (std::size_t level = 0; level < level_count(); ++level) {
+    auto& queue = level_queue(level);
+    for (;;) {
+      const bool got = queue.try_consume_quiet([&](Pending&& p) {
+        bump(strand_stats_.pulled);
+        cancel(p);
+      });
+      if (got) continue;
+      if (queue.has_claimed()) {
+        queue.notify_space();  // the claimer may be waiting for a slot this round freed
+        std::this_thread::yield();
+        continue;
+      }
+      break;
+    }
+    queue.notify_space();
+  }
+}
+
+// One timer: the former's next look (max_wait, or a deadline's early flush) unless it waits for
+// a slot, and the next request deadline's expiry sweep (rate-limited to kSweepInterval).
+void ExecutorCore::schedule_timer(Clock::time_point now) {
+  auto target = Clock::time_point::max();
+  const auto decision = decide(now);
+  if (!blocked_on_slot_) {
+    // A reason here means the strand stopped early; fire at once, or the batch would wait for the
+    // next push or shutdown (seen under ASan: 30 s).
+    target = decision.reason ? now : std::max(decision.wake_at, now);
+  }
+  if (const auto d = next_deadline(); d != Clock::time_point::max())
+    target = std::min(target, std::max(d, last_sweep_ + kSweepInterval));
+  if (target == timer_target_) return;
+  timer_target_ = target;
+  if (target == Clock::time_point::max()) {
+    timer_.cancel();
+    return;
+  }
+  timer_.expires_at(target);
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec == boost::asio::error::operation_aborted) return;
+    timer_target_ = Clock::time_point::max();
+    bump(strand_stats_.timer_wakeups);
+    kick();
+  });
+}
+
+
+}  // namespace gpubatch::detail

@@ -4,6 +4,8 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -189,6 +191,12 @@ BatchConfig validated(BatchConfig config) {
   config.validate();
   return config;
 }
+// GPUBATCH_DEADLINE_WATCH=off: deadlines only by the strand's sweeps (the behaviour before the
+// watch; for side-by-side measurements).
+bool deadline_watch_enabled() {
+  const char* v = std::getenv("GPUBATCH_DEADLINE_WATCH");
+  return !(v && std::string_view(v) == "off");
+}
 BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {
   BatchFormer<Pending>::Limits l;
   l.max_batch_size = c.max_batch_size;
@@ -211,6 +219,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       timer_(strand_),
       former_(former_limits(config_)),
       scanned_upto_(config_.priority_levels, 0),
+      deadline_watch_on_(deadline_watch_enabled()),
       deadline_watch_([this](ExpiryCell& cell) { on_deadline(cell); },
                       [this] {
                         tl_core = this;
@@ -346,7 +355,7 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       }
     }
     if (r == PushResult::ok) {
-      if (expiry) watch_deadline(std::move(expiry));
+      if (expiry && deadline_watch_on_) watch_deadline(std::move(expiry));
       // Wake the strand only when it is idle and needs this request (see wake_position()).
       const bool urgent = deadline != Clock::time_point::max();
       if (urgent) urgent_.store(true, std::memory_order_relaxed);

@@ -262,6 +262,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // The earliest deadline among requests still in the queues (seen when the former was full).
   Clock::time_point queue_deadline_ = Clock::time_point::max();
   std::vector<std::uint64_t> scanned_upto_;  // per level: positions below were scanned
+  const bool deadline_watch_on_;              // GPUBATCH_DEADLINE_WATCH is not "off"
   Clock::time_point last_sweep_{};
   Clock::time_point timer_target_ = Clock::time_point::max();
   bool blocked_on_slot_ = false;

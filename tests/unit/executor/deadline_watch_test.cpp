@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -134,6 +135,27 @@ TEST(PromptDeadline, AHandlerOnTheWatchThreadMayShutTheExecutorDown) {
   EXPECT_EQ(error_code(late), ErrorCode::shut_down);
   ASSERT_TRUE(ready_within(first, 30s));
   EXPECT_EQ(first.get(), (std::vector<float>{1.0f}));  // already submitted: it ran
+}
+
+// Without the watch (GPUBATCH_DEADLINE_WATCH=off) the strand's own sweeps still fail a waiting
+// request once its deadline has passed.
+TEST(PromptDeadline, WithoutTheWatchTheStrandExpiresWaitingRequests) {
+  ::setenv("GPUBATCH_DEADLINE_WATCH", "off", 1);
+  auto device = std::make_shared<FakeDevice>();
+  device->pause();
+  BatchConfig c = BatchConfig::adaptive();
+  c.max_inflight_batches = 1;
+  BatchExecutor executor(device, c);
+  ::unsetenv("GPUBATCH_DEADLINE_WATCH");
+  auto gpu = executor.handle();
+  auto first = gpu.relu({1.0f});
+  ASSERT_TRUE(device->wait_for_batches(1));
+  auto doomed = gpu.relu({2.0f}, SubmitOptions::within(20ms));
+  ASSERT_TRUE(ready_within(doomed, 30s));
+  EXPECT_EQ(error_code(doomed), ErrorCode::deadline_exceeded);
+  device->resume();
+  ASSERT_TRUE(ready_within(first, 30s));
+  EXPECT_EQ(executor.stats().expired, 1u);
 }
 
 // Many requests with staggered deadlines, some taken by the strand, some expired by the watch,

@@ -32,7 +32,8 @@
 //                        its level (bounds the wait of lower levels under a stream of higher ones)
 //   level_queue_capacity array, one per level: that level's queue (0 or absent: queue_capacity)
 //   target_p99_us        0 (off) or a latency target: batches are capped at the bytes the
-//                        device's learnt cost model serves in a third of it (DESIGN.md
+//                        device's learnt cost model serves in target / (max_inflight_batches
+//                        + 1) (DESIGN.md
 //                        "Latency target")
 //   level_timeout_us     array, one per level: the deadline of a request of that level that
 //                        names none, counted from its submission (0 or absent: none)

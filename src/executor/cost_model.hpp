@@ -9,8 +9,9 @@
 //   - a waiting request whose deadline minus the predicted time of its batch has come is flushed
 //     early (BatchFormer::Input::predicted_device_time);
 //   - with BatchConfig::target_p99 set, a batch is capped at the bytes the model says take
-//     target_p99 / 3: a request arriving just after a flush waits for at most the batch on the
-//     device and the one queued behind it, then runs in its own (three batch times).
+//     target_p99 / (max_inflight_batches + 1): a request arriving just after a flush waits for
+//     at most the batches in flight, then runs in its own (with the default 2 in flight: three
+//     batch times).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -19,7 +20,15 @@
 #include <limits>
 #include <mutex>
 
+#include "gpubatch/config.hpp"
+
 namespace gpubatch::detail {
+
+// The time one batch may take under a latency target (batch_time_budget's reasoning above).
+inline std::chrono::nanoseconds batch_time_budget(const BatchConfig& c) noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(c.target_p99) /
+         static_cast<std::int64_t>(c.max_inflight_batches + 1);
+}
 
 class CostModel {
  public:

@@ -91,7 +91,7 @@ Stats ExecutorCore::stats() const {
   s.cost_fixed = cost_.fixed();
   s.cost_ns_per_byte = cost_.ns_per_byte();
   if (config_.target_p99.count() > 0) {
-    const auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(config_.target_p99) / 3;
+    const auto budget = batch_time_budget(config_);
     const std::size_t cap = std::min(cost_.byte_budget(budget, 1), config_.max_batch_bytes);
     s.target_batch_bytes = cap;
   }

@@ -217,11 +217,12 @@ BatchFormer<Pending>::Decision ExecutorCore::decide(Clock::time_point now) const
   return former_.decide(now, in);
 }
 
-// With a latency target: cap the next batches at what the device serves in a third of it (see
-// cost_model.hpp for why a third). At least one request's worth, so that a batch always goes.
+// With a latency target: cap the next batches at what the device serves in target /
+// (max_inflight_batches + 1) (cost_model.hpp says why). At least one byte's worth, so that a
+// batch always goes.
 void ExecutorCore::apply_latency_target() {
   if (config_.target_p99.count() <= 0) return;
-  const auto budget = std::chrono::duration_cast<std::chrono::nanoseconds>(config_.target_p99) / 3;
+  const auto budget = batch_time_budget(config_);
   former_.set_byte_limit(cost_.byte_budget(budget, 1));
 }
 

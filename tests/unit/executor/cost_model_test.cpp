@@ -70,7 +70,8 @@ TEST(CostModel, NeverPredictsNegativeCosts) {
 // 8 threads keep 32 requests of 2 KiB each outstanding on a device that takes 1 ms + 100 us per
 // KiB a batch (slow on purpose: a loaded CI machine's scheduling noise, a few ms, stays small
 // beside it). Without a target a batch would hold most of the 256 outstanding requests (about
-// 50 ms); with target_p99 = 30 ms a batch is capped at what takes 10 ms: about 90 KiB, 45 requests.
+// 50 ms); with target_p99 = 30 ms and one batch in flight a batch is capped at what takes 15 ms
+// (target / (1 + 1)): about 140 KiB, 70 requests.
 TEST(LatencyTarget, CapsBatchesAtWhatTheDeviceServesInAThirdOfTheTarget) {
   FakeDevice::Options o;
   o.delay = 1ms;

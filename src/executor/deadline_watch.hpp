@@ -2,9 +2,10 @@
 // Prompt deadlines (DESIGN.md "Deadlines"): a request with a deadline keeps its completion in an
 // ExpiryCell, which one party takes: the strand (to submit it, or to fail it itself) or the
 // deadline watch (to fail it with deadline_exceeded at its deadline). The watch is a thread of
-// its own with a heap of cells by deadline, so a request expires on time even while the strand is
-// busy (submitting a large batch: on the H200 a strand packing 1,000,000-float requests let
-// deadline errors arrive 65 ms late at p99) or the device is saturated.
+// its own with a heap of cells by deadline (fed by a lock-free inbox), so a request expires on
+// time even while the strand is busy (submitting a large batch: on the H200 a strand packing
+// 1,000,000-float requests let deadline errors arrive 65 ms late at p99) or the device is
+// saturated.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,8 +22,17 @@
 #include <vector>
 
 #include "gpubatch/detail/completion.hpp"
+#include "gpubatch/ops.hpp"
 
 namespace gpubatch::detail {
+
+// What an error message says about a request ("relu request (256 floats)"), kept instead of the
+// text: a request that does not expire is never described.
+struct RequestShape {
+  Op op = Op::relu;
+  std::size_t floats = 0, states = 0;
+  std::uint32_t m = 0, k = 0, n = 0;
+};
 
 struct ExpiryCell {
   // The strand takes the cell (to submit the request or resolve it itself); true also when it
@@ -43,9 +54,17 @@ struct ExpiryCell {
   std::atomic<std::uint8_t> state{kPending};
   std::chrono::steady_clock::time_point deadline;
   Completion completion;
-  std::string what;  // "relu request (256 floats)", for the error message
+  RequestShape shape;
+  // While in the watch's inbox: the next cell, and the cell's own reference (moved out when the
+  // watch takes it into its heap).
+  ExpiryCell* next = nullptr;
+  std::shared_ptr<ExpiryCell> self;
 };
 
+// Producers hand cells over through a lock-free inbox (one compare-and-swap) and wake the thread
+// only for a cell due before the time it sleeps until; the thread moves the inbox into a heap it
+// alone touches. (A mutex-guarded heap cost every request with a deadline a lock shared by all
+// producers.)
 class DeadlineWatch {
  public:
   using Clock = std::chrono::steady_clock;
@@ -65,17 +84,23 @@ class DeadlineWatch {
   // the strand's own sweeps).
   void add(std::shared_ptr<ExpiryCell> cell) {
     State& st = *state_;
-    std::unique_lock<std::mutex> lock(st.mutex);
+    if (!st.started.load(std::memory_order_acquire)) start();
     if (st.stopping.load(std::memory_order_relaxed)) return;  // shutdown: the strand resolves the rest
-    if (!st.started) {
-      thread_ = std::thread([state = state_] { loop(*state); });  // the thread keeps its state
-      st.started = true;
+    const std::int64_t due = ticks(cell->deadline);
+    ExpiryCell* raw = cell.get();
+    raw->self = std::move(cell);
+    raw->next = st.inbox.load(std::memory_order_relaxed);
+    while (!st.inbox.compare_exchange_weak(raw->next, raw, std::memory_order_seq_cst, std::memory_order_relaxed)) {
     }
-    st.drop_taken_if_many();
-    const bool earliest = st.heap.empty() || cell->deadline < st.heap.front()->deadline;
-    st.heap.push_back(std::move(cell));
-    std::push_heap(st.heap.begin(), st.heap.end(), later);
-    if (earliest) st.cv.notify_one();
+    // Pairs with the thread's publish-then-look (loop()): it sees this cell in the inbox, or we
+    // see the time it sleeps until and wake it when we are due earlier. Every kWakeEvery cells
+    // wake it anyway, so that cells the strand takes long before their deadlines do not pile up
+    // in the inbox (the thread sweeps taken cells out of its heap).
+    const std::uint64_t pushed = st.pushed.fetch_add(1, std::memory_order_relaxed) + 1;
+    if (due < st.sleeping_until.load(std::memory_order_seq_cst) || pushed % kWakeEvery == 0) {
+      std::lock_guard<std::mutex> lock(st.mutex);
+      st.cv.notify_one();
+    }
   }
 
   // Asks the thread to end (cells not yet due are dropped: their requests are the strand's to
@@ -83,7 +108,7 @@ class DeadlineWatch {
   void request_stop() {
     {
       std::lock_guard<std::mutex> lock(state_->mutex);
-      state_->stopping.store(true, std::memory_order_relaxed);
+      state_->stopping.store(true, std::memory_order_seq_cst);
     }
     state_->cv.notify_one();
   }
@@ -100,65 +125,111 @@ class DeadlineWatch {
     join();
   }
 
+  // Cells held: in the heap and still in the inbox; for tests.
   std::size_t size() const {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    return state_->heap.size();
+    return state_->heap_size + (state_->pushed.load() - state_->drained);
   }
 
  private:
   static bool later(const std::shared_ptr<ExpiryCell>& a, const std::shared_ptr<ExpiryCell>& b) {
     return a->deadline > b->deadline;
   }
+  static std::int64_t ticks(Clock::time_point t) noexcept { return t.time_since_epoch().count(); }
+  static constexpr std::int64_t kAwake = std::numeric_limits<std::int64_t>::min();
+  static constexpr std::int64_t kIdle = std::numeric_limits<std::int64_t>::max();
+  static constexpr std::uint64_t kWakeEvery = 4096;
 
   struct State {
     std::function<void(ExpiryCell&)> on_due;
     std::function<void()> on_start;
-    std::mutex mutex;
+    std::atomic<ExpiryCell*> inbox{nullptr};
+    // The deadline the thread sleeps until (kIdle: none; kAwake: it is looking, producers need
+    // not wake it).
+    std::atomic<std::int64_t> sleeping_until{kAwake};
+    std::mutex mutex;  // for the condition variable (and size())
     std::condition_variable cv;
-    std::vector<std::shared_ptr<ExpiryCell>> heap;  // by deadline, earliest first
+    std::vector<std::shared_ptr<ExpiryCell>> heap;  // the thread's: by deadline, earliest first
+    std::size_t heap_size = 0;                      // guarded by mutex, for size()
+    std::atomic<std::uint64_t> pushed{0};           // cells ever added
+    std::uint64_t drained = 0;                      // cells the thread took in (guarded)
     std::size_t since_sweep = 0;
-    bool started = false;
+    std::atomic<bool> started{false};
     std::atomic<bool> stopping{false};
 
-    // Cells the strand took stay in the heap until their deadline; sweep them out once the heap
-    // has grown by half since the last sweep (amortised O(1) per addition; bounds the heap at
-    // about twice the requests still waiting, whatever their deadlines).
+    ~State() { drop_inbox(); }
+    void drop_inbox() {
+      for (ExpiryCell* c = inbox.exchange(nullptr); c;) {
+        ExpiryCell* next = c->next;
+        std::shared_ptr<ExpiryCell> own = std::move(c->self);  // freed here
+        c = next;
+      }
+    }
+    // Moves the inbox into the heap.
+    void take_inbox() {
+      for (ExpiryCell* c = inbox.exchange(nullptr, std::memory_order_seq_cst); c;) {
+        ExpiryCell* next = c->next;
+        c->next = nullptr;
+        heap.push_back(std::move(c->self));
+        std::push_heap(heap.begin(), heap.end(), later);
+        ++since_sweep;
+        ++drained;
+        c = next;
+      }
+      drop_taken_if_many();
+    }
+    // Cells the strand took stay in the heap until their deadline; sweep them out once as many
+    // were added since the last sweep as half the heap (amortised O(1) per addition; bounds the
+    // heap at about twice the requests still waiting, whatever their deadlines).
     void drop_taken_if_many() {
-      if (++since_sweep < std::max<std::size_t>(1024, heap.size() / 2)) return;
+      if (since_sweep < std::max<std::size_t>(1024, heap.size() / 2)) return;
       since_sweep = 0;
       std::erase_if(heap, [](const std::shared_ptr<ExpiryCell>& c) { return !c->pending(); });
       std::make_heap(heap.begin(), heap.end(), later);
     }
   };
 
+  void start() {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (state_->started.load(std::memory_order_relaxed) || state_->stopping.load()) return;
+    thread_ = std::thread([state = state_] { loop(*state); });  // the thread keeps its state
+    state_->started.store(true, std::memory_order_release);
+  }
+
   static void loop(State& st) {
     if (st.on_start) st.on_start();
     std::vector<std::shared_ptr<ExpiryCell>> due;
     std::unique_lock<std::mutex> lock(st.mutex);
     while (!st.stopping.load(std::memory_order_relaxed)) {
-      if (st.heap.empty()) {
-        st.cv.wait(lock);
-        continue;
-      }
+      st.sleeping_until.store(kAwake, std::memory_order_seq_cst);
+      st.take_inbox();
       const auto now = Clock::now();
-      if (st.heap.front()->deadline > now) {
-        st.cv.wait_until(lock, st.heap.front()->deadline);
-        continue;
-      }
       while (!st.heap.empty() && st.heap.front()->deadline <= now) {
         std::pop_heap(st.heap.begin(), st.heap.end(), later);
         if (st.heap.back()->pending()) due.push_back(std::move(st.heap.back()));
         st.heap.pop_back();
       }
-      lock.unlock();
-      for (auto& cell : due) {
-        // A callback may end the owner (its last reference dropped by a handler): no more calls.
-        if (st.stopping.load(std::memory_order_acquire)) break;
-        st.on_due(*cell);
+      st.heap_size = st.heap.size();
+      if (!due.empty()) {
+        lock.unlock();
+        for (auto& cell : due) {
+          // A callback may end the owner (its last reference dropped by a handler): no more calls.
+          if (st.stopping.load(std::memory_order_acquire)) break;
+          st.on_due(*cell);
+        }
+        due.clear();
+        lock.lock();
+        continue;
       }
-      due.clear();
-      lock.lock();
+      // Publish the time we sleep until, then look at the inbox once more: a producer that
+      // pushed before the publish is seen here; one after sees the time and wakes us if earlier.
+      const std::int64_t until = st.heap.empty() ? kIdle : ticks(st.heap.front()->deadline);
+      st.sleeping_until.store(until, std::memory_order_seq_cst);
+      if (st.inbox.load(std::memory_order_seq_cst) != nullptr) continue;
+      if (st.heap.empty()) st.cv.wait(lock);
+      else st.cv.wait_until(lock, st.heap.front()->deadline);
     }
+    st.drop_inbox();
   }
 
   std::shared_ptr<State> state_;

@@ -159,7 +159,11 @@ void resolve_error(Completion& completion, std::exception_ptr error, bool from_i
   completion.emplace<std::monostate>();
 }
 
-std::string describe(const Request& r) {
+RequestShape shape_of(const Request& r) noexcept {
+  return {r.op, r.a.size(), r.states_a.size(), r.m, r.k, r.n};
+}
+
+std::string describe(const RequestShape& r) {
   std::string s(to_string(r.op));
   s += " request (";
   switch (r.op) {
@@ -169,15 +173,17 @@ std::string describe(const Request& r) {
       break;
     case Op::gradients:
     case Op::interpolate:
-      s += std::to_string(r.states_a.size() / kLayersPerState) + " states";
+      s += std::to_string(r.states / kLayersPerState) + " states";
       break;
     default:
-      s += std::to_string(r.a.size()) + " floats";
+      s += std::to_string(r.floats) + " floats";
       break;
   }
   s += ")";
   return s;
 }
+
+std::string describe(const Request& r) { return describe(shape_of(r)); }
 
 // ---------------------------------------------------------------------------------------------
 // Construction, threads.
@@ -326,7 +332,7 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       expiry = p.expiry = std::make_shared<ExpiryCell>();
       expiry->deadline = deadline;
       expiry->completion = std::move(p.completion);
-      expiry->what = describe(p.request);
+      expiry->shape = shape_of(p.request);  // described only if it expires
     }
     auto& queue = level_queue(options.priority);
     PushResult r = PushResult::full;

@@ -96,6 +96,8 @@ void resolve_error(Completion& completion, std::exception_ptr error, bool from_i
                    ExecutorCore* core = nullptr) noexcept;
 // "relu request (256 floats)"
 std::string describe(const Request& request);
+std::string describe(const RequestShape& shape);
+RequestShape shape_of(const Request& request) noexcept;
 // The executor whose strand or completion thread this is (null on any other thread).
 ExecutorCore* this_thread_core() noexcept;
 

@@ -306,7 +306,7 @@ void ExecutorCore::on_deadline(ExpiryCell& cell) noexcept {
     try {
       resolve_error(cell.completion,
                     make_error(ErrorCode::deadline_exceeded,
-                               cell.what + ": its deadline passed before it was submitted"),
+                               describe(cell.shape) + ": its deadline passed before it was submitted"),
                     false, this);
     } catch (...) {
       resolve_error(cell.completion, std::current_exception(), false, this);

@@ -27,17 +27,17 @@ using Clock = std::chrono::steady_clock;
 std::shared_ptr<ExpiryCell> cell_at(Clock::time_point deadline, int id) {
   auto c = std::make_shared<ExpiryCell>();
   c->deadline = deadline;
-  c->what = std::to_string(id);
+  c->shape.floats = static_cast<std::size_t>(id);  // the test's id
   return c;
 }
 
 TEST(DeadlineWatch, ExpiresCellsInDeadlineOrderAndSkipsTakenOnes) {
   std::mutex m;
-  std::vector<std::string> order;
+  std::vector<std::size_t> order;
   DeadlineWatch watch([&](ExpiryCell& c) {
     if (!c.expire()) return;
     std::lock_guard<std::mutex> lock(m);
-    order.push_back(c.what);
+    order.push_back(c.shape.floats);
   });
   const auto now = Clock::now();
   auto taken = cell_at(now + 20ms, 2);
@@ -51,7 +51,7 @@ TEST(DeadlineWatch, ExpiresCellsInDeadlineOrderAndSkipsTakenOnes) {
   }));
   std::this_thread::sleep_for(30ms);
   std::lock_guard<std::mutex> lock(m);
-  EXPECT_EQ(order, (std::vector<std::string>{"1", "3"}));
+  EXPECT_EQ(order, (std::vector<std::size_t>{1, 3}));
   EXPECT_FALSE(taken->expired());
   EXPECT_TRUE(taken->take());  // still the strand's
 }
@@ -64,7 +64,9 @@ TEST(DeadlineWatch, TakenCellsDoNotAccumulate) {
     watch.add(c);
     c->take();
   }
-  EXPECT_LT(watch.size(), 4096u);
+  // The inbox is taken in at least every 4096 cells and taken cells are swept from the heap: what
+  // is held stays a small multiple of that, not the 100,000 added.
+  EXPECT_TRUE(eventually([&] { return watch.size() < 16384u; })) << watch.size();
   watch.stop();
 }
 

@@ -87,7 +87,11 @@ TEST(HandlerCancel, BeforeSubmissionTheRequestLeavesItsBatchForEachCancellationT
     EXPECT_EQ(code_of(error), ErrorCode::cancelled);
     EXPECT_TRUE(value.empty());
     EXPECT_FALSE(signal.slot().has_handler());  // cleared before the handler ran
-    EXPECT_EQ(executor.stats().cancelled, 1u);
+    {
+      const Stats s = executor.stats();
+      EXPECT_EQ(s.cancelled, 1u) << "expired " << s.expired << ", rejected " << s.rejected
+                                 << ", failed " << s.failed << ", submitted " << s.submitted;
+    }
 
     device->resume();
     EXPECT_EQ(first.get(), Floats{1.0f});

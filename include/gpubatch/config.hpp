@@ -26,17 +26,22 @@
 //                        persistent kernel (DESIGN.md "Resident mode"), the rest are batched
 //   resident_idle_us     the resident kernel (and the thread that waits for it) leaves after
 //                        this long without a request
+//   devices              "all" | "0,1" | "0,0" | "h100,a100": the devices BatchExecutor(config)
+//                        opens (indices or name substrings; DESIGN.md "Several devices"); empty
+//                        (the default): GPUBATCH_DEVICES, else one device
 // Environment: GPUBATCH_PRESET, GPUBATCH_MAX_BATCH_SIZE, GPUBATCH_MAX_WAIT_US, GPUBATCH_POLICY,
 // GPUBATCH_QUEUE_CAPACITY, GPUBATCH_MAX_INFLIGHT_BATCHES, GPUBATCH_OVERFLOW,
 // GPUBATCH_BLOCK_TIMEOUT_US, GPUBATCH_MAX_BATCH_BYTES, GPUBATCH_COMPLETION_THREADS,
 // GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US, GPUBATCH_RESIDENT (1/0, true/false,
-// on/off), GPUBATCH_RESIDENT_IDLE_US.
+// on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_DEVICES.
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpubatch {
 
@@ -55,6 +60,12 @@ std::string_view to_string(FlushPolicy policy) noexcept;
 std::string_view to_string(OverflowPolicy policy) noexcept;
 std::optional<FlushPolicy> flush_policy_from_string(std::string_view name) noexcept;
 std::optional<OverflowPolicy> overflow_policy_from_string(std::string_view name) noexcept;
+
+// BatchConfig::devices (and GPUBATCH_DEVICES) split into its items: {"all"}, or each index or
+// name substring, blanks around it trimmed, in order (repeats kept: "0,0" is device 0 twice).
+// Throws Error(invalid_config) naming `where` for an empty list or item, "all" beside other items,
+// or an item with characters other than letters, digits, blanks and "-_.()".
+std::vector<std::string> parse_device_list(std::string_view list, std::string_view where = "devices");
 
 // The defaults (BatchConfig{}, a file without `preset`) are the `adaptive` preset: it flushes as
 // soon as the device has a free slot, so a lone caller never waits for a batch to fill, and under
@@ -77,6 +88,9 @@ struct BatchConfig {
   std::chrono::microseconds completion_spin{200};
   bool resident = false;
   std::chrono::microseconds resident_idle{1000};
+  // The devices BatchExecutor(config) opens: "all", or comma-separated indices / name substrings
+  // (parse_device_list). Ignored by the constructors that are given their devices.
+  std::string devices;
 
   // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,
   // adaptive (the default, BatchConfig{}) up to 4096, flushing whenever the device has a free slot.

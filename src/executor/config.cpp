@@ -2,6 +2,7 @@
 #include "gpubatch/config.hpp"
 
 #include <cctype>
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
@@ -35,7 +36,7 @@ void check(const BatchConfig& c, std::string_view prefix);
 
 // One configuration key: how to set it from an integer or a string. `where` names the source
 // in messages ("file.toml: key max_batch_size", "GPUBATCH_MAX_BATCH_SIZE").
-enum class Kind { size, micros, millis, policy, overflow, boolean };
+enum class Kind { size, micros, millis, policy, overflow, boolean, text };
 struct Key {
   std::string_view name;
   std::string_view env;
@@ -55,6 +56,7 @@ constexpr Key kKeys[] = {
     {"completion_spin_us", "GPUBATCH_COMPLETION_SPIN_US", Kind::micros},
     {"resident", "GPUBATCH_RESIDENT", Kind::boolean},
     {"resident_idle_us", "GPUBATCH_RESIDENT_IDLE_US", Kind::micros},
+    {"devices", "GPUBATCH_DEVICES", Kind::text},
 };
 
 const Key* find_key(std::string_view name) {
@@ -89,13 +91,16 @@ void set_string(BatchConfig& c, const Key& key, std::string_view v, const std::s
     auto p = overflow_policy_from_string(v);
     if (!p) bad(where, "unknown overflow policy \"" + std::string(v) + "\" (block, block_for, reject)");
     c.overflow = *p;
+  } else if (key.kind == Kind::text) {
+    parse_device_list(v, where);  // throws naming `where`
+    c.devices = std::string(v);
   } else {
     bad(where, "expects an integer, not a string");
   }
 }
 
 void set_boolean(BatchConfig& c, const Key& key, bool v, const std::string& where) {
-  if (key.kind != Kind::boolean) bad(where, "expects " + std::string(key.kind == Kind::policy || key.kind == Kind::overflow ? "a string" : "an integer") + ", not true/false");
+  if (key.kind != Kind::boolean) bad(where, "expects " + std::string(key.kind == Kind::policy || key.kind == Kind::overflow || key.kind == Kind::text ? "a string" : "an integer") + ", not true/false");
   c.resident = v;  // the only boolean key
 }
 
@@ -180,6 +185,36 @@ namespace {
 constexpr std::chrono::microseconds kLatencySpin{200};
 static_assert(BatchConfig{}.completion_spin == kLatencySpin, "the default is adaptive, which polls");
 }  // namespace
+
+std::vector<std::string> parse_device_list(std::string_view list, std::string_view where) {
+  auto refuse = [&](const std::string& why) {
+    bad(where, why + " in \"" + std::string(list) + "\" (expected \"all\", or comma-separated device "
+               "indices or name substrings such as \"0,1\")");
+  };
+  std::vector<std::string> items;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t comma = list.find(',', begin);
+    std::string_view item = list.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (item.empty()) refuse(items.empty() && comma == std::string_view::npos ? "an empty list" : "an empty item");
+    for (const char ch : item) {
+      const auto u = static_cast<unsigned char>(ch);
+      if (!std::isalnum(u) && ch != ' ' && ch != '-' && ch != '_' && ch != '.' && ch != '(' && ch != ')')
+        refuse("the character '" + std::string(1, ch) + "'");
+    }
+    if (std::all_of(item.begin(), item.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }) &&
+        item.size() > 9)
+      refuse("the index " + std::string(item) + " (too large)");
+    items.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    begin = comma + 1;
+  }
+  if (items.size() > 1 && std::find(items.begin(), items.end(), "all") != items.end())
+    refuse("\"all\" beside other items");
+  return items;
+}
 
 BatchConfig BatchConfig::latency() {
   BatchConfig c = balanced();
@@ -347,7 +382,7 @@ BatchConfig& BatchConfig::apply_environment() {
       set_boolean_from_text(*this, key, v, where);
       continue;
     }
-    if (key.kind == Kind::policy || key.kind == Kind::overflow) {
+    if (key.kind == Kind::policy || key.kind == Kind::overflow || key.kind == Kind::text) {
       set_string(*this, key, v, where);
       continue;
     }
@@ -376,7 +411,7 @@ namespace {
 void check(const BatchConfig& c, std::string_view prefix) {
   const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
                block_timeout, max_batch_bytes, completion_threads, batch_timeout,
-               completion_spin, resident, resident_idle] = c;
+               completion_spin, resident, resident_idle, devices] = c;
   auto bad = [prefix](std::string_view key, const std::string& why) {
     ::gpubatch::bad(std::string(prefix) + std::string(key), why);
   };
@@ -410,6 +445,7 @@ void check(const BatchConfig& c, std::string_view prefix) {
   if (completion_spin.count() < 0 || completion_spin.count() > kMaxCompletionSpinUs)
     bad("completion_spin_us", "must be in [0, " + std::to_string(kMaxCompletionSpinUs) + "] (got " +
                                   std::to_string(completion_spin.count()) + ")");
+  if (!devices.empty()) parse_device_list(devices, std::string(prefix) + "devices");
   if (policy != FlushPolicy::deadline && policy != FlushPolicy::adaptive) bad("policy", "unknown value");
   if (overflow != OverflowPolicy::block && overflow != OverflowPolicy::block_for &&
       overflow != OverflowPolicy::reject)

@@ -214,6 +214,9 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       device_(require_device(std::move(device))),
       max_request_bytes_(device_->max_request_bytes()),
       big_request_bytes_(config_.max_batch_bytes / config_.max_batch_size),
+      max_inflight_(config_.max_inflight_batches * std::max<std::size_t>(1, device_->inflight_multiplier())),
+      watchdog_(std::chrono::duration_cast<Clock::duration>(config_.batch_timeout) *
+                static_cast<long>(std::max<std::size_t>(1, device_->watchdog_periods()))),
       queue_(config_.queue_capacity),
       strand_(io_.get_executor()),
       timer_(strand_) {
@@ -730,7 +733,7 @@ void ExecutorCore::return_batch_to_pool(std::unique_ptr<Batch> batch) {
   batch->inflight.reset();
   batch->error = nullptr;
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  if (pool_.size() < config_.max_inflight_batches + 2) pool_.push_back(std::move(batch));
+  if (pool_.size() < max_inflight_ + 2) pool_.push_back(std::move(batch));
 }
 
 // The strand runs parts itself too, so it never waits for a part nobody has claimed: a completion
@@ -818,8 +821,7 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
   std::exception_ptr error = b.error;
   if (!error) {
     try {
-      const auto limit =
-          b.submitted + std::chrono::duration_cast<Clock::duration>(config_.batch_timeout);
+      const auto limit = b.submitted + watchdog_;
       // Poll for up to completion_spin first (never past the watchdog's limit): a lone request
       // is back without the blocking wait's wake-up. Only this thread, while it awaits a
       // submitted batch, polls: an idle executor spins not at all.
@@ -834,7 +836,7 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
           error = make_error(ErrorCode::device_lost,
                              "batch " + std::to_string(b.id) + " of " + std::to_string(n) +
                                  " requests did not complete within " +
-                                 std::to_string(config_.batch_timeout.count()) + " ms");
+                                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(watchdog_).count()) + " ms");
           break;
         }
         const auto slice = std::min<Clock::duration>(limit - now, std::chrono::milliseconds(100));
@@ -1046,6 +1048,7 @@ Stats ExecutorCore::stats() const {
     s.transfers = {t.uploads, t.downloads, t.bytes_up, t.bytes_down, t.dispatches, t.submissions};
   } catch (...) {
   }
+  s.devices = device_stats_of(*device_, s, dispatched);  // src/executor/device_stats.cpp
   return s;
 }
 

@@ -171,7 +171,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void schedule_timer(Clock::time_point now);
   void on_shutdown_requested();
   bool slot_free() const noexcept {
-    return inflight_slots_.load(std::memory_order_seq_cst) < config_.max_inflight_batches;
+    return inflight_slots_.load(std::memory_order_seq_cst) < max_inflight_;
   }
   bool strand_has_work() const noexcept;
   std::uint64_t wake_position() const noexcept;
@@ -231,6 +231,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // A request larger than its share of max_batch_bytes wakes the strand (the batch may be full
   // by bytes long before it is full by count).
   const std::size_t big_request_bytes_;
+  // max_inflight_batches per device behind device_ (a device set: per member), and the watchdog's
+  // limit for one batch (batch_timeout, times the periods a device set asks for its re-run).
+  const std::size_t max_inflight_;
+  const Clock::duration watchdog_;
 
   BlockingMpscQueue<Pending> queue_;
   // The wake-up protocol. Producers read these (they change only when the strand goes idle):
@@ -332,6 +336,11 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     LatencyHistogram end_to_end;
   } resident_stats_;
 };
+
+// Stats::devices: the device's own breakdown (a device set's members), else one entry for the
+// lone device from the executor's counters (`dispatched`: requests put into batches).
+std::vector<DeviceStats> device_stats_of(const BatchDevice& device, const Stats& stats,
+                                         std::uint64_t dispatched);
 
 // GPUBATCH_TRACE=file.json: trace this executor's batches into the file (written at shutdown).
 // A path that cannot be created is logged and ignored (src/executor/executor_trace.cpp).

@@ -161,6 +161,11 @@ void SetBatch::launch(Part& p, ParallelRunner& parallel) {
         break;
       }
     } else if ((m = set_->place(p.bytes)) == DeviceSet::kNone) {
+      if (!lost_now.empty()) {  // every member failed on this submit: recover them, try again
+        for (std::size_t l : lost_now) set_->recover_member(l);
+        lost_now.clear();
+        continue;
+      }
       p.error = lost("every device of the set is lost (" + set_->name() + ")");
       break;
     }
@@ -168,7 +173,7 @@ void SetBatch::launch(Part& p, ParallelRunner& parallel) {
     p.reserved = true;
     if (try_member(p, m, parallel, lost_now)) break;
   }
-  if (!p.inflight && !p.error) p.error = lost("no device of the set could take the batch");
+  if (!p.inflight && !p.error) p.error = lost("every device of the set was lost on submit (" + set_->name() + ")");
   for (std::size_t m : lost_now) set_->recover_member(m);
 }
 

@@ -47,6 +47,7 @@ BatchConfig small_batches() {
   BatchConfig c = BatchConfig::adaptive();
   c.max_inflight_batches = 2;
   c.completion_threads = 2;
+  c.max_batch_size = 32;  // many batches, so that every member gets (and loses) several
   return c;
 }
 

@@ -85,18 +85,19 @@ std::size_t DeviceSet::owner_of(const Request& request) const noexcept {
 
 // Least outstanding bytes, then fewest outstanding batches, then the first at or after next_ (a
 // round robin among equals, so that an idle set spreads lone requests over its members).
-std::size_t DeviceSet::place(std::size_t bytes) {
+std::size_t DeviceSet::place(std::size_t bytes, std::size_t avoid) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::size_t n = state_.size();
   std::size_t best = kNone;
   for (std::size_t k = 0; k < n; ++k) {
     const std::size_t m = (next_ + k) % n;
     const State& s = state_[m];
-    if (!s.live) continue;
+    if (!s.live || m == avoid) continue;
     if (best == kNone || std::tie(s.inflight_bytes, s.inflight_batches) <
                              std::tie(state_[best].inflight_bytes, state_[best].inflight_batches))
       best = m;
   }
+  if (best == kNone && avoid != kNone && avoid < n && state_[avoid].live) best = avoid;  // the only one
   if (best == kNone) return kNone;
   state_[best].inflight_bytes += bytes;
   ++state_[best].inflight_batches;

@@ -57,8 +57,9 @@ class DeviceSet final : public BatchDevice, public std::enable_shared_from_this<
 
   // ---- used by the set's in-flight batches (device_set.cpp) ----
   static constexpr std::size_t kNone = ~std::size_t{0};
-  // The live member to place `bytes` on (its outstanding work reserved), or kNone.
-  std::size_t place(std::size_t bytes);
+  // The live member to place `bytes` on (its outstanding work reserved), or kNone. `avoid` (a
+  // member that just lost this batch) is taken only when no other member is live.
+  std::size_t place(std::size_t bytes, std::size_t avoid = kNone);
   // Reserves `bytes` on member `m` if it is live (a HostBuffer's owner); false otherwise.
   bool reserve(std::size_t m, std::size_t bytes);
   // A batch reserved on `m` finished or failed: its outstanding work goes.

@@ -93,7 +93,8 @@ class SetBatch final : public InFlightBatch {
 
  private:
   void split(std::span<const Request* const> requests);
-  void launch(Part& p, ParallelRunner& parallel);
+  // `avoid`: the member that lost the part (a re-run goes elsewhere when any other is live).
+  void launch(Part& p, ParallelRunner& parallel, std::size_t avoid = DeviceSet::kNone);
   bool try_member(Part& p, std::size_t m, ParallelRunner& parallel, std::vector<std::size_t>& lost_now);
   bool advance(std::chrono::nanoseconds timeout, bool polling);
   bool settle(Part& p, Clock::time_point until, bool polling);
@@ -150,7 +151,7 @@ void SetBatch::split(std::span<const Request* const> requests) {
 // Submits `p` to its owner, or to the live member with the least outstanding work, trying the
 // next one when a member turns out lost on submit (nothing ran there). Members lost here are
 // recovered after the part is placed, so that the batch does not wait for a recovery.
-void SetBatch::launch(Part& p, ParallelRunner& parallel) {
+void SetBatch::launch(Part& p, ParallelRunner& parallel, std::size_t avoid) {
   std::vector<std::size_t> lost_now;
   for (std::size_t tries = 0; tries <= 2 * set_->size() && !p.error; ++tries) {
     std::size_t m = p.owner;
@@ -160,7 +161,7 @@ void SetBatch::launch(Part& p, ParallelRunner& parallel) {
                        set_->member_name(m) + ", which is lost; they cannot run on another device");
         break;
       }
-    } else if ((m = set_->place(p.bytes)) == DeviceSet::kNone) {
+    } else if ((m = set_->place(p.bytes, avoid)) == DeviceSet::kNone) {
       if (!lost_now.empty()) {  // every member failed on this submit: recover them, try again
         for (std::size_t l : lost_now) set_->recover_member(l);
         lost_now.clear();
@@ -276,7 +277,7 @@ void SetBatch::on_lost(Part& p, std::exception_ptr error) {
     set_->note_failover(m);
     p.rerun = true;
     try {
-      launch(p, inline_runner());  // a completion thread: no strand helpers here
+      launch(p, inline_runner(), m);  // a completion thread: no strand helpers here
     } catch (...) {
       p.error = std::current_exception();
     }

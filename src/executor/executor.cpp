@@ -217,6 +217,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       max_inflight_(config_.max_inflight_batches * std::max<std::size_t>(1, device_->inflight_multiplier())),
       watchdog_(std::chrono::duration_cast<Clock::duration>(config_.batch_timeout) *
                 static_cast<long>(std::max<std::size_t>(1, device_->watchdog_periods()))),
+      await_width_(std::clamp<std::size_t>(device_->inflight_multiplier(), 1, config_.completion_threads)),
       queue_(config_.queue_capacity),
       strand_(io_.get_executor()),
       timer_(strand_) {
@@ -791,15 +792,15 @@ void ExecutorCore::completion_loop(std::size_t index) {
       lock.lock();
       continue;
     }
-    if (!awaiting_ && !inflight_queue_.empty()) {
+    if (awaiting_ < await_width_ && !inflight_queue_.empty()) {
       std::unique_ptr<Batch> owned = std::move(inflight_queue_.front());
       inflight_queue_.pop_front();
-      awaiting_ = true;
+      ++awaiting_;
       lock.unlock();
       Batch* b = owned.release();  // from here owned by its chunks; the last one pools it
       await_batch(*b, index);
       lock.lock();
-      awaiting_ = false;
+      --awaiting_;
       // This thread takes the first chunk; the others go to whoever is idle.
       b->next_chunk = 1;
       if (b->chunks > 1) ready_.push_back(b);
@@ -810,7 +811,7 @@ void ExecutorCore::completion_loop(std::size_t index) {
       lock.lock();
       continue;
     }
-    if (stop_completion_ && inflight_queue_.empty() && !awaiting_) return;
+    if (stop_completion_ && inflight_queue_.empty() && awaiting_ == 0) return;
     inflight_cv_.wait(lock);
   }
 }

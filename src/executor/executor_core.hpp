@@ -235,6 +235,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // limit for one batch (batch_timeout, times the periods a device set asks for its re-run).
   const std::size_t max_inflight_;
   const Clock::duration watchdog_;
+  // Completion threads that may wait for the device at once: one per device behind device_, so
+  // that a batch a set's member has finished is not held behind one still running on another.
+  const std::size_t await_width_;
 
   BlockingMpscQueue<Pending> queue_;
   // The wake-up protocol. Producers read these (they change only when the strand goes idle):
@@ -276,7 +279,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::deque<Batch*> ready_;  // finished, with chunks not yet claimed (owned by their chunks)
   ParallelJob* parallel_job_ = nullptr;  // the strand's, while it has parts not yet claimed
   StrandRunner strand_runner_{*this};
-  bool awaiting_ = false;     // a completion thread is waiting for the device
+  std::size_t awaiting_ = 0;  // completion threads waiting for the device (<= await_width_)
   bool stop_completion_ = false;
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Batch>> pool_;

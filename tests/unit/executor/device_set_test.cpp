@@ -124,26 +124,25 @@ TEST(DeviceSet, SmallBatchesGoToTheMemberWithoutTheBigOne) {
   for (auto& [x, f] : small) EXPECT_EQ(f.get(), relu_of(x));
 }
 
-// While member 0 cannot finish anything, member 1 keeps taking the batches that arrive.
+// While member 0 cannot finish anything, member 1 takes every batch that arrives, and their
+// results come back without waiting for member 0's (a completion thread waits per member).
 TEST(DeviceSet, IdleMemberTakesWorkWhileTheOtherIsBusy) {
   Set s;
-  BatchConfig config = small_batches();
-  config.max_inflight_batches = 4;
-  BatchExecutor executor(s.set, config);
+  BatchExecutor executor(s.set, small_batches());
   auto gpu = executor.handle();
   s.a->pause();
-  std::vector<std::pair<std::vector<float>, std::future<std::vector<float>>>> pending;
   auto x0 = ramp(1024, 1.0f);
-  pending.emplace_back(x0, gpu.relu(x0));
+  auto stuck = gpu.relu(x0);
   ASSERT_TRUE(s.a->wait_for_batches(1));
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < 20; ++i) {  // more batches than the set has in-flight slots
     auto x = ramp(16, static_cast<float>(i));
-    pending.emplace_back(x, gpu.relu(x));
-    ASSERT_TRUE(s.b->wait_for_batches(static_cast<std::size_t>(i + 1)));  // event, not time
+    EXPECT_EQ(gpu.relu(x).get(), relu_of(x));  // resolves while member 0 still holds its batch
   }
   EXPECT_EQ(s.a->batches(), 1u);  // the busy member took nothing more
+  EXPECT_EQ(s.b->batches(), 20u);
+  EXPECT_EQ(stuck.wait_for(0s), std::future_status::timeout);
   s.a->resume();
-  for (auto& [x, f] : pending) EXPECT_EQ(f.get(), relu_of(x));
+  EXPECT_EQ(stuck.get(), relu_of(x0));
 }
 
 TEST(DeviceSet, BatchesLostOnWaitRunAgainOnTheOtherMember) {
@@ -155,11 +154,14 @@ TEST(DeviceSet, BatchesLostOnWaitRunAgainOnTheOtherMember) {
   const Stats st = executor.stats();
   EXPECT_EQ(st.failed, 0u);
   EXPECT_EQ(st.completed, 16u * 200u);
-  EXPECT_EQ(st.devices[0].losses, 3u);
+  // Every lost batch ran again on the other member; losses seen while member 0 was already out
+  // of placement count once (one loss, one recovery).
   EXPECT_EQ(st.devices[0].failovers, 3u);
   EXPECT_EQ(st.devices[1].reruns, 3u);
-  EXPECT_EQ(s.a->recoveries(), 3);
-  EXPECT_EQ(st.devices[0].recoveries, 3u);
+  EXPECT_GE(st.devices[0].losses, 1u);
+  EXPECT_LE(st.devices[0].losses, 3u);
+  EXPECT_EQ(static_cast<std::uint64_t>(s.a->recoveries()), st.devices[0].losses);
+  EXPECT_EQ(st.devices[0].recoveries, st.devices[0].losses);
   EXPECT_TRUE(st.devices[0].live);  // recovered: back in placement
 }
 

@@ -175,13 +175,27 @@ void DeviceSet::recover_member(std::size_t m) noexcept {
   }
 }
 
+// Members out of placement get another recovery; live ones the plain recover() (cheap when
+// nothing is lost), which is what a lost resident kernel on member 0 needs (the set never saw
+// that loss: resident requests do not go through it).
 void DeviceSet::recover() {
   for (std::size_t m = 0; m < members_.size(); ++m) {
+    bool live = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (state_[m].live || state_[m].dropped || state_[m].recovering) continue;
+      if (state_[m].dropped || state_[m].recovering) continue;
+      live = state_[m].live;
     }
-    recover_member(m);
+    if (!live) {
+      recover_member(m);
+      continue;
+    }
+    try {
+      members_[m]->recover();
+    } catch (const std::exception& e) {
+      spdlog::error("gpubatch device set: recovering {} failed: {}", member_name(m), e.what());
+    } catch (...) {
+    }
   }
 }
 

@@ -71,12 +71,19 @@ bool eventually(F&& done) {
   return true;
 }
 
+// Kept (never freed) for the whole process: the Vulkan driver must not be unloaded while it runs
+// (ThreadSanitizer ends a process in which a library it was told to ignore is unloaded).
+std::vector<Device>& two_devices() {
+  static std::vector<Device>& devices = *new std::vector<Device>(open_devices("0,0"));  // never freed
+  return devices;
+}
+
 TEST(DeviceSetStress, AMemberLostMidRunLosesNothing) {
   FaultInjector::disarm_all();
   BatchConfig config = BatchConfig::adaptive();
   config.max_batch_size = 64;
   config.batch_timeout = 2s;  // the hung batch's attempt ends here; then it runs on the other
-  BatchExecutor executor(open_devices("0,0"), config);
+  BatchExecutor executor(two_devices(), config);
   auto gpu = executor.handle();
 
   constexpr int kThreads = 16, kPerThread = 600;

@@ -113,39 +113,30 @@ class SetBatch final : public InFlightBatch {
 // One part for the requests any member may run; one per HostBuffer owner. The common batch (no
 // HostBuffer) is one part and costs one pass over its requests.
 void SetBatch::split(std::span<const Request* const> requests) {
-  std::vector<std::size_t> owner(requests.size(), DeviceSet::kNone);
-  bool any_host = false;
+  const auto uses_host = [](const Request* r) { return r->host_a || r->host_result; };
+  if (std::none_of(requests.begin(), requests.end(), uses_host)) {
+    Part& p = parts_.emplace_back();
+    p.requests.assign(requests.begin(), requests.end());
+    for (const Request* r : requests) p.bytes += input_bytes(*r) + output_bytes(*r);
+    return;
+  }
+  part_of_.resize(requests.size());
+  local_of_.resize(requests.size());
   for (std::size_t i = 0; i < requests.size(); ++i) {
     const Request& r = *requests[i];
-    if (!r.host_a && !r.host_result) continue;
-    any_host = true;
-    owner[i] = set_->owner_of(r);
-    if (owner[i] == DeviceSet::kNone) owner[i] = DeviceSet::kNone - 1;  // nobody's: fails on any
-  }
-  auto part_for = [&](std::size_t own) -> std::uint32_t {
-    for (std::size_t k = 0; k < parts_.size(); ++k)
-      if (parts_[k].owner == own) return static_cast<std::uint32_t>(k);
-    parts_.emplace_back().owner = own;
-    return static_cast<std::uint32_t>(parts_.size() - 1);
-  };
-  if (any_host) {
-    part_of_.resize(requests.size());
-    local_of_.resize(requests.size());
-  }
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    const std::uint32_t k = any_host ? part_for(owner[i]) : (parts_.empty() ? part_for(DeviceSet::kNone) : 0);
+    // A HostBuffer no member owns runs on member 0, which reports it (invalid_argument) as it
+    // would alone.
+    std::size_t own = DeviceSet::kNone;
+    if (uses_host(&r) && (own = set_->owner_of(r)) == DeviceSet::kNone) own = 0;
+    std::size_t k = 0;
+    while (k < parts_.size() && parts_[k].owner != own) ++k;
+    if (k == parts_.size()) parts_.emplace_back().owner = own;
     Part& p = parts_[k];
-    if (any_host) {
-      part_of_[i] = k;
-      local_of_[i] = static_cast<std::uint32_t>(p.requests.size());
-    }
-    p.requests.push_back(requests[i]);
-    p.bytes += input_bytes(*requests[i]) + output_bytes(*requests[i]);
+    part_of_[i] = static_cast<std::uint32_t>(k);
+    local_of_[i] = static_cast<std::uint32_t>(p.requests.size());
+    p.requests.push_back(&r);
+    p.bytes += input_bytes(r) + output_bytes(r);
   }
-  // A HostBuffer no member owns: the request runs on member 0, which reports it (invalid_argument)
-  // as it would alone.
-  for (Part& p : parts_)
-    if (p.owner == DeviceSet::kNone - 1) p.owner = 0;
 }
 
 // Submits `p` to its owner, or to the live member with the least outstanding work, trying the

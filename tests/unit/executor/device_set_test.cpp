@@ -302,6 +302,41 @@ TEST(DeviceSet, HostBufferRequestsRunOnTheirOwnerAndFailClearlyWhenItIsLost) {
   EXPECT_EQ(a->requests_seen(), 1u);  // only the plain request (directly, or re-run from `b`)
 }
 
+// One batch holding HostBuffer requests of both members and plain ones: split by owner, each
+// result back in place.
+TEST(DeviceSet, AMixedBatchIsSplitByOwner) {
+  auto a = std::make_shared<OwningFake>();
+  auto b = std::make_shared<OwningFake>();
+  std::vector<HostBuffer> on_a, on_b;
+  for (int i = 0; i < 4; ++i) {
+    on_a.push_back(a->allocate(16));
+    on_b.push_back(b->allocate(16));
+    for (std::size_t k = 0; k < 16; ++k) {
+      on_a.back()[k] = static_cast<float>(k) - 8.0f - i;
+      on_b.back()[k] = 8.0f - static_cast<float>(k) + i;
+    }
+  }
+  auto set = std::make_shared<detail::DeviceSet>(std::vector<std::shared_ptr<detail::BatchDevice>>{a, b}, 60000ms);
+  BatchConfig config = BatchConfig::balanced();
+  config.max_batch_size = 12;  // the 12 requests below are one batch
+  config.max_wait = 60s;
+  BatchExecutor executor(set, config);
+  auto gpu = executor.handle();
+  std::vector<std::pair<std::vector<float>, std::future<Result>>> calls;
+  for (int i = 0; i < 4; ++i) {
+    calls.emplace_back(std::vector<float>(on_b[i].begin(), on_b[i].end()), gpu.submit(Request::from_host(Op::relu, on_b[i])));
+    auto x = ramp(16, static_cast<float>(i));
+    calls.emplace_back(x, gpu.submit(Request::relu(x)));
+    calls.emplace_back(std::vector<float>(on_a[i].begin(), on_a[i].end()), gpu.submit(Request::from_host(Op::relu, on_a[i])));
+  }
+  for (auto& [x, f] : calls) EXPECT_EQ(f.get().values, relu_of(x));
+  EXPECT_EQ(executor.stats().batches, 1u);
+  EXPECT_EQ(a->batches() + b->batches(), 3u);  // one submission per owner, one for the rest
+  EXPECT_GE(a->requests_seen(), 4u);
+  EXPECT_GE(b->requests_seen(), 4u);
+  EXPECT_EQ(a->requests_seen() + b->requests_seen(), 12u);
+}
+
 TEST(DeviceSet, RefusesAnEmptyOrNullMemberList) {
   EXPECT_THROW(detail::DeviceSet({}, 1000ms), Error);
   EXPECT_THROW(detail::DeviceSet({nullptr}, 1000ms), Error);

@@ -113,8 +113,9 @@ void set_boolean_from_text(BatchConfig& c, const Key& key, std::string_view v, c
 
 std::string node_where(std::string_view source, std::string_view key, const toml::node& node) {
   std::string s(source);
-  if (node.source().begin.line > 0) s += ":" + std::to_string(node.source().begin.line);
-  return s + ": key " + std::string(key);
+  // append(), not operator+: GCC 12 warns (-Wrestrict, a false positive) on `":" + to_string()`.
+  if (node.source().begin.line > 0) s.append(":").append(std::to_string(node.source().begin.line));
+  return s.append(": key ").append(key);
 }
 
 BatchConfig from_table(const toml::table& table, std::string_view source) {
@@ -187,9 +188,10 @@ static_assert(BatchConfig{}.completion_spin == kLatencySpin, "the default is ada
 }  // namespace
 
 std::vector<std::string> parse_device_list(std::string_view list, std::string_view where) {
-  auto refuse = [&](const std::string& why) {
-    bad(where, why + " in \"" + std::string(list) + "\" (expected \"all\", or comma-separated device "
-               "indices or name substrings such as \"0,1\")");
+  auto refuse = [&](std::string why) {
+    why.append(" in \"").append(list).append(
+        "\" (expected \"all\", or comma-separated device indices or name substrings such as \"0,1\")");
+    bad(where, why);
   };
   std::vector<std::string> items;
   std::size_t begin = 0;
@@ -202,11 +204,11 @@ std::vector<std::string> parse_device_list(std::string_view list, std::string_vi
     for (const char ch : item) {
       const auto u = static_cast<unsigned char>(ch);
       if (!std::isalnum(u) && ch != ' ' && ch != '-' && ch != '_' && ch != '.' && ch != '(' && ch != ')')
-        refuse("the character '" + std::string(1, ch) + "'");
+        refuse(std::string("the character '").append(1, ch).append("'"));
     }
     if (std::all_of(item.begin(), item.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }) &&
         item.size() > 9)
-      refuse("the index " + std::string(item) + " (too large)");
+      refuse(std::string("the index ").append(item).append(" (too large)"));
     items.emplace_back(item);
     if (comma == std::string_view::npos) break;
     begin = comma + 1;

@@ -11,7 +11,8 @@
 // built-in op and custom kernel is a pure function of its inputs), and recover() is called on the
 // lost member, which rejoins placement when that succeeds. Results are only ever taken from the
 // attempt that finished. Requests that read or write a HostBuffer run on the device that
-// allocated it (BatchDevice::can_run) and are not re-run elsewhere. Only when no member is left
+// allocated it (BatchDevice::can_run) and are not re-run elsewhere, nor are those of a kernel
+// registered with KernelOptions::rerun_on_loss = false. Only when no member is left
 // does a batch fail with device_lost. This file knows nothing of Vulkan: members are BatchDevices.
 #include <chrono>
 #include <cstddef>

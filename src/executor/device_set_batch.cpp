@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "executor/device_set.hpp"
+#include "gpubatch/custom_kernel.hpp"
 #include "gpubatch/error.hpp"
 
 namespace gpubatch::detail {
@@ -42,6 +43,16 @@ std::string message_of(const std::exception_ptr& e) {
   }
 }
 
+// False for a request of a kernel registered with KernelOptions::rerun_on_loss = false (alone or
+// as a step of a chain).
+bool may_rerun(const Request& r) {
+  if (r.op == Op::custom) return !r.kernel || r.kernel->rerun_on_loss;
+  if (r.op != Op::chain || !r.chain) return true;
+  for (const ChainStep& step : r.chain->steps())
+    if (step.kernel && !step.kernel->rerun_on_loss) return false;
+  return true;
+}
+
 std::exception_ptr lost(const std::string& message) {
   return std::make_exception_ptr(Error(ErrorCode::device_lost, message));
 }
@@ -50,6 +61,7 @@ struct Part {
   std::vector<const Request*> requests;  // the same requests (what members are given)
   std::size_t bytes = 0;                 // their input + output bytes
   std::size_t owner = DeviceSet::kNone;  // HostBuffer requests: the only member they may run on
+  bool may_rerun = true;                 // false: a kernel of it opted out of re-runs
   std::size_t member = DeviceSet::kNone; // where the current attempt runs
   bool reserved = false;                 // `bytes` counted as outstanding on `member`
   bool rerun = false;                    // the current attempt is the re-run
@@ -110,11 +122,13 @@ class SetBatch final : public InFlightBatch {
   std::vector<std::uint32_t> part_of_, local_of_;  // by request index, with several parts
 };
 
-// One part for the requests any member may run; one per HostBuffer owner. The common batch (no
+// One part for the requests any member may run; one per HostBuffer owner, and apart the requests
+// of kernels that opted out of re-runs. The common batch (no
 // HostBuffer) is one part and costs one pass over its requests.
 void SetBatch::split(std::span<const Request* const> requests) {
   const auto uses_host = [](const Request* r) { return r->host_a || r->host_result; };
-  if (std::none_of(requests.begin(), requests.end(), uses_host)) {
+  const auto plain = [&](const Request* r) { return !uses_host(r) && may_rerun(*r); };
+  if (std::all_of(requests.begin(), requests.end(), plain)) {
     Part& p = parts_.emplace_back();
     p.requests.assign(requests.begin(), requests.end());
     for (const Request* r : requests) p.bytes += input_bytes(*r) + output_bytes(*r);
@@ -128,9 +142,14 @@ void SetBatch::split(std::span<const Request* const> requests) {
     // would alone.
     std::size_t own = DeviceSet::kNone;
     if (uses_host(&r) && (own = set_->owner_of(r)) == DeviceSet::kNone) own = 0;
+    const bool rerun = may_rerun(r);
     std::size_t k = 0;
-    while (k < parts_.size() && parts_[k].owner != own) ++k;
-    if (k == parts_.size()) parts_.emplace_back().owner = own;
+    while (k < parts_.size() && (parts_[k].owner != own || parts_[k].may_rerun != rerun)) ++k;
+    if (k == parts_.size()) {
+      Part& added = parts_.emplace_back();
+      added.owner = own;
+      added.may_rerun = rerun;
+    }
     Part& p = parts_[k];
     part_of_[i] = static_cast<std::uint32_t>(k);
     local_of_[i] = static_cast<std::uint32_t>(p.requests.size());
@@ -259,11 +278,14 @@ void SetBatch::on_lost(Part& p, std::exception_ptr error) {
   // The lost attempt is never read again; a Vulkan batch that did not finish keeps its memory
   // out of circulation until its device is destroyed.
   p.inflight.reset();
-  if (p.owner != DeviceSet::kNone || p.rerun) {
+  if (p.owner != DeviceSet::kNone || p.rerun || !p.may_rerun) {
     p.error = p.rerun ? lost("the batch was lost on two devices; last on " + set_->member_name(m) + ": " +
                              message_of(error))
-                      : lost(set_->member_name(m) + ", which owns the requests' HostBuffers, was lost: " +
-                             message_of(error));
+              : p.owner != DeviceSet::kNone
+                  ? lost(set_->member_name(m) + ", which owns the requests' HostBuffers, was lost: " +
+                         message_of(error))
+                  : lost(set_->member_name(m) + " was lost and the requests' kernel opted out of re-runs "
+                         "(KernelOptions::rerun_on_loss = false): " + message_of(error));
   } else {
     set_->note_failover(m);
     p.rerun = true;

@@ -14,6 +14,7 @@
 
 #include "executor/device_set.hpp"
 #include "fake_device.hpp"
+#include "gpubatch/custom_kernel.hpp"
 #include "gpubatch/executor.hpp"
 #include "gpubatch/reference.hpp"
 
@@ -335,6 +336,29 @@ TEST(DeviceSet, AMixedBatchIsSplitByOwner) {
   EXPECT_GE(a->requests_seen(), 4u);
   EXPECT_GE(b->requests_seen(), 4u);
   EXPECT_EQ(a->requests_seen() + b->requests_seen(), 12u);
+}
+
+// A kernel registered with rerun_on_loss = false: its request, lost with its member, fails with
+// device_lost instead of running again; a plain request lost the same way runs again.
+TEST(DeviceSet, AKernelThatOptedOutOfReRunsFailsWithItsLostMember) {
+  Set s;
+  auto kernel = std::make_shared<CustomKernelInfo>();
+  kernel->name = "not_pure";
+  kernel->key = "custom/not_pure";
+  kernel->rerun_on_loss = false;
+  BatchExecutor executor(s.set, small_batches());
+  auto gpu = executor.handle();
+  s.a->fail_next_wait(ErrorCode::device_lost, 1);
+  auto f = gpu.submit(Request::custom(kernel, ramp(8, 1.0f)));  // the first batch: member 0
+  try {
+    f.get();
+    ADD_FAILURE() << "expected device_lost";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::device_lost);
+    EXPECT_NE(std::string(e.what()).find("opted out of re-runs"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(s.b->requests_seen(), 0u);
+  EXPECT_EQ(executor.stats().devices[0].failovers, 0u);
 }
 
 TEST(DeviceSet, RefusesAnEmptyOrNullMemberList) {

@@ -148,6 +148,26 @@ TEST(DeviceSetVulkan, HostBufferRequestsRunOnTheDeviceThatAllocatedThem) {
   EXPECT_EQ(st.devices[1].requests, 16u);
 }
 
+TEST(DeviceSetVulkan, AKernelThatOptedOutOfReRunsIsNotReRun) {
+  Disarm disarm;
+  auto& d = two_devices();
+  KernelOptions once;
+  once.rerun_on_loss = false;
+  const KernelHandle k = register_kernel(d[0], "set_once", KernelKind::elementwise, "return x + p;", once);
+  BatchExecutor executor(d, BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  FaultInjector::arm(Fault::wait_device_lost);
+  try {
+    gpu.submit(Request::custom(k, {1.0f, 2.0f}, {}, 1.0f)).get();
+    ADD_FAILURE() << "expected device_lost";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::device_lost) << e.what();
+  }
+  FaultInjector::arm(Fault::wait_device_lost);  // a plain request lost the same way runs again
+  EXPECT_EQ(gpu.relu({-1.0f, 2.0f}).get(), (std::vector<float>{0.0f, 2.0f}));
+  EXPECT_EQ(gpu.submit(Request::custom(k, {1.0f, 2.0f}, {}, 1.0f)).get().values, (std::vector<float>{2.0f, 3.0f}));
+}
+
 TEST(DeviceSetVulkan, CustomKernelsAndGraphsWorkOnEveryDevice) {
   auto& d = two_devices();
   const KernelHandle cube = register_kernel(d[0], "set_cube", KernelKind::elementwise, "return x * x * x + p;");

@@ -44,9 +44,11 @@ struct DeviceStats {
   std::string name;
   std::uint64_t batches = 0;   // batches submitted to it (re-runs it took included)
   std::uint64_t requests = 0;  // requests in those batches
-  std::uint64_t bytes = 0;     // input + output bytes of those requests
+  std::uint64_t bytes = 0;     // input + output bytes of those requests (a lone device: the
+                               // bytes it moved up and down, from its transfer counters)
   std::uint64_t inflight_batches = 0;  // submitted to it, not yet finished
-  std::uint64_t inflight_bytes = 0;    // their input + output bytes (what placement weighs)
+  std::uint64_t inflight_bytes = 0;    // their input + output bytes (what placement weighs;
+                                       // 0 for a lone device, which has no placement)
   std::uint64_t losses = 0;     // times it was found lost (device_lost on submit, wait, watchdog)
   std::uint64_t failovers = 0;  // its batches re-run on another member after it was lost
   std::uint64_t reruns = 0;     // batches it ran for a lost member

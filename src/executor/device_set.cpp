@@ -26,7 +26,12 @@ DeviceSet::DeviceSet(std::vector<std::shared_ptr<BatchDevice>> members,
                      std::chrono::milliseconds attempt_timeout)
     : members_(checked(std::move(members))),
       attempt_timeout_(attempt_timeout),
-      state_(members_.size()) {}
+      state_(members_.size()) {
+  // spdlog's registry is a function-local static in the (uninstrumented) shared library: made
+  // here, before the executor's threads start, it is not first made by two completion threads
+  // logging two losses at once, which ThreadSanitizer reports as a race it cannot see is guarded.
+  spdlog::default_logger_raw();
+}
 
 std::string DeviceSet::name() const {
   std::string s = "device set [";

@@ -7,10 +7,10 @@
 //               flush, submits to the device (at most max_inflight_batches at a time), keeps one
 //               timer for the oldest request's max_wait and the earliest request deadline;
 //   completion  threads: one at a time (a device set: one per member) waits for the oldest
-//               submitted batch (polling it for completion_spin, then blocking); a finished batch is cut into chunks that every
-//               idle completion thread helps with (take the chunk's results, then resolve its
-//               futures or handlers); the last chunk to have taken its results frees the batch's
-//               device slot (waking the strand if it waits for one).
+//               submitted batch (polling it for completion_spin, then blocking); a finished batch
+//               is cut into chunks that every idle completion thread helps with (take the chunk's
+//               results, then resolve its futures or handlers); the last chunk to have taken its
+//               results frees the batch's device slot (waking the strand if it waits for one).
 #include <algorithm>
 #include <atomic>
 #include <chrono>

@@ -361,6 +361,20 @@ TEST(DeviceSet, AKernelThatOptedOutOfReRunsFailsWithItsLostMember) {
   EXPECT_EQ(executor.stats().devices[0].failovers, 0u);
 }
 
+TEST(DeviceSet, PrometheusLabelsEscapeDeviceNames) {
+  Stats st;
+  st.devices.resize(2);
+  st.devices[0].name = "gpu \"a\"\\x";
+  st.devices[1].name = "b";
+  st.devices[1].live = false;
+  st.devices[1].failovers = 7;
+  const std::string text = to_prometheus(st);
+  EXPECT_NE(text.find("gpubatch_device_info{device=\"0\",name=\"gpu \\\"a\\\"\\\\x\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("gpubatch_device_live{device=\"1\"} 0"), std::string::npos);
+  EXPECT_NE(text.find("gpubatch_device_failovers_total{device=\"1\"} 7"), std::string::npos);
+  EXPECT_EQ(to_prometheus(Stats{}).find("gpubatch_device_info"), std::string::npos);  // no devices, no series
+}
+
 TEST(DeviceSet, RefusesAnEmptyOrNullMemberList) {
   EXPECT_THROW(detail::DeviceSet({}, 1000ms), Error);
   EXPECT_THROW(detail::DeviceSet({nullptr}, 1000ms), Error);

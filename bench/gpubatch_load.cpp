@@ -48,6 +48,7 @@ struct Options {
   bool host_buffers = false;  // inputs and results in Device::allocate_host memory (no CPU copy)
   int idle_ms = 0;  // after the run: this long with nothing to do, its CPU cost measured
   std::string device;
+  std::string devices;  // a device set: "0,1", "0,0", "all" (open_devices)
   bool json = false;
   bool progress = true;
 };
@@ -293,6 +294,60 @@ double percentile(std::vector<double>& v, double p) {
 
 }  // namespace
 
+// Counters of every device of the run, summed.
+DeviceCounters summed_counters(const std::vector<Device>& devices) {
+  DeviceCounters sum;
+  for (const Device& d : devices) {
+    const DeviceCounters c = d.counters();
+    sum.submissions += c.submissions;
+    sum.dispatches += c.dispatches;
+    sum.uploads += c.uploads;
+    sum.downloads += c.downloads;
+    sum.bytes_up += c.bytes_up;
+    sum.bytes_down += c.bytes_down;
+  }
+  return sum;
+}
+
+std::string json_escaped(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// The JSON `devices` list: each device's name, and the batches and requests of the timed run it
+// took (the synchronous path: one device, its submissions).
+std::string devices_report(const Options& o, const std::vector<Device>& devices, const Stats& before,
+                           const Stats& after, std::uint64_t batches) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    std::uint64_t b = 0, r = 0, failovers = 0;
+    bool live = true;
+    if (o.unbatched) {
+      b = batches;
+      r = o.requests;
+    } else if (i < after.devices.size()) {
+      const DeviceStats& a = after.devices[i];
+      const DeviceStats zero;
+      const DeviceStats& s = i < before.devices.size() ? before.devices[i] : zero;
+      b = a.batches - s.batches;
+      r = a.requests - s.requests;
+      failovers = a.failovers - s.failovers;
+      live = a.live;
+    }
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "\"batches\": %llu, \"requests\": %llu, \"failovers\": %llu, \"live\": %s}",
+                  static_cast<unsigned long long>(b), static_cast<unsigned long long>(r),
+                  static_cast<unsigned long long>(failovers), live ? "true" : "false");
+    out += (i ? ", " : "") + std::string("{\"index\": ") + std::to_string(i) + ", \"name\": \"" +
+           json_escaped(devices[i].info().name) + "\", " + buf;
+  }
+  return out + "]";
+}
+
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"gpubatch-load: load generator for the gpubatch executor"};
@@ -318,6 +373,10 @@ int main(int argc, char** argv) {
   app.add_flag("--host-buffers", o.host_buffers,
                "inputs and results in Device::allocate_host buffers, used in place (not gradients/interpolate)");
   app.add_option("--device", o.device, "device index or name substring");
+  app.add_option("--devices", o.devices,
+                 "several devices behind one executor: all, or indices / name substrings (0,1; an index may "
+                 "repeat: 0,0 opens device 0 twice); default: the devices config key, GPUBATCH_DEVICES, else --device")
+      ->excludes("--device");
   app.add_flag("--json", o.json, "one JSON object on stdout");
   CLI11_PARSE(app, argc, argv);
   // The synchronous path blocks in the call: each thread has exactly one request outstanding.
@@ -334,7 +393,6 @@ int main(int argc, char** argv) {
   try {
     DeviceOptions device_options;
     device_options.selector = o.device;
-    Device device(device_options);
     // What a user gets: BatchConfig{} (or the named preset, or the file), then GPUBATCH_* variables.
     BatchConfig config = !o.config_file.empty() ? BatchConfig::from_file(o.config_file)
                          : o.preset.empty()     ? BatchConfig{}
@@ -350,6 +408,13 @@ int main(int argc, char** argv) {
     if (o.resident) preset_label += "+resident";
     if (o.sync) preset_label += "+sync";
     if (o.unbatched) preset_label = "unbatched";
+    // --devices, else the config's devices key (GPUBATCH_DEVICES), else the one --device.
+    const std::string device_list = !o.devices.empty() ? o.devices : config.devices;
+    std::vector<Device> devices =
+        device_list.empty() ? std::vector<Device>{Device(device_options)} : open_devices(device_list, device_options);
+    // The synchronous path, host buffers (--host-buffers: they belong to it, so a set runs those
+    // requests there) and the name in the report use the first device.
+    Device& device = devices.front();
 
     std::unique_ptr<BatchExecutor> executor;
     SubmitFuture submit;
@@ -388,7 +453,7 @@ int main(int argc, char** argv) {
         };
       submit_with_callback = [handle](Request r, Completion done) { handle.submit(std::move(r), std::move(done)); };
     };
-    if (!o.unbatched) attach(std::make_unique<BatchExecutor>(device, config));
+    if (!o.unbatched) attach(std::make_unique<BatchExecutor>(devices, config));
 
     // Warm up: kernels built, and staging grown to full batches (a burst of max_batch_size per
     // in-flight slot), so the timed run measures the steady state, not first-time allocations.
@@ -407,10 +472,10 @@ int main(int argc, char** argv) {
     // only the timed requests; the device's staging and kernels stay warm.
     if (executor) {
       executor->shutdown();
-      attach(std::make_unique<BatchExecutor>(device, config));
+      attach(std::make_unique<BatchExecutor>(devices, config));
     }
     const Stats before = executor ? executor->stats() : Stats{};
-    const auto counters_before = device.counters();
+    const auto counters_before = summed_counters(devices);
 
     std::vector<Workload> workloads;
     for (int t = 0; t < o.threads; ++t) workloads.emplace_back(o, 1000 + t, &device);
@@ -460,7 +525,7 @@ int main(int argc, char** argv) {
     if (executor) executor->shutdown();
 
     const Stats after = executor ? executor->stats() : Stats{};
-    const auto counters_after = device.counters();
+    const auto counters_after = summed_counters(devices);
     std::vector<double> lat, lag;
     std::uint64_t errors = 0, mismatches = 0, lost = 0;
     std::string first_error;
@@ -487,6 +552,9 @@ int main(int argc, char** argv) {
     const double mean_batch = batches ? double(o.requests) / double(batches) : 0;
     const bool verified = errors == 0 && mismatches == 0 && lost == 0 && lat.size() == o.requests;
     const auto d = [&](auto FlushCounts::*f) { return after.flushes.*f - before.flushes.*f; };
+    const std::string devices_json = devices_report(o, devices, before, after, batches);
+    std::string device_names;
+    for (const Device& each : devices) device_names += (device_names.empty() ? "" : ", ") + each.info().name;
 
     if (o.json) {
       std::printf(
@@ -498,8 +566,9 @@ int main(int argc, char** argv) {
           "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
           "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
           "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
-          "\"resident\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s}\n",
-          device.info().name.c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
+          "\"resident\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
+          "\"devices\": %s}\n",
+          json_escaped(device_names).c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
           static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
           submit_json,
           lag_p50, lag_p99, lag_max, static_cast<unsigned long long>(batches), mean_batch,
@@ -512,9 +581,9 @@ int main(int argc, char** argv) {
           cpu_us_per_request, cores_busy, o.idle_ms, idle_cores_busy,
           static_cast<unsigned long long>(after.resident - before.resident),
           static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
-          static_cast<unsigned long long>(lost), verified ? "true" : "false");
+          static_cast<unsigned long long>(lost), verified ? "true" : "false", devices_json.c_str());
     } else {
-      std::printf("device      %s\n", device.info().name.c_str());
+      std::printf("device      %s\n", device_names.c_str());
       std::printf("workload    %s, %u per request, %d threads x %s, %llu requests\n", o.op.c_str(), o.size,
                   o.threads, o.rate > 0 ? ("open loop " + std::to_string(o.rate) + "/s").c_str()
                                         : (std::to_string(o.inflight) + " in flight").c_str(),
@@ -536,6 +605,13 @@ int main(int argc, char** argv) {
                   static_cast<unsigned long long>(batches), mean_batch,
                   static_cast<unsigned long long>(d(&FlushCounts::size)), static_cast<unsigned long long>(d(&FlushCounts::deadline)),
                   static_cast<unsigned long long>(d(&FlushCounts::idle)), static_cast<unsigned long long>(d(&FlushCounts::shutdown)));
+      if (devices.size() > 1)
+        for (std::size_t i = 0; i < after.devices.size(); ++i)
+          std::printf("device %-4zu %llu batches, %llu requests, %llu failovers%s\n", i,
+                      static_cast<unsigned long long>(after.devices[i].batches),
+                      static_cast<unsigned long long>(after.devices[i].requests),
+                      static_cast<unsigned long long>(after.devices[i].failovers),
+                      after.devices[i].live ? "" : " (lost)");
       if (config.resident)
         std::printf("resident    %llu requests served by the resident kernel\n",
                     static_cast<unsigned long long>(after.resident - before.resident));

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gpubatch/ops.hpp"
 #include "gpubatch/stats.hpp"
@@ -118,6 +119,22 @@ class BatchDevice {
     return submit(requests);
   }
   virtual TransferTotals transfers() const = 0;
+  // Whether `request` may run here: false when it reads or writes a HostBuffer that another
+  // device allocated (a device set routes such requests to their owner). Cheap; thread-safe.
+  virtual bool can_run(const Request& request) const {
+    (void)request;
+    return true;
+  }
+  // How many devices stand behind this one, each taking max_inflight_batches batches: the
+  // executor keeps max_inflight_batches times this many in flight (a device set: its members).
+  virtual std::size_t inflight_multiplier() const { return 1; }
+  // How many batch_timeout periods the executor's watchdog gives one batch before it fails it
+  // with device_lost. A device set bounds each attempt itself and re-runs a lost member's batch
+  // once elsewhere, so its batches may take two periods; the executor's watchdog stays a backstop.
+  virtual std::size_t watchdog_periods() const { return 1; }
+  // Per-device breakdown for Stats::devices (a device set: one entry per member). Empty: the
+  // executor describes its one device itself.
+  virtual std::vector<DeviceStats> device_stats() const { return {}; }
   // Called by the executor after a batch failed with device_lost (on submit, on wait, or by the
   // batch_timeout watchdog). A device whose underlying device really is lost re-creates it, so
   // that later submissions work again; batches still in flight keep what they use alive. Must be

@@ -27,28 +27,34 @@
 //   resident_idle_us     the resident kernel (and the thread that waits for it) leaves after
 //                        this long without a request
 //   priority_levels      1 .. 8: levels a request may name (SubmitOptions::priority 0 .. n-1;
-//                        higher goes first; DESIGN.md "Priorities")
+//                        higher goes first; DESIGN.md "Scheduling")
 //   priority_aging_us    a request that has waited this long goes into the next batch whatever
 //                        its level (bounds the wait of lower levels under a stream of higher ones)
-//   level_queue_capacity array, one per level: that level's queue (0 or absent: queue_capacity)
+//   level_queue_capacity "a,b,...", one number per level: that level's queue (0 or absent:
+//                        queue_capacity)
+//   level_timeout_us     "a,b,...", one number per level: the deadline of a request of that
+//                        level that names none, counted from its submission (0 or absent: none)
 //   target_p99_us        0 (off) or a latency target: batches are capped at the bytes the
 //                        device's learnt cost model serves in target / (max_inflight_batches
-//                        + 1) (DESIGN.md
-//                        "Latency target")
-//   level_timeout_us     array, one per level: the deadline of a request of that level that
-//                        names none, counted from its submission (0 or absent: none)
+//                        + 1) (DESIGN.md "Scheduling")
+//   devices              "all" | "0,1" | "0,0" | "h100,a100": the devices BatchExecutor(config)
+//                        opens (indices or name substrings; DESIGN.md "Several devices"); empty
+//                        (the default): GPUBATCH_DEVICES, else one device
 // Environment: GPUBATCH_PRESET, GPUBATCH_MAX_BATCH_SIZE, GPUBATCH_MAX_WAIT_US, GPUBATCH_POLICY,
 // GPUBATCH_QUEUE_CAPACITY, GPUBATCH_MAX_INFLIGHT_BATCHES, GPUBATCH_OVERFLOW,
 // GPUBATCH_BLOCK_TIMEOUT_US, GPUBATCH_MAX_BATCH_BYTES, GPUBATCH_COMPLETION_THREADS,
 // GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US, GPUBATCH_RESIDENT (1/0, true/false,
 // on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_PRIORITY_LEVELS, GPUBATCH_PRIORITY_AGING_US,
-// GPUBATCH_TARGET_P99_US, GPUBATCH_LEVEL_QUEUE_CAPACITY and GPUBATCH_LEVEL_TIMEOUT_US (comma-separated, one per level).
+// GPUBATCH_TARGET_P99_US, GPUBATCH_LEVEL_QUEUE_CAPACITY and GPUBATCH_LEVEL_TIMEOUT_US (comma-separated, one per level),
+// GPUBATCH_DEVICES.
 #include <array>
 #include <chrono>
 #include <cstddef>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace gpubatch {
 
@@ -67,6 +73,12 @@ std::string_view to_string(FlushPolicy policy) noexcept;
 std::string_view to_string(OverflowPolicy policy) noexcept;
 std::optional<FlushPolicy> flush_policy_from_string(std::string_view name) noexcept;
 std::optional<OverflowPolicy> overflow_policy_from_string(std::string_view name) noexcept;
+
+// BatchConfig::devices (and GPUBATCH_DEVICES) split into its items: {"all"}, or each index or
+// name substring, blanks around it trimmed, in order (repeats kept: "0,0" is device 0 twice).
+// Throws Error(invalid_config) naming `where` for an empty list or item, "all" beside other items,
+// or an item with characters other than letters, digits, blanks and "-_.()".
+std::vector<std::string> parse_device_list(std::string_view list, std::string_view where = "devices");
 
 // The defaults (BatchConfig{}, a file without `preset`) are the `adaptive` preset: it flushes as
 // soon as the device has a free slot, so a lone caller never waits for a batch to fill, and under
@@ -99,6 +111,9 @@ struct BatchConfig {
   std::size_t queue_capacity_of(std::size_t level) const noexcept {
     return level_queue_capacity[level] ? level_queue_capacity[level] : queue_capacity;
   }
+  // The devices BatchExecutor(config) opens: "all", or comma-separated indices / name substrings
+  // (parse_device_list). Ignored by the constructors that are given their devices.
+  std::string devices;
 
   // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,
   // adaptive (the default, BatchConfig{}) up to 4096, flushing whenever the device has a free slot.

@@ -31,6 +31,11 @@ enum class KernelKind : std::uint8_t {
 struct KernelOptions {
   std::uint32_t inputs = 1;         // 1 or 2 input vectors of equal length
   std::uint32_t output_length = 0;  // per_segment only: 0 = the input's length
+  // An executor over several devices runs a batch again on another device when the one it ran on
+  // is lost (DESIGN.md "Several devices"): right for a pure function of the inputs, which every
+  // kernel should be. false: a request of this kernel (alone or in a chain) that was in flight on
+  // a lost device fails with device_lost instead.
+  bool rerun_on_loss = true;
 };
 
 // A registered kernel, as requests refer to it: what validate() and output_bytes() need, with no
@@ -43,6 +48,7 @@ struct CustomKernelInfo {
   KernelKind kind = KernelKind::elementwise;
   std::uint32_t inputs = 1;         // 1 or 2
   std::uint32_t output_length = 0;  // per_segment only: 0 = the input's length
+  bool rerun_on_loss = true;        // KernelOptions::rerun_on_loss
   std::string key;                  // identity: name, kind, options and a hash of the body
 
   // Output floats for an input of `n` floats.

@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
@@ -44,6 +45,7 @@
 namespace gpubatch {
 
 class Device;
+struct DeviceOptions;
 
 namespace detail {
 class BatchDevice;
@@ -203,6 +205,15 @@ class BatchedGpuHandle {
   std::shared_ptr<detail::ExecutorCore> core_;
 };
 
+// Opens the devices a list names: "all" (every device Device::available() offers), or
+// comma-separated device indices or name substrings, each opened with `options` (its selector
+// replaced). An index may repeat: "0,0" opens device 0 twice, as two independent devices. Empty:
+// the GPUBATCH_DEVICES environment variable, else one device as Device(options) opens it.
+// Throws Error(invalid_config) for a malformed list, Error(no_device) for an item that matches
+// no device. (src/executor/executor_on_device.cpp)
+std::vector<Device> open_devices(std::string_view list, const DeviceOptions& options);
+std::vector<Device> open_devices(std::string_view list = {});
+
 class BatchExecutor {
  public:
   // Runs batches on `device` (a Vulkan Device's batch_device(), or any implementation of
@@ -212,6 +223,16 @@ class BatchExecutor {
                          BatchConfig config = BatchConfig{});
   // Runs batches on a Vulkan device (shares its memory, kernels and pipelines).
   explicit BatchExecutor(const Device& device, BatchConfig config = BatchConfig{});
+  // Runs batches on several Vulkan devices (DESIGN.md "Several devices"): each batch goes to the
+  // live device with the least outstanding work in bytes; a batch on a device that is lost runs
+  // once more on another; requests fail with device_lost only when every device is lost. Up to
+  // max_inflight_batches batches per device are in flight. One device is exactly
+  // BatchExecutor(devices[0], config). Throws Error(invalid_argument) for an empty list.
+  explicit BatchExecutor(std::vector<Device> devices, BatchConfig config = BatchConfig{});
+  // Opens the devices config.devices names (open_devices(); empty: GPUBATCH_DEVICES, else the
+  // default device) and runs batches on them.
+  explicit BatchExecutor(BatchConfig config);
+  BatchExecutor(BatchConfig config, const DeviceOptions& options);
   // Drains: every accepted request resolves before the destructor returns.
   ~BatchExecutor();
 

@@ -47,6 +47,26 @@ struct TransferCounts {
   std::uint64_t submissions = 0;
 };
 
+// One device of the executor (one entry for a lone device; one per member of a device set, in
+// the order they were given). A batch a lost member could not finish and another member re-ran
+// counts on both: as a failover on the first, as a rerun (and a batch) on the second.
+struct DeviceStats {
+  std::string name;
+  std::uint64_t batches = 0;   // batches submitted to it (re-runs it took included)
+  std::uint64_t requests = 0;  // requests in those batches
+  std::uint64_t bytes = 0;     // input + output bytes of those requests (a lone device: the
+                               // bytes it moved up and down, from its transfer counters)
+  std::uint64_t inflight_batches = 0;  // submitted to it, not yet finished
+  std::uint64_t inflight_bytes = 0;    // their input + output bytes (what placement weighs;
+                                       // 0 for a lone device, which has no placement)
+  std::uint64_t losses = 0;     // times it was found lost (device_lost on submit, wait, watchdog)
+  std::uint64_t failovers = 0;  // its batches re-run on another member after it was lost
+  std::uint64_t reruns = 0;     // batches it ran for a lost member
+  std::uint64_t recoveries = 0;  // recover() calls that brought it back into placement
+  bool live = true;  // takes new batches (false: lost and not yet recovered, or dropped)
+  TransferCounts transfers;  // from the device: every path that used it
+};
+
 struct Stats {
   // Requests. submitted = accepted into the queue; each accepted one ends completed or failed.
   // rejected = refused at the call (invalid, too large, queue full, shut down, deadline already
@@ -97,6 +117,10 @@ struct Stats {
   std::uint64_t target_batch_bytes = 0;
 
   TransferCounts transfers;  // from the device: every path that used it, not only this executor
+                             // (a device set: the sum over its members)
+  // Per device (one entry for a lone device; a device set's members in order). Health: a member
+  // with live == false takes no batches until it recovers.
+  std::vector<DeviceStats> devices;
 };
 
 // Prometheus text exposition (version 0.0.4) of a snapshot; every metric name starts with

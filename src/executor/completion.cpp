@@ -48,7 +48,7 @@ void ExecutorCore::return_batch_to_pool(std::unique_ptr<Batch> batch) {
   batch->inflight.reset();
   batch->error = nullptr;
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  if (pool_.size() < config_.max_inflight_batches + 2) pool_.push_back(std::move(batch));
+  if (pool_.size() < max_inflight_ + 2) pool_.push_back(std::move(batch));
 }
 
 // The strand runs parts itself too, so it never waits for a part nobody has claimed: a completion
@@ -106,15 +106,15 @@ void ExecutorCore::completion_loop(std::size_t index) {
       lock.lock();
       continue;
     }
-    if (!awaiting_ && !inflight_queue_.empty()) {
+    if (awaiting_ < await_width_ && !inflight_queue_.empty()) {
       std::unique_ptr<Batch> owned = std::move(inflight_queue_.front());
       inflight_queue_.pop_front();
-      awaiting_ = true;
+      ++awaiting_;
       lock.unlock();
       Batch* b = owned.release();  // from here owned by its chunks; the last one pools it
       await_batch(*b, index);
       lock.lock();
-      awaiting_ = false;
+      --awaiting_;
       // This thread takes the first chunk; the others go to whoever is idle.
       b->next_chunk = 1;
       if (b->chunks > 1) ready_.push_back(b);
@@ -125,7 +125,7 @@ void ExecutorCore::completion_loop(std::size_t index) {
       lock.lock();
       continue;
     }
-    if (stop_completion_ && inflight_queue_.empty() && !awaiting_) return;
+    if (stop_completion_ && inflight_queue_.empty() && awaiting_ == 0) return;
     inflight_cv_.wait(lock);
   }
 }
@@ -136,8 +136,7 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
   std::exception_ptr error = b.error;
   if (!error) {
     try {
-      const auto limit =
-          b.submitted + std::chrono::duration_cast<Clock::duration>(config_.batch_timeout);
+      const auto limit = b.submitted + watchdog_;
       // Poll for up to completion_spin first (never past the watchdog's limit): a lone request
       // is back without the blocking wait's wake-up. Only this thread, while it awaits a
       // submitted batch, polls: an idle executor spins not at all.
@@ -152,7 +151,7 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
           error = make_error(ErrorCode::device_lost,
                              "batch " + std::to_string(b.id) + " of " + std::to_string(n) +
                                  " requests did not complete within " +
-                                 std::to_string(config_.batch_timeout.count()) + " ms");
+                                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(watchdog_).count()) + " ms");
           break;
         }
         const auto slice = std::min<Clock::duration>(limit - now, std::chrono::milliseconds(100));
@@ -170,11 +169,14 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
     spdlog::warn("gpubatch executor: batch {} ({} requests) failed: {}", b.id, n, what);
     b.error_code = code;
     b.error_what = std::move(what);
+    last_done_.store(b.done.time_since_epoch().count());
   } else {
     st.device_time.record(b.done - b.submitted);
-    cost_.observe(b.bytes, b.done - std::max(b.submitted, last_done_));
+    // Several completion threads may await at once (a device set): the previous completion is
+    // whichever finished last, an approximation there.
+    const Clock::time_point previous{Clock::duration(last_done_.exchange(b.done.time_since_epoch().count()))};
+    cost_.observe(b.bytes, b.done - std::max(b.submitted, previous));
   }
-  last_done_ = b.done;
   const std::size_t helpers = completion_stats_.size();
   b.chunks = static_cast<std::uint32_t>(std::clamp<std::size_t>(n / kMinChunk, 1, helpers));
   b.next_chunk = 0;

@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cctype>
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
@@ -36,7 +37,7 @@ void check(const BatchConfig& c, std::string_view prefix);
 
 // One configuration key: how to set it from an integer or a string. `where` names the source
 // in messages ("file.toml: key max_batch_size", "GPUBATCH_MAX_BATCH_SIZE").
-enum class Kind { size, micros, millis, policy, overflow, boolean, list };
+enum class Kind { size, micros, millis, policy, overflow, boolean, list, text };
 struct Key {
   std::string_view name;
   std::string_view env;
@@ -61,6 +62,7 @@ constexpr Key kKeys[] = {
     {"priority_aging_us", "GPUBATCH_PRIORITY_AGING_US", Kind::micros},
     {"level_queue_capacity", "GPUBATCH_LEVEL_QUEUE_CAPACITY", Kind::list},
     {"level_timeout_us", "GPUBATCH_LEVEL_TIMEOUT_US", Kind::list},
+    {"devices", "GPUBATCH_DEVICES", Kind::text},
 };
 
 const Key* find_key(std::string_view name) {
@@ -127,13 +129,16 @@ void set_string(BatchConfig& c, const Key& key, std::string_view v, const std::s
     auto p = overflow_policy_from_string(v);
     if (!p) bad(where, "unknown overflow policy \"" + std::string(v) + "\" (block, block_for, reject)");
     c.overflow = *p;
+  } else if (key.kind == Kind::text) {
+    parse_device_list(v, where);  // throws naming `where`
+    c.devices = std::string(v);
   } else {
     bad(where, "expects an integer, not a string");
   }
 }
 
 void set_boolean(BatchConfig& c, const Key& key, bool v, const std::string& where) {
-  if (key.kind != Kind::boolean) bad(where, "expects " + std::string(key.kind == Kind::policy || key.kind == Kind::overflow || key.kind == Kind::list ? "a string" : "an integer") + ", not true/false");
+  if (key.kind != Kind::boolean) bad(where, "expects " + std::string(key.kind == Kind::policy || key.kind == Kind::overflow || key.kind == Kind::list || key.kind == Kind::text ? "a string" : "an integer") + ", not true/false");
   c.resident = v;  // the only boolean key
 }
 
@@ -146,8 +151,9 @@ void set_boolean_from_text(BatchConfig& c, const Key& key, std::string_view v, c
 
 std::string node_where(std::string_view source, std::string_view key, const toml::node& node) {
   std::string s(source);
-  if (node.source().begin.line > 0) s += ":" + std::to_string(node.source().begin.line);
-  return s + ": key " + std::string(key);
+  // append(), not operator+: GCC 12 warns (-Wrestrict, a false positive) on `":" + to_string()`.
+  if (node.source().begin.line > 0) s.append(":").append(std::to_string(node.source().begin.line));
+  return s.append(": key ").append(key);
 }
 
 BatchConfig from_table(const toml::table& table, std::string_view source) {
@@ -218,6 +224,37 @@ namespace {
 constexpr std::chrono::microseconds kLatencySpin{200};
 static_assert(BatchConfig{}.completion_spin == kLatencySpin, "the default is adaptive, which polls");
 }  // namespace
+
+std::vector<std::string> parse_device_list(std::string_view list, std::string_view where) {
+  auto refuse = [&](std::string why) {
+    why.append(" in \"").append(list).append(
+        "\" (expected \"all\", or comma-separated device indices or name substrings such as \"0,1\")");
+    bad(where, why);
+  };
+  std::vector<std::string> items;
+  std::size_t begin = 0;
+  for (;;) {
+    const std::size_t comma = list.find(',', begin);
+    std::string_view item = list.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (item.empty()) refuse(items.empty() && comma == std::string_view::npos ? "an empty list" : "an empty item");
+    for (const char ch : item) {
+      const auto u = static_cast<unsigned char>(ch);
+      if (!std::isalnum(u) && ch != ' ' && ch != '-' && ch != '_' && ch != '.' && ch != '(' && ch != ')')
+        refuse(std::string("the character '").append(1, ch).append("'"));
+    }
+    if (std::all_of(item.begin(), item.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); }) &&
+        item.size() > 9)
+      refuse(std::string("the index ").append(item).append(" (too large)"));
+    items.emplace_back(item);
+    if (comma == std::string_view::npos) break;
+    begin = comma + 1;
+  }
+  if (items.size() > 1 && std::find(items.begin(), items.end(), "all") != items.end())
+    refuse("\"all\" beside other items");
+  return items;
+}
 
 BatchConfig BatchConfig::latency() {
   BatchConfig c = balanced();
@@ -385,7 +422,7 @@ BatchConfig& BatchConfig::apply_environment() {
       set_boolean_from_text(*this, key, v, where);
       continue;
     }
-    if (key.kind == Kind::policy || key.kind == Kind::overflow || key.kind == Kind::list) {
+    if (key.kind == Kind::policy || key.kind == Kind::overflow || key.kind == Kind::list || key.kind == Kind::text) {
       set_string(*this, key, v, where);
       continue;
     }
@@ -415,7 +452,7 @@ void check(const BatchConfig& c, std::string_view prefix) {
   const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
                block_timeout, max_batch_bytes, completion_threads, batch_timeout,
                completion_spin, resident, resident_idle, target_p99, priority_levels, priority_aging,
-               level_queue_capacity, level_timeout] = c;
+               level_queue_capacity, level_timeout, devices] = c;
   auto bad = [prefix](std::string_view key, const std::string& why) {
     ::gpubatch::bad(std::string(prefix) + std::string(key), why);
   };
@@ -466,6 +503,7 @@ void check(const BatchConfig& c, std::string_view prefix) {
       bad(level_queue_capacity[i] ? "level_queue_capacity" : "level_timeout_us",
           "names level " + std::to_string(i) + " but priority_levels is " + std::to_string(priority_levels));
   }
+  if (!devices.empty()) parse_device_list(devices, std::string(prefix) + "devices");
   if (policy != FlushPolicy::deadline && policy != FlushPolicy::adaptive) bad("policy", "unknown value");
   if (overflow != OverflowPolicy::block && overflow != OverflowPolicy::block_for &&
       overflow != OverflowPolicy::reject)

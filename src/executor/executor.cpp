@@ -220,6 +220,10 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       device_(require_device(std::move(device))),
       max_request_bytes_(device_->max_request_bytes()),
       big_request_bytes_(config_.max_batch_bytes / config_.max_batch_size),
+      max_inflight_(config_.max_inflight_batches * std::max<std::size_t>(1, device_->inflight_multiplier())),
+      watchdog_(std::chrono::duration_cast<Clock::duration>(config_.batch_timeout) *
+                static_cast<long>(std::max<std::size_t>(1, device_->watchdog_periods()))),
+      await_width_(std::clamp<std::size_t>(device_->inflight_multiplier(), 1, config_.completion_threads)),
       queue_(config_.queue_capacity_of(0)),
       strand_(io_.get_executor()),
       timer_(strand_),

@@ -6,11 +6,11 @@
 //   strand      one io_context thread: drains the queue into the forming batch, decides when to
 //               flush, submits to the device (at most max_inflight_batches at a time), keeps one
 //               timer for the oldest request's max_wait and the earliest request deadline;
-//   completion  threads: one at a time waits for the oldest submitted batch (polling it for
-//               completion_spin, then blocking); a finished batch is cut into chunks that every
-//               idle completion thread helps with (take the chunk's results, then resolve its
-//               futures or handlers); the last chunk to have taken its results frees the batch's
-//               device slot (waking the strand if it waits for one).
+//   completion  threads: one at a time (a device set: one per member) waits for the oldest
+//               submitted batch (polling it for completion_spin, then blocking); a finished batch
+//               is cut into chunks that every idle completion thread helps with (take the chunk's
+//               results, then resolve its futures or handlers); the last chunk to have taken its
+//               results frees the batch's device slot (waking the strand if it waits for one).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -171,7 +171,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void schedule_timer(Clock::time_point now);
   void on_shutdown_requested();
   bool slot_free() const noexcept {
-    return inflight_slots_.load(std::memory_order_seq_cst) < config_.max_inflight_batches;
+    return inflight_slots_.load(std::memory_order_seq_cst) < max_inflight_;
   }
   bool strand_has_work() const noexcept;
   std::uint64_t wake_position() const noexcept;
@@ -231,6 +231,13 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // A request larger than its share of max_batch_bytes wakes the strand (the batch may be full
   // by bytes long before it is full by count).
   const std::size_t big_request_bytes_;
+  // max_inflight_batches per device behind device_ (a device set: per member), and the watchdog's
+  // limit for one batch (batch_timeout, times the periods a device set asks for its re-run).
+  const std::size_t max_inflight_;
+  const Clock::duration watchdog_;
+  // Completion threads that may wait for the device at once: one per device behind device_, so
+  // that a batch a set's member has finished is not held behind one still running on another.
+  const std::size_t await_width_;
 
   // One queue per priority level (each with its own capacity): queue_ is level 0, the default
   // and the only one unless priority_levels > 1; upper_queues_[i] is level i + 1. The wake-up
@@ -282,10 +289,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::deque<Batch*> ready_;  // finished, with chunks not yet claimed (owned by their chunks)
   ParallelJob* parallel_job_ = nullptr;  // the strand's, while it has parts not yet claimed
   StrandRunner strand_runner_{*this};
-  bool awaiting_ = false;     // a completion thread is waiting for the device
-  // The previous batch's completion (written by the one awaiting thread at a time): a batch's
-  // service time starts at its submission or there, whichever is later.
-  Clock::time_point last_done_{};
+  std::size_t awaiting_ = 0;  // completion threads waiting for the device (<= await_width_)
+  // The previous batch's completion (Clock ticks): a batch's service time starts at its
+  // submission or there, whichever is later.
+  std::atomic<Clock::rep> last_done_{0};
   CostModel cost_;
   bool stop_completion_ = false;
   std::mutex pool_mutex_;
@@ -362,6 +369,11 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     LatencyHistogram end_to_end;
   } resident_stats_;
 };
+
+// Stats::devices: the device's own breakdown (a device set's members), else one entry for the
+// lone device from the executor's counters (`dispatched`: requests put into batches).
+std::vector<DeviceStats> device_stats_of(const BatchDevice& device, const Stats& stats,
+                                         std::uint64_t dispatched);
 
 // GPUBATCH_TRACE=file.json: trace this executor's batches into the file (written at shutdown).
 // A path that cannot be created is logged and ignored (src/executor/executor_trace.cpp).

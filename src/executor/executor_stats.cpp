@@ -100,6 +100,7 @@ Stats ExecutorCore::stats() const {
     s.transfers = {t.uploads, t.downloads, t.bytes_up, t.bytes_down, t.dispatches, t.submissions};
   } catch (...) {
   }
+  s.devices = device_stats_of(*device_, s, dispatched);  // src/executor/device_stats.cpp
   return s;
 }
 

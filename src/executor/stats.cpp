@@ -86,6 +86,62 @@ class Writer {
   std::string out_;
 };
 
+// A label value: backslash, double quote and newline escaped (the text format's rules).
+std::string label_value(std::string_view v) {
+  std::string out;
+  for (const char c : v) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+// Per-device series, labelled device="i" (the index in Stats::devices); device_info carries the
+// name, so that the others stay cheap to join on.
+void device_series(Writer& w, const std::vector<DeviceStats>& devices) {
+  if (devices.empty()) return;
+  auto label = [](std::size_t i) { return "device=\"" + std::to_string(i) + "\""; };
+  w.header("device_info", "gauge", "One series per device of the executor, its name in a label.");
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    w.sample("device_info", label(i) + ",name=\"" + label_value(devices[i].name) + "\"", std::uint64_t{1});
+  struct Series {
+    const char* name;
+    const char* type;
+    const char* help;
+    std::uint64_t (*get)(const DeviceStats&);
+  };
+  static constexpr Series kSeries[] = {
+      {"device_live", "gauge", "1 while the device takes batches; 0 while it is lost, or dropped.",
+       [](const DeviceStats& d) -> std::uint64_t { return d.live ? 1 : 0; }},
+      {"device_batches_total", "counter", "Batches submitted to the device (re-runs included).",
+       [](const DeviceStats& d) { return d.batches; }},
+      {"device_requests_total", "counter", "Requests in the batches submitted to the device.",
+       [](const DeviceStats& d) { return d.requests; }},
+      {"device_bytes_total", "counter", "Input + output bytes of those requests.",
+       [](const DeviceStats& d) { return d.bytes; }},
+      {"device_inflight_batches", "gauge", "Batches submitted to the device, not yet finished.",
+       [](const DeviceStats& d) { return d.inflight_batches; }},
+      {"device_inflight_bytes", "gauge", "Input + output bytes of those batches (what placement weighs).",
+       [](const DeviceStats& d) { return d.inflight_bytes; }},
+      {"device_losses_total", "counter", "Times the device was found lost.",
+       [](const DeviceStats& d) { return d.losses; }},
+      {"device_failovers_total", "counter", "Batches of the device re-run on another after it was lost.",
+       [](const DeviceStats& d) { return d.failovers; }},
+      {"device_reruns_total", "counter", "Batches the device ran for a lost one.",
+       [](const DeviceStats& d) { return d.reruns; }},
+      {"device_recoveries_total", "counter", "Recoveries that brought the device back into placement.",
+       [](const DeviceStats& d) { return d.recoveries; }},
+  };
+  for (const Series& series : kSeries) {
+    w.header(series.name, series.type, series.help);
+    for (std::size_t i = 0; i < devices.size(); ++i) w.sample(series.name, label(i), series.get(devices[i]));
+  }
+}
+
 }  // namespace
 
 std::string to_prometheus(const Stats& s, std::string_view prefix) {
@@ -152,6 +208,7 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   w.sample("device_dispatches_total", "", s.transfers.dispatches);
   w.header("device_submissions_total", "counter", "Queue submissions on the device.");
   w.sample("device_submissions_total", "", s.transfers.submissions);
+  device_series(w, s.devices);
   return w.take();
 }
 

@@ -141,11 +141,12 @@ KernelHandle register_kernel(Device& device, std::string_view name, KernelKind k
   k->kind = kind;
   k->inputs = options.inputs;
   k->output_length = options.output_length;
+  k->rerun_on_loss = options.rerun_on_loss;
   k->body = std::string(glsl_body);
   k->function = gpu::signature(*k) + " {\n" + k->body + "\n}\n";
   std::uint64_t h = gpu::fnv1a(k->body);
   h = gpu::fnv1a(std::to_string(static_cast<int>(kind)) + "/" + std::to_string(k->inputs) + "/" +
-                     std::to_string(k->output_length),
+                     std::to_string(k->output_length) + (k->rerun_on_loss ? "" : "/no-rerun"),
                  h);
   k->key = "custom/" + k->name + "/" + gpu::hex64(h);
   if (auto existing = registry->find(name)) {

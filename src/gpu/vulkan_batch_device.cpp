@@ -331,6 +331,12 @@ std::size_t VulkanBatchDevice::frames_made() const {
   return set->frames.size();
 }
 
+bool VulkanBatchDevice::can_run(const Request& request) const {
+  if (!request.host_a && !request.host_result) return true;
+  const auto context = identity_->context();
+  return !foreign_host_buffer(request, context.get());
+}
+
 void VulkanBatchDevice::recover() { identity_->recover(current()->context); }
 
 std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const Request* const> requests) {

@@ -1,0 +1,206 @@
+// Device sets on the real Vulkan device (lavapipe in CI): "two devices" are one physical device
+// opened twice (open_devices("0,0"): two Devices, two VkDevices). Balance under 16 threads, every
+// member lost, HostBuffer routing, custom kernels and graphs on any member, device selection.
+// Every result is checked against the CPU reference.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/fault_injection.hpp"
+#include "gpubatch/custom_kernel.hpp"
+#include "gpubatch/device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/executor.hpp"
+#include "gpubatch/graph.hpp"
+#include "gpubatch/reference.hpp"
+
+using namespace gpubatch;
+using namespace std::chrono_literals;
+using gpubatch::gpu::Fault;
+using gpubatch::gpu::FaultInjector;
+
+namespace {
+
+struct Disarm {
+  Disarm() { FaultInjector::disarm_all(); }
+  ~Disarm() { FaultInjector::disarm_all(); }
+};
+
+// Never freed, like the other integration tests' devices: ThreadSanitizer ends a process that
+// unloads the Vulkan driver (a library it was told to ignore) before it exits.
+std::vector<Device>& two_devices() {
+  static std::vector<Device>& devices = *new std::vector<Device>(open_devices("0,0"));  // never freed
+  return devices;
+}
+
+std::vector<float> random_floats(std::size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-4.0f, 4.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+TEST(DeviceSetVulkan, OpenDevicesOpensOnePhysicalDeviceTwice) {
+  auto& d = two_devices();
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_NE(d[0].identity(), d[1].identity());  // two devices, not two copies of one
+  EXPECT_EQ(d[0].info().name, d[1].info().name);
+  EXPECT_EQ(open_devices("all").size(), Device::available().size());
+  try {
+    open_devices("no-such-device-anywhere");
+    ADD_FAILURE() << "expected no_device";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::no_device) << e.what();
+  }
+  EXPECT_THROW(open_devices("0,,0"), Error);
+}
+
+TEST(DeviceSetVulkan, BothDevicesTakeBatchesUnderSixteenThreads) {
+  BatchExecutor executor(two_devices(), BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<std::pair<std::vector<float>, std::future<std::vector<float>>>> pending;
+      for (int i = 0; i < 150; ++i) {
+        auto x = random_floats(256, static_cast<unsigned>(t * 1000 + i));
+        pending.emplace_back(x, gpu.relu(x));
+      }
+      for (auto& [x, f] : pending)
+        if (f.get() != reference::run(Request::relu(x)).values) ++bad;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  executor.shutdown();
+  const Stats st = executor.stats();
+  ASSERT_EQ(st.devices.size(), 2u);
+  EXPECT_GT(st.devices[0].batches, 0u);
+  EXPECT_GT(st.devices[1].batches, 0u);
+  EXPECT_EQ(st.devices[0].requests + st.devices[1].requests, 16u * 150u);
+  EXPECT_EQ(st.devices[0].name, two_devices()[0].info().name);
+  EXPECT_EQ(st.completed, 16u * 150u);
+}
+
+TEST(DeviceSetVulkan, OneDeviceInAListIsTheDirectPath) {
+  BatchExecutor executor(std::vector<Device>{two_devices()[0]}, BatchConfig::adaptive());
+  auto x = random_floats(64, 1);
+  EXPECT_EQ(executor.handle().relu(x).get(), reference::run(Request::relu(x)).values);
+  executor.shutdown();
+  const Stats st = executor.stats();
+  ASSERT_EQ(st.devices.size(), 1u);  // described by the executor: no set in between
+  EXPECT_EQ(st.devices[0].batches, st.batches);
+  EXPECT_THROW(BatchExecutor(std::vector<Device>{}), Error);
+}
+
+TEST(DeviceSetVulkan, EveryDeviceLostFailsWithDeviceLostThenRecovers) {
+  Disarm disarm;
+  BatchExecutor executor(two_devices(), BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  FaultInjector::arm(Fault::wait_device_lost, 1 << 20);
+  std::vector<std::future<std::vector<float>>> futures;
+  for (int i = 0; i < 64; ++i) futures.push_back(gpu.relu(random_floats(32, static_cast<unsigned>(i))));
+  for (auto& f : futures) {
+    ASSERT_EQ(f.wait_for(120s), std::future_status::ready);
+    try {
+      f.get();
+      ADD_FAILURE() << "a request succeeded while every wait failed";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::device_lost) << e.what();
+    }
+  }
+  FaultInjector::disarm_all();
+  auto x = random_floats(32, 99);
+  EXPECT_EQ(gpu.relu(x).get(), reference::run(Request::relu(x)).values);
+}
+
+TEST(DeviceSetVulkan, HostBufferRequestsRunOnTheDeviceThatAllocatedThem) {
+  auto& d = two_devices();
+  BatchExecutor executor(d, BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  std::vector<HostBuffer> in, out;
+  std::vector<std::vector<float>> expected;
+  for (int i = 0; i < 16; ++i) {
+    auto x = random_floats(128, static_cast<unsigned>(i));
+    in.push_back(d[1].allocate_host(128));
+    out.push_back(d[1].allocate_host(128));
+    std::copy(x.begin(), x.end(), in.back().begin());
+    expected.push_back(reference::run(Request::relu(x)).values);
+  }
+  std::vector<std::future<Result>> futures;
+  for (int i = 0; i < 16; ++i)
+    futures.push_back(gpu.submit(Request::from_host(Op::relu, in[i]).deliver_to(out[i])));
+  for (int i = 0; i < 16; ++i) {
+    futures[i].get();
+    EXPECT_EQ(std::vector<float>(out[i].begin(), out[i].end()), expected[i]);
+  }
+  executor.shutdown();
+  const Stats st = executor.stats();
+  EXPECT_EQ(st.devices[0].requests, 0u);
+  EXPECT_EQ(st.devices[1].requests, 16u);
+}
+
+TEST(DeviceSetVulkan, AKernelThatOptedOutOfReRunsIsNotReRun) {
+  Disarm disarm;
+  auto& d = two_devices();
+  KernelOptions once;
+  once.rerun_on_loss = false;
+  const KernelHandle k = register_kernel(d[0], "set_once", KernelKind::elementwise, "return x + p;", once);
+  BatchExecutor executor(d, BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  FaultInjector::arm(Fault::wait_device_lost);
+  try {
+    gpu.submit(Request::custom(k, {1.0f, 2.0f}, {}, 1.0f)).get();
+    ADD_FAILURE() << "expected device_lost";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::device_lost) << e.what();
+  }
+  FaultInjector::arm(Fault::wait_device_lost);  // a plain request lost the same way runs again
+  EXPECT_EQ(gpu.relu({-1.0f, 2.0f}).get(), (std::vector<float>{0.0f, 2.0f}));
+  EXPECT_EQ(gpu.submit(Request::custom(k, {1.0f, 2.0f}, {}, 1.0f)).get().values, (std::vector<float>{2.0f, 3.0f}));
+}
+
+TEST(DeviceSetVulkan, CustomKernelsAndGraphsWorkOnEveryDevice) {
+  auto& d = two_devices();
+  const KernelHandle cube = register_kernel(d[0], "set_cube", KernelKind::elementwise, "return x * x * x + p;");
+  auto x = random_floats(100, 5);
+  std::vector<float> want(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) want[i] = x[i] * x[i] * x[i] + 0.5f;
+  // Registered on device 0, run on device 1 directly...
+  const Result direct = d[1].run(Request::custom(cube, x, {}, 0.5f));
+  ASSERT_EQ(direct.values.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(direct.values[i], want[i], 1e-3f * (1 + std::abs(want[i])));
+  // ... and through the set, wherever its batches are placed.
+  BatchExecutor executor(d, BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  std::vector<std::future<Result>> futures;
+  for (int i = 0; i < 64; ++i) futures.push_back(gpu.submit(Request::custom(cube, x, {}, 0.5f)));
+  for (auto& f : futures) {
+    const Result r = f.get();
+    ASSERT_EQ(r.values.size(), want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(r.values[i], want[i], 1e-3f * (1 + std::abs(want[i])));
+  }
+  // A graph on either device, with the kernel registered there by name.
+  for (Device& device : d) {
+    register_kernel(device, "set_cube", KernelKind::elementwise, "return x * x * x + p;");
+    GpuCommandBatch graph(device);
+    const auto y = graph.custom("set_cube", graph.relu(graph.upload(x)), 0.5f);
+    graph.execute();
+    const std::vector<float> got = graph.read(y);
+    ASSERT_EQ(got.size(), x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const float r = std::max(0.0f, x[i]);
+      EXPECT_NEAR(got[i], r * r * r + 0.5f, 1e-3f * (1 + r * r * r));
+    }
+  }
+}
+
+}  // namespace

@@ -128,6 +128,10 @@ class BatchDevice {
   // How many devices stand behind this one, each taking max_inflight_batches batches: the
   // executor keeps max_inflight_batches times this many in flight (a device set: its members).
   virtual std::size_t inflight_multiplier() const { return 1; }
+  // True when the device's work runs on the host's own cores (Mesa's lavapipe): a completion
+  // thread polling it competes with the device for those cores, so the executor blocks at once
+  // instead (BatchConfig::completion_spin applies to real devices only).
+  virtual bool runs_on_host_cpu() const { return false; }
   // How many batch_timeout periods the executor's watchdog gives one batch before it fails it
   // with device_lost. A device set bounds each attempt itself and re-runs a lost member's batch
   // once elsewhere, so its batches may take two periods; the executor's watchdog stays a backstop.

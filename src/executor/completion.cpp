@@ -141,10 +141,10 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
       // is back without the blocking wait's wake-up. Only this thread, while it awaits a
       // submitted batch, polls: an idle executor spins not at all.
       bool finished = false;
-      if (config_.completion_spin.count() > 0)
+      if (completion_spin_.count() > 0)
         finished = poll_until(*b.inflight,
                               std::min(limit, Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                                 config_.completion_spin)));
+                                                                 completion_spin_)));
       while (!finished) {
         const auto now = Clock::now();
         if (now >= limit) {

@@ -245,4 +245,11 @@ std::unique_ptr<InFlightBatch> DeviceSet::try_submit_resident(const Request& req
   return members_.front()->try_submit_resident(request);
 }
 
+// Any member on the host's cores (lavapipe opened twice, in tests): polling would compete with it.
+bool DeviceSet::runs_on_host_cpu() const {
+  for (const auto& m : members_)
+    if (m->runs_on_host_cpu()) return true;
+  return false;
+}
+
 }  // namespace gpubatch::detail

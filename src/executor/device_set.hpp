@@ -42,6 +42,7 @@ class DeviceSet final : public BatchDevice, public std::enable_shared_from_this<
   TransferTotals transfers() const override;  // the members' sum
   bool can_run(const Request& request) const override;
   std::size_t inflight_multiplier() const override { return members_.size(); }
+  bool runs_on_host_cpu() const override;
   // Two attempts of batch_timeout each, and one more as the margin between them.
   std::size_t watchdog_periods() const override { return 3; }
   std::vector<DeviceStats> device_stats() const override;

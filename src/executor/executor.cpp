@@ -224,6 +224,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       watchdog_(std::chrono::duration_cast<Clock::duration>(config_.batch_timeout) *
                 static_cast<long>(std::max<std::size_t>(1, device_->watchdog_periods()))),
       await_width_(std::clamp<std::size_t>(device_->inflight_multiplier(), 1, config_.completion_threads)),
+      completion_spin_(device_->runs_on_host_cpu() ? std::chrono::microseconds(0) : config_.completion_spin),
       queue_(config_.queue_capacity_of(0)),
       strand_(io_.get_executor()),
       timer_(strand_),

@@ -124,6 +124,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void shutdown(ShutdownMode mode);
   Stats stats() const;
   const BatchConfig& config() const noexcept { return config_; }
+  // config().completion_spin, or 0 on a device that runs on the host's cores (no polling there).
+  std::chrono::microseconds completion_spin() const noexcept { return completion_spin_; }
   void start_trace(const std::filesystem::path& path, std::uint32_t sample_every) {
     trace_.start(path, sample_every);
   }
@@ -238,6 +240,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // Completion threads that may wait for the device at once: one per device behind device_, so
   // that a batch a set's member has finished is not held behind one still running on another.
   const std::size_t await_width_;
+  const std::chrono::microseconds completion_spin_;
 
   // One queue per priority level (each with its own capacity): queue_ is level 0, the default
   // and the only one unless priority_levels > 1; upper_queues_[i] is level i + 1. The wake-up

@@ -54,7 +54,7 @@ Result BatchedGpuHandle::run(Request request, const SubmitOptions& options) cons
     waiter->error = std::move(e);
     waiter->finish();
   });
-  waiter->wait(core_ ? core_->config().completion_spin : std::chrono::microseconds(0));
+  waiter->wait(core_ ? core_->completion_spin() : std::chrono::microseconds(0));
   if (waiter->error) std::rethrow_exception(waiter->error);
   return std::move(waiter->value);
 }

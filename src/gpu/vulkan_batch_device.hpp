@@ -49,6 +49,7 @@ class VulkanBatchDevice : public detail::BatchDevice,
   detail::TransferTotals transfers() const override;
   // False for a request whose HostBuffer another device (or this one before a re-creation) made.
   bool can_run(const Request& request) const override;
+  bool runs_on_host_cpu() const override;
   // DeviceIdentity::recover() for the context the latest batches ran on: when that VkDevice is
   // lost, a new GpuContext (new VkDevice, memory and kernels; pipelines are rebuilt on first use)
   // becomes current for this device, the Device and its graphs alike. Batches in flight keep the

@@ -53,6 +53,22 @@ TEST(CompletionSpin, AFinishedBatchIsCollectedByPollingWithoutABlockingWait) {
   expect_quiet_while_idle(*device);
 }
 
+// A device that runs on the host's own cores (lavapipe) is never polled: the poll would take the
+// cores the device needs. The completion threads block at once.
+TEST(CompletionSpin, ADeviceOnTheHostCpuIsNotPolled) {
+  FakeDevice::Options o;
+  o.host_cpu = true;
+  auto device = std::make_shared<FakeDevice>(o);
+  BatchExecutor executor(device, lone_config(1000us));
+  auto gpu = executor.handle();
+  for (int i = 0; i < 5; ++i) {
+    auto f = gpu.relu({static_cast<float>(i)});
+    ASSERT_TRUE(ready_within(f, 30s));
+  }
+  EXPECT_EQ(device->polls(), 0u);
+  EXPECT_GE(device->blocking_waits(), 1u);
+}
+
 TEST(CompletionSpin, ASlowBatchIsPolledForTheSpinThenWaitedFor) {
   auto device = std::make_shared<FakeDevice>();
   BatchExecutor executor(device, lone_config(2000us));

@@ -29,6 +29,7 @@ class FakeDevice : public detail::BatchDevice {
   struct Options {
     std::chrono::microseconds delay{0};  // completion this long after submit
     std::chrono::nanoseconds delay_per_kib{0};  // and this much more per KiB of input + output
+    bool host_cpu = false;  // runs_on_host_cpu(): the executor does not poll it
     std::size_t max_request_bytes = std::size_t{1} << 30;
     bool record_markers = true;  // remember a[0] of each request (NaN when a is empty)
     // Out of memory on submit: a batch of more than this many requests, or one holding a request
@@ -43,6 +44,7 @@ class FakeDevice : public detail::BatchDevice {
   }
 
   std::string name() const override { return "fake device"; }
+  bool runs_on_host_cpu() const override { return options_.host_cpu; }
   std::size_t max_request_bytes() const override { return options_.max_request_bytes; }
 
   std::unique_ptr<detail::InFlightBatch> submit(

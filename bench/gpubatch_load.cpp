@@ -53,7 +53,7 @@ struct Options {
   bool progress = true;
 };
 
-// Requests of one kind, built once from random inputs: a pool of kPool distinct requests per
+// Requests of one kind, built once from random inputs: a pool of distinct requests per
 // thread (each thread has its own Workload). Each submission copies one, as a caller's own data
 // would be. Every result is checked against the CPU reference; a result bit-identical to one
 // that already passed for the same request passes by comparison (the check is a pure function
@@ -74,21 +74,29 @@ class Workload {
     std::uniform_int_distribution<int> byte(0, 255);
     const std::uint32_t size = o.size;
     const std::size_t floats = o.op == "matmul" ? std::size_t{size} * size : size;
-    std::vector<std::vector<float>> floats_pool;
-    std::vector<std::vector<std::uint8_t>> states_pool;
-    for (int i = 0; i < kPool; ++i) {
-      std::vector<float> v(floats);
-      for (auto& x : v) x = d(rng);
-      floats_pool.push_back(std::move(v));
-      std::vector<std::uint8_t> s(std::size_t{size} * kLayersPerState);
-      for (auto& b : s) b = static_cast<std::uint8_t>(byte(rng));
-      states_pool.push_back(std::move(s));
+    // Only the inputs the op reads, and fewer distinct requests when they are large: building 32
+    // pools of 1,048,576 floats and of 16 MiB of states for every thread, one thread after the
+    // other, took the load generator about a minute before the timed run began.
+    const bool states = o.op == "gradients" || o.op == "interpolate";
+    const std::size_t bytes = states ? std::size_t{size} * kLayersPerState : floats * sizeof(float);
+    pool_ = static_cast<int>(std::clamp<std::size_t>((std::size_t{64} << 20) / std::max<std::size_t>(bytes, 1), 2, kMaxPool));
+    passed_.resize(static_cast<std::size_t>(pool_));
+    std::vector<std::vector<float>> floats_pool(pool_);
+    std::vector<std::vector<std::uint8_t>> states_pool(pool_);
+    for (int i = 0; i < pool_; ++i) {
+      if (states) {
+        states_pool[i].resize(std::size_t{size} * kLayersPerState);
+        for (auto& b : states_pool[i]) b = static_cast<std::uint8_t>(byte(rng));
+      } else {
+        floats_pool[i].resize(floats);
+        for (auto& x : floats_pool[i]) x = d(rng);
+      }
     }
-    for (int i = 0; i < kPool; ++i) {
+    for (int i = 0; i < pool_; ++i) {
       const auto& a = floats_pool[i];
-      const auto& b = floats_pool[(i + 1) % kPool];
+      const auto& b = floats_pool[(i + 1) % pool_];
       const auto& sa = states_pool[i];
-      const auto& sb = states_pool[(i + 1) % kPool];
+      const auto& sb = states_pool[(i + 1) % pool_];
       const float t = static_cast<float>(i * 7 % 101) / 100.0f;
       requests_.push_back(build(o.op, size, a, b, sa, sb, t, i % 2 ? InterpolationMode::slerp : InterpolationMode::lerp));
     }
@@ -96,14 +104,14 @@ class Workload {
   }
 
   // The i-th request to send (a copy).
-  Request make(std::uint64_t i) const { return requests_[i % kPool]; }
+  Request make(std::uint64_t i) const { return requests_[i % pool_]; }
   // Checks the i-th request's result; a message when it is wrong. Only the owning thread calls.
   std::optional<std::string> check(std::uint64_t i, const Result& in) const {
-    const Request& r = requests_[i % kPool];
+    const Request& r = requests_[i % pool_];
     Result delivered;  // --host-buffers: the result is in the request's host buffer
     if (r.host_result) delivered.values.assign(r.host_result->data, r.host_result->data + r.host_result->floats);
     const Result& got = r.host_result ? delivered : in;
-    std::optional<Result>& passed = passed_[i % kPool];
+    std::optional<Result>& passed = passed_[i % pool_];
     if (passed && passed->values == got.values && passed->states == got.states) return std::nullopt;
     auto mismatch = reference::check(r.host_result ? without_result_buffer(r) : r, got);
     if (!mismatch) passed = got;
@@ -129,7 +137,7 @@ class Workload {
   }
 
   // --host-buffers: each pool request reads x from a HostBuffer and writes its result into
-  // another (requests sharing a pool slot share them: at most kPool in flight per thread are
+  // another (requests sharing a pool slot share them: at most pool_ in flight per thread are
   // distinct; more write the same values again).
   void move_into_host_buffers(const Device& device) {
     for (Request& r : requests_) {
@@ -147,9 +155,10 @@ class Workload {
     return copy;
   }
 
-  static constexpr int kPool = 32;
+  static constexpr std::size_t kMaxPool = 32;
+  int pool_ = 2;  // distinct requests: up to kMaxPool, at most about 64 MiB of inputs
   std::vector<Request> requests_;
-  mutable std::vector<std::optional<Result>> passed_ = std::vector<std::optional<Result>>(kPool);
+  mutable std::vector<std::optional<Result>> passed_;
 };
 
 struct ThreadResult {

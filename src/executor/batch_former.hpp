@@ -73,16 +73,16 @@ class BatchFormer {
   void set_byte_limit(std::size_t bytes) noexcept {
     byte_limit_ = std::min(bytes, limits_.max_batch_bytes);
   }
-  std::size_t byte_limit() const noexcept { return byte_limit_; }
 
   // Whether level `level` takes another request (the strand stops pulling that level's queue).
   bool wants(std::size_t level) const noexcept {
     return levels_[level].size() < limits_.max_batch_size && bytes_ <= byte_limit_;
   }
-  bool wants_any() const noexcept {
+  // Every level takes more: a pull that stopped with this true emptied every queue.
+  bool wants_every_level() const noexcept {
     for (std::size_t l = 0; l < levels_.size(); ++l)
-      if (wants(l)) return true;
-    return false;
+      if (!wants(l)) return false;
+    return true;
   }
 
   void offer(Item&& item, time_point now) {
@@ -96,7 +96,6 @@ class BatchFormer {
   std::size_t size() const noexcept { return count_; }
   bool empty() const noexcept { return count_ == 0; }
   std::size_t bytes() const noexcept { return bytes_; }
-  std::size_t levels() const noexcept { return levels_.size(); }
   time_point earliest_deadline() const noexcept { return earliest_deadline_; }
   // More than one batch's worth is held (by count, or by bytes with at least two requests).
   bool full() const noexcept {

@@ -99,9 +99,8 @@ void ExecutorCore::process() {
     }
     // Requests with a deadline that wait in the queues behind a full former still fail
     // promptly: look at them in place.
-    bool emptied = true;  // pull() stopped at the end of every queue, not at a full level
-    for (std::size_t l = 0; emptied && l < level_count(); ++l) emptied = former_.wants(l);
-    if (emptied) queue_deadline_ = Clock::time_point::max();
+    // pull() stopped at the end of every queue, not at a full level: nothing waits there.
+    if (former_.wants_every_level()) queue_deadline_ = Clock::time_point::max();
     else if (urgent) scan_queue_deadlines(now, false);  // only what arrived since last time
     for (std::size_t l = 0; l < level_count(); ++l) level_queue(l).notify_space();
   }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "config_test_util.hpp"
 #include "gpubatch/error.hpp"
 
 namespace {
@@ -18,20 +19,9 @@ using gpubatch::Error;
 using gpubatch::ErrorCode;
 using gpubatch::FlushPolicy;
 using gpubatch::OverflowPolicy;
+using gpubatch::testing::EnvGuard;
+using gpubatch::testing::expect_invalid;
 using namespace std::chrono_literals;
-
-// Expects Error(invalid_config) whose message mentions `needle`.
-template <typename F>
-void expect_invalid(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected invalid_config mentioning \"" << needle << "\"";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::invalid_config) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message \"" << e.what() << "\" does not mention \"" << needle << "\"";
-  }
-}
 
 TEST(BatchConfig, PresetsHaveTheDesignNumbers) {
   EXPECT_EQ(BatchConfig::latency().max_batch_size, 256u);
@@ -163,22 +153,6 @@ TEST(BatchConfig, ValidateNamesTheKey) {
   EXPECT_NO_THROW(ok.validate());
 }
 
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~EnvGuard() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 TEST(BatchConfig, EnvironmentOverridesKeys) {
   EnvGuard a("GPUBATCH_MAX_BATCH_SIZE", "77");
   EnvGuard b("GPUBATCH_MAX_WAIT_US", "1234");
@@ -279,13 +253,7 @@ TEST(PriorityConfig, FileAndEnvironmentSetTheLevels) {
 
 TEST(PriorityConfig, BadValuesNameTheKey) {
   auto invalid = [](const char* text, const std::string& part) {
-    try {
-      BatchConfig::from_string(text, "p.toml");
-      ADD_FAILURE() << "accepted: " << text;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::invalid_config);
-      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
-    }
+    expect_invalid([&] { BatchConfig::from_string(text, "p.toml"); }, part);
   };
   invalid("target_p99_us = -5", "target_p99_us");
   invalid("target_p99_us = 60000001", "target_p99_us: must be in [0, 60000000]");
@@ -302,12 +270,7 @@ TEST(PriorityConfig, BadValuesNameTheKey) {
   invalid("priority_levels = 2\nlevel_queue_capacity = \"0,0,5\"", "names level 2");
   invalid("priority_levels = 2\nlevel_queue_capacity = \"0,99999999\"", "level_queue_capacity");
   EnvGuard bad("GPUBATCH_LEVEL_QUEUE_CAPACITY", "a");
-  try {
-    BatchConfig::from_environment();
-    ADD_FAILURE() << "accepted GPUBATCH_LEVEL_QUEUE_CAPACITY=a";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("GPUBATCH_LEVEL_QUEUE_CAPACITY"), std::string::npos) << e.what();
-  }
+  expect_invalid([] { BatchConfig::from_environment(); }, "GPUBATCH_LEVEL_QUEUE_CAPACITY");
 }
 
 }  // namespace

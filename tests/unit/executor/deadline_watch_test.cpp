@@ -5,12 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
+#include <optional>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "config_test_util.hpp"
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/executor.hpp"
@@ -142,13 +143,16 @@ TEST(PromptDeadline, AHandlerOnTheWatchThreadMayShutTheExecutorDown) {
 // Without the watch (GPUBATCH_DEADLINE_WATCH=off) the strand's own sweeps still fail a waiting
 // request once its deadline has passed.
 TEST(PromptDeadline, WithoutTheWatchTheStrandExpiresWaitingRequests) {
-  ::setenv("GPUBATCH_DEADLINE_WATCH", "off", 1);
   auto device = std::make_shared<FakeDevice>();
   device->pause();
   BatchConfig c = BatchConfig::adaptive();
   c.max_inflight_batches = 1;
-  BatchExecutor executor(device, c);
-  ::unsetenv("GPUBATCH_DEADLINE_WATCH");
+  std::optional<BatchExecutor> made;
+  {
+    EnvGuard off("GPUBATCH_DEADLINE_WATCH", "off");  // read when the executor is made
+    made.emplace(device, c);
+  }
+  BatchExecutor& executor = *made;
   auto gpu = executor.handle();
   auto first = gpu.relu({1.0f});
   ASSERT_TRUE(device->wait_for_batches(1));

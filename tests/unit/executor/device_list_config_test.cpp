@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpubatch/config.hpp"
+#include "config_test_util.hpp"
 #include "gpubatch/error.hpp"
 
 namespace {
@@ -16,35 +17,9 @@ using gpubatch::BatchConfig;
 using gpubatch::Error;
 using gpubatch::ErrorCode;
 using gpubatch::parse_device_list;
+using gpubatch::testing::EnvGuard;
+using gpubatch::testing::expect_invalid;
 using List = std::vector<std::string>;
-
-template <typename F>
-void expect_invalid(F&& f, const std::string& needle) {
-  try {
-    f();
-    ADD_FAILURE() << "expected invalid_config mentioning \"" << needle << "\"";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::invalid_config) << e.what();
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos)
-        << "message \"" << e.what() << "\" does not mention \"" << needle << "\"";
-  }
-}
-
-class EnvGuard {
- public:
-  EnvGuard(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~EnvGuard() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 TEST(DeviceList, AcceptsAllIndicesAndNames) {
   EXPECT_EQ(parse_device_list("all"), List{"all"});

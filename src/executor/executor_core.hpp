@@ -110,6 +110,23 @@ struct ParallelJob {
   std::atomic<std::size_t> left{0};
 };
 
+// GPUBATCH_INLINE_SUBMIT is not "off" (ExecutorCore::post_if_idle).
+bool inline_submit_enabled() noexcept;
+
+// Around the call of a caller that waits for its own result (BatchedGpuHandle::run): if its
+// request finds the strand idle, that caller runs the strand itself (post_if_idle). Calls that
+// return a future or take a handler never do: their initiation must not wait for the device.
+class CallerWaitsScope {
+ public:
+  CallerWaitsScope() noexcept;
+  ~CallerWaitsScope();
+  CallerWaitsScope(const CallerWaitsScope&) = delete;
+  CallerWaitsScope& operator=(const CallerWaitsScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
 class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
  public:
   ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig config);
@@ -144,7 +161,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void wake_if_waiting_for_slot() noexcept;  // fence, then post_if_idle() if it waits for a slot
 
   // ---- strand ----
-  void run_strand();
+  void run_strand(bool on_io_thread);
+  bool post_strand_run() noexcept;
   void kick();
   void process();
   bool pull(Clock::time_point now);
@@ -171,11 +189,15 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void claim_or_drop(std::vector<Pending>& items);
   void cancel_everything();
   void schedule_timer(Clock::time_point now);
-  void on_shutdown_requested();
   bool slot_free() const noexcept {
     return inflight_slots_.load(std::memory_order_seq_cst) < max_inflight_;
   }
-  bool strand_has_work() const noexcept;
+  // The strand's state its last look needs (run_strand), read while it still holds the strand.
+  struct StrandLook {
+    bool finished, wants_slot, closing_seen, cancel_seen;
+    std::uint64_t wake;
+  };
+  bool strand_has_work(const StrandLook& look) const noexcept;
   std::uint64_t wake_position() const noexcept;
   static constexpr std::uint64_t kNever = ~std::uint64_t{0};
 
@@ -264,8 +286,14 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // The idle strand waits for a free in-flight slot (its batch is due): only then does a
   // completion that frees a slot wake it (published like wake_pos_, read after the slot's fence).
   std::atomic<bool> wants_slot_{false};
+  // Events of the io thread, noted for whoever holds the strand: the timer fired; shutdown closed
+  // the queues (read after they were closed).
+  std::atomic<bool> timer_fired_{false};
+  std::atomic<bool> closing_requested_{false};
+  // A producer that finds the strand idle runs it inline (GPUBATCH_INLINE_SUBMIT=off: it posts).
+  const bool inline_runs_ = inline_submit_enabled();
 
-  // Strand state (touched only by handlers on strand_).
+  // Strand state (touched only by the holder of strand_awake_: see run_strand()).
   boost::asio::io_context io_{1};
   boost::asio::strand<boost::asio::io_context::executor_type> strand_;
   boost::asio::steady_timer timer_;

@@ -15,7 +15,11 @@
 namespace gpubatch::detail {
 
 
-void ExecutorCore::run_strand() {
+// The strand's state belongs to whoever holds strand_awake_ (set by exchange, cleared after the
+// last look): the io thread for a posted run or the timer, or a producer that found the strand
+// idle and runs it inline (post_if_idle). `on_io_thread` false: such a producer; it does one pass
+// and posts whatever is left, so that its own call returns promptly.
+void ExecutorCore::run_strand(bool on_io_thread) {
   for (;;) {
     bump(strand_stats_.runs);
     try {
@@ -23,12 +27,26 @@ void ExecutorCore::run_strand() {
     } catch (const std::exception& e) {
       spdlog::error("gpubatch executor: batch formation failed: {}", e.what());
     }
-    wake_pos_.store(wake_position(), std::memory_order_relaxed);
-    wants_slot_.store(blocked_on_slot_, std::memory_order_relaxed);
+    // What the last look needs of the strand's state is read before the strand is let go: from
+    // then on another thread may hold it.
+    const StrandLook look{strand_finished_, blocked_on_slot_, closing_seen_, cancel_seen_, wake_position()};
+    wake_pos_.store(look.wake, std::memory_order_relaxed);
+    wants_slot_.store(look.wants_slot, std::memory_order_relaxed);
     strand_awake_.store(false, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (!strand_has_work()) return;
+    if (!strand_has_work(look)) return;
     if (strand_awake_.exchange(true, std::memory_order_seq_cst)) return;  // another run is posted
+    if (!on_io_thread && post_strand_run()) return;
+  }
+}
+
+// Hands the strand (held: strand_awake_ is set) to the io thread; false when the post failed.
+bool ExecutorCore::post_strand_run() noexcept {
+  try {
+    boost::asio::post(strand_, [this] { run_strand(true); });
+    return true;
+  } catch (...) {
+    return false;
   }
 }
 
@@ -46,31 +64,32 @@ std::uint64_t ExecutorCore::wake_position() const noexcept {
   return head + std::min(room, half) - 1;
 }
 
-bool ExecutorCore::strand_has_work() const noexcept {
-  if (strand_finished_) return false;
-  if (blocked_on_slot_ && slot_free()) return true;
+// Called after the strand was let go: reads only atomics and `look`, taken while it was held.
+bool ExecutorCore::strand_has_work(const StrandLook& look) const noexcept {
+  if (look.finished) return false;
+  if (look.wants_slot && slot_free()) return true;
+  if (timer_fired_.load(std::memory_order_relaxed)) return true;
+  if (!look.closing_seen && closing_requested_.load(std::memory_order_relaxed)) return true;
+  if (look.closing_seen && !look.cancel_seen && cancel_.load(std::memory_order_relaxed)) return true;
   if (urgent_.load(std::memory_order_relaxed)) return true;
   if (cancels_.load(std::memory_order_relaxed)) return true;
   if (upper_pushed_.load(std::memory_order_relaxed)) return true;
-  const std::uint64_t w = wake_position();
-  return w != kNever && queue_.published(w);
+  return look.wake != kNever && queue_.published(look.wake);
 }
 
-// On the strand, for events that are not pushes (timer, shutdown): process through run_strand()
-// so that the wake-up state is republished when the strand goes idle again. When a run is
-// already posted, it will do the processing.
+// On the io thread, for events that are not pushes (timer, shutdown), noted first in atomics
+// that strand_has_work() reads: process through run_strand() so that the wake-up state is
+// republished when the strand goes idle again. When another run holds the strand (posted, or a
+// producer's inline run), it sees the note in its last look and runs again.
 void ExecutorCore::kick() {
-  if (!strand_awake_.exchange(true, std::memory_order_seq_cst)) run_strand();
-}
-
-void ExecutorCore::on_shutdown_requested() {
-  closing_seen_ = true;
-  if (cancel_.load(std::memory_order_acquire)) cancel_seen_ = true;
-  kick();
+  if (!strand_awake_.exchange(true, std::memory_order_seq_cst)) run_strand(true);
 }
 
 void ExecutorCore::process() {
   if (strand_finished_) return;
+  if (timer_fired_.exchange(false, std::memory_order_relaxed)) timer_target_ = Clock::time_point::max();
+  if (closing_requested_.load(std::memory_order_acquire)) closing_seen_ = true;
+  if (closing_seen_ && cancel_.load(std::memory_order_acquire)) cancel_seen_ = true;
   const bool urgent = urgent_.exchange(false, std::memory_order_relaxed);
   const bool cancels = cancels_.exchange(false, std::memory_order_relaxed);
   upper_pushed_.store(false, std::memory_order_relaxed);
@@ -364,8 +383,8 @@ void ExecutorCore::schedule_timer(Clock::time_point now) {
   timer_.expires_at(target);
   timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec == boost::asio::error::operation_aborted) return;
-    timer_target_ = Clock::time_point::max();
     bump(strand_stats_.timer_wakeups);
+    timer_fired_.store(true, std::memory_order_seq_cst);
     kick();
   });
 }

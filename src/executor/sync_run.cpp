@@ -49,11 +49,14 @@ Result BatchedGpuHandle::run(Request request, const SubmitOptions& options) cons
   auto waiter = std::make_shared<SyncWaiter>();
   // The handler has no executor of its own, so it runs where the request resolves: it only
   // stores the outcome and wakes this thread (every accepted request resolves exactly once).
-  call<Result>(std::move(request), options, [waiter](std::exception_ptr e, Result r) {
-    waiter->value = std::move(r);
-    waiter->error = std::move(e);
-    waiter->finish();
-  });
+  {
+    detail::CallerWaitsScope waits;  // an idle strand: this thread submits (post_if_idle)
+    call<Result>(std::move(request), options, [waiter](std::exception_ptr e, Result r) {
+      waiter->value = std::move(r);
+      waiter->error = std::move(e);
+      waiter->finish();
+    });
+  }
   waiter->wait(core_ ? core_->completion_spin() : std::chrono::microseconds(0));
   if (waiter->error) std::rethrow_exception(waiter->error);
   return std::move(waiter->value);

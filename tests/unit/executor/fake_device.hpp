@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <optional>
 #include <span>
 #include <string>
@@ -70,6 +71,7 @@ class FakeDevice : public detail::BatchDevice {
     {  // hold_submits(): the caller (the executor's strand) stays in submit() until released
       std::unique_lock<std::mutex> lock(state_->m);
       ++state_->submits_entered;
+      state_->submit_threads.push_back(std::this_thread::get_id());
       state_->cv.notify_all();
       state_->cv.wait(lock, [&] { return !state_->hold_submits; });
     }
@@ -223,6 +225,11 @@ class FakeDevice : public detail::BatchDevice {
     std::unique_lock<std::mutex> lock(state_->m);
     return state_->cv.wait_for(lock, timeout, [&] { return state_->batch_sizes.size() >= n; });
   }
+  // The thread that made each submit() call so far, in order.
+  std::vector<std::thread::id> submit_threads() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->submit_threads;
+  }
   // Waits until n batches are in flight (submitted, not yet released by the executor).
   bool wait_for_inflight(std::size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(30)) const {
     std::unique_lock<std::mutex> lock(state_->m);
@@ -236,6 +243,7 @@ class FakeDevice : public detail::BatchDevice {
     bool paused = false;
     bool hold_submits = false;
     std::size_t submits_entered = 0;
+    std::vector<std::thread::id> submit_threads;  // the thread of each submit() call, in order
     std::chrono::microseconds delay{0};
     int fail_submit = 0;
     ErrorCode fail_submit_code = ErrorCode::device_lost;

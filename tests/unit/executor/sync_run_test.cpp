@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "config_test_util.hpp"
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/executor.hpp"
@@ -66,6 +67,60 @@ TEST(SyncRun, ManyCallersEachGetTheirOwnResult) {
   EXPECT_EQ(wrong.load(), 0);
   EXPECT_EQ(executor.stats().completed, 8u * 200u);
   EXPECT_GT(executor.stats().mean_batch_size, 1.0) << "synchronous callers are still batched together";
+}
+
+// A synchronous caller that finds the executor idle submits its batch itself (no hop to the
+// strand's thread); a call that returns a future never does, so that its initiation cannot wait
+// for the device; GPUBATCH_INLINE_SUBMIT=off turns the first off for side-by-side runs.
+TEST(SyncRun, TheCallerSubmitsItselfWhenTheExecutorIsIdle) {
+  auto device = std::make_shared<FakeDevice>();
+  const auto me = std::this_thread::get_id();
+  {
+    BatchExecutor executor(device, BatchConfig::adaptive());
+    auto gpu = executor.handle();
+    EXPECT_EQ(gpu.run(Request::relu({-1.0f, 2.0f})).values, (std::vector<float>{0.0f, 2.0f}));
+    ASSERT_EQ(device->submit_threads().size(), 1u);
+    EXPECT_EQ(device->submit_threads()[0], me) << "an idle executor: the caller's own thread submits";
+    EXPECT_EQ(gpu.relu({3.0f}).get(), std::vector<float>{3.0f});
+    ASSERT_EQ(device->submit_threads().size(), 2u);
+    EXPECT_NE(device->submit_threads()[1], me) << "a future's call never submits on the caller's thread";
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(gpu.run(Request::relu({float(i)})).values, std::vector<float>{float(i)});
+    EXPECT_EQ(executor.stats().completed, 22u);
+  }
+  EnvGuard off("GPUBATCH_INLINE_SUBMIT", "off");
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  EXPECT_EQ(executor.handle().run(Request::relu({5.0f})).values, std::vector<float>{5.0f});
+  const auto threads = device->submit_threads();
+  EXPECT_NE(threads.back(), me) << "GPUBATCH_INLINE_SUBMIT=off: the strand's thread submits";
+}
+
+// Synchronous callers racing with each other, with a timer (deadline policy) and with shutdown:
+// whoever holds the strand, every call resolves once and the executor drains.
+TEST(SyncRun, InlineRunsRaceWithTheTimerAndShutdown) {
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 50us});
+  for (BatchConfig config : {BatchConfig::adaptive(), BatchConfig::latency()}) {
+    config.max_wait = 200us;
+    BatchExecutor executor(device, config);
+    auto gpu = executor.handle();
+    std::atomic<int> ok{0}, refused{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 300; ++i) {
+          try {
+            const float x = static_cast<float>(t * 1000 + i);
+            if (gpu.run(Request::scale({x}, 2.0f)).values == std::vector<float>{2 * x}) ++ok;
+          } catch (const Error& e) {
+            if (e.code() == ErrorCode::shut_down) ++refused;
+          }
+        }
+      });
+    std::this_thread::sleep_for(5ms);
+    executor.shutdown(ShutdownMode::drain);
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(ok.load() + refused.load(), 6 * 300) << "every call resolved, with its own result or shut_down";
+    EXPECT_EQ(executor.stats().completed, static_cast<std::uint64_t>(ok.load()));
+  }
 }
 
 }  // namespace

@@ -209,7 +209,6 @@ std::size_t GpuCommandBatch::Impl::stage(std::span<const float> data) {
   return at;
 }
 
-
 // ---- execute ------------------------------------------------------------------------------------
 
 void GpuCommandBatch::Impl::execute() {

@@ -73,7 +73,8 @@ class Recorder {
   // The plan's buffers, in its order: the last execute's where it chose one, else new ones.
   void acquire_buffers() {
     for (const gpu::graph::Buffer& b : plan_.buffers) {
-      // The plan chose among the same sizes; lower_bound takes the one the pool's order puts first.
+      // The plan chose this exact size from the same sizes (Input::recycled); buffers of one size
+      // are interchangeable.
       if (auto it = g_.recycled.lower_bound(b.bytes); b.recycled && it != g_.recycled.end() && it->first == b.bytes) {
         held_.push_back(std::move(it->second));
         g_.recycled.erase(it);
@@ -85,8 +86,8 @@ class Recorder {
     g_.stats.direct = g_.direct;
   }
 
-  // Kernels (a fused group's is generated and compiled on a cache miss) before anything is
-  // written, so a compile error leaves staging as it was.
+  // Kernels first (a fused group's is generated and compiled on a cache miss): a compile error
+  // fails the execute before staging or readback memory grows.
   void build_pipelines() {
     for (const Step& s : plan_.steps) {
       const Node& n = ops_[s.first_node];
@@ -106,8 +107,9 @@ class Recorder {
     const std::string source = gpu::fused_source(s.shape);
     spdlog::debug("gpubatch: compiling fused kernel {}", s.fused_key);
     const auto spirv = gpu::compile_compute_glsl(source, "fused-kernel");
+    const VkPipeline pipeline = kernels_.get_or_build(s.fused_key, spirv);
     ++g_.stats.kernels_compiled;
-    return kernels_.get_or_build(s.fused_key, spirv);
+    return pipeline;
   }
 
   // Imports get their device buffer once; they keep it across executes.

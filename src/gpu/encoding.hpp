@@ -1,7 +1,7 @@
 #pragma once
 // Small helpers shared by everything that encodes work for the built-in kernels
-// (vulkan_batch_device.cpp for ragged batches, graph.cpp for command batches): alignment, work
-// division, and which built-in kernel runs an op.
+// (vulkan_batch_device.cpp for ragged batches, graph_plan.cpp and graph_record.cpp for command
+// batches): alignment, work division, and which built-in kernel runs an op.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

@@ -7,7 +7,9 @@
 # Build and bundle here (binaries by basename into .gpu/bin; see DESIGN.md "Running on the GPU
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
-# There:  bash scripts/gpu_session.sh OUTDIR [sections]   (sections: probe lone crowd large sweep tests)
+# There:  bash scripts/gpu_session.sh OUTDIR [sections]
+#   sections: probe lone crowd large bytes open sweep tests
+# `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
 sections=${2:-"probe lone crowd large sweep tests"}
@@ -17,11 +19,18 @@ have() { [ -x ".gpu/bin/$1" ]; }
 # load NAME BINARY ARGS...: one gpubatch-load run; its JSON object, with "name" and "wall_s" added,
 # goes to OUT/results.jsonl and its stderr to OUT/log.txt (few files: the device tool returns few).
 load() {
-  local name=$1 bin=$2; shift 2
+  local name=$1; shift
+  local envs=()
+  if [ "$1" = env ]; then
+    shift
+    while [ "$1" != -- ]; do envs+=("$1"); shift; done
+    shift
+  fi
+  local bin=$1; shift
   have "$bin" || return 0
-  echo "== $name: $bin $*" >> "$out/log.txt"
+  echo "== $name: ${envs[*]} $bin $*" >> "$out/log.txt"
   local t0=$SECONDS line
-  line=$(timeout 90 "$run" "$bin" "$@" --json 2>> "$out/log.txt" | tail -1)
+  line=$(env "${envs[@]}" timeout 90 "$run" "$bin" "$@" --json 2>> "$out/log.txt" | tail -1)
   local rc=$? wall=$((SECONDS - t0))
   echo "   $name: exit $rc, ${wall} s" | tee -a "$out/log.txt" >&2
   [[ $line == "{"* ]] && echo "{\"name\": \"$name\", \"wall_s\": $wall, ${line:1}" >> "$out/results.jsonl"
@@ -42,7 +51,10 @@ if on lone; then
   load lone-unbatched gpubatch-load --unbatched $lone --idle-ms 1000
   load lone-realtime gpubatch-load --preset realtime $lone --idle-ms 1000
   load lone-default-sync gpubatch-load --sync $lone
+  load lone-default-sync-posted env GPUBATCH_INLINE_SUBMIT=off -- gpubatch-load --sync $lone
   load lone-realtime-sync gpubatch-load --preset realtime --sync $lone
+  load lone-prev-sync gpubatch-load-prev --sync $lone
+  load lone-prev-realtime-sync gpubatch-load-prev --preset realtime --sync $lone
   load lone-prev-unbatched gpubatch-load-prev --unbatched $lone
 fi
 
@@ -67,6 +79,39 @@ if on large; then
     load large-$s-unbatched gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s
   done
   load chain-1m gpubatch-load --op chain --size 1000000 --threads 1 --inflight 1 --requests 200
+fi
+
+# Large requests against the batch's byte cap and in-flight depth (issue 12: choose by bytes).
+if on bytes; then
+  for s in 65536 1048576; do
+    n=$(( s == 65536 ? 40000 : 4000 ))
+    big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+    for cap in 8388608 33554432 134217728; do
+      for depth in 2 4; do
+        load bytes-$s-cap$cap-depth$depth env GPUBATCH_MAX_BATCH_BYTES=$cap GPUBATCH_MAX_INFLIGHT_BATCHES=$depth -- gpubatch-load $big
+      done
+    done
+    load bytes-$s-default gpubatch-load $big
+    load bytes-$s-unbatched gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s
+  done
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  load bytes-crowd-cap33554432-depth4 env GPUBATCH_MAX_BATCH_BYTES=33554432 GPUBATCH_MAX_INFLIGHT_BATCHES=4 -- gpubatch-load $crowd
+  load bytes-crowd-default gpubatch-load $crowd
+fi
+
+# Open loop, 16 threads of 256-float relu at fixed rates: the default beside fewer polling
+# threads, with the cgroup's CPU limit and throttling counters before and after.
+if on open; then
+  for f in /sys/fs/cgroup/cpu.max /sys/fs/cgroup/cpu.stat; do echo "== $f" >> "$out/log.txt"; cat $f >> "$out/log.txt" 2>&1; done
+  nproc >> "$out/log.txt"
+  for rate in 360000 1080000 1800000; do
+    n=$(( rate * 3 / 2 ))
+    o="--threads 16 --op relu --size 256 --rate $rate --requests $n"
+    load open-$rate-default gpubatch-load $o
+    load open-$rate-spin0 env GPUBATCH_COMPLETION_SPIN_US=0 -- gpubatch-load $o
+    load open-$rate-threads1 env GPUBATCH_COMPLETION_THREADS=1 -- gpubatch-load $o
+  done
+  echo "== /sys/fs/cgroup/cpu.stat after" >> "$out/log.txt"; cat /sys/fs/cgroup/cpu.stat >> "$out/log.txt" 2>&1
 fi
 
 if on sweep && have gpubatch-copy-rate && command -v python3 >/dev/null; then
@@ -94,13 +139,13 @@ if command -v python3 >/dev/null; then
   python3 - "$out" <<'PY'
 import json, os, sys
 out = sys.argv[1]
-print(f"{'run':34s} {'req/s':>12s} {'GB/s in':>8s} {'p50 us':>8s} {'p99 us':>8s} {'cpu us/rq':>9s} {'idle cores':>10s} ok")
+print(f"{'run':44s} {'req/s':>12s} {'GB/s in':>8s} {'p50 us':>8s} {'p99 us':>8s} {'lag p99':>8s} {'batch':>7s} {'cpu us/rq':>9s} {'idle cores':>10s} ok")
 for line in open(os.path.join(out, "results.jsonl")):
     r = json.loads(line)
     if "name" not in r: continue
     gbps = r["throughput_rps"] * 4 * r["size"] / 1e9
-    print(f"{r['name']:34s} {r['throughput_rps']:12.0f} {gbps:8.2f} {r['latency_us']['p50']:8.1f} "
-          f"{r['latency_us']['p99']:8.1f} {r.get('cpu_us_per_request', float('nan')):9.2f} "
+    print(f"{r['name']:44s} {r['throughput_rps']:12.0f} {gbps:8.2f} {r['latency_us']['p50']:8.1f} "
+          f"{r['latency_us']['p99']:8.1f} {r.get('send_lag_us', {}).get('p99', 0):8.1f} {r.get('mean_batch_size', 0):7.1f} {r.get('cpu_us_per_request', float('nan')):9.2f} "
           f"{r.get('idle_cores_busy', float('nan')):10.4f} {r['verified']}")
 PY
 fi

@@ -91,7 +91,11 @@ struct BatchConfig {
   std::size_t max_inflight_batches = 2;
   OverflowPolicy overflow = OverflowPolicy::block;
   std::chrono::microseconds block_timeout{10000};
-  std::size_t max_batch_bytes = std::size_t{512} << 20;
+  // 8 MiB: large requests move fastest in small batches that pipeline (4 MiB and up take half an
+  // in-flight slot); a full batch of 4096 256-float requests is exactly 8 MiB. On the H200, 16
+  // threads of 65,536-float relu: 8.7 GB/s with 512 MiB batches, 13.9 GB/s with 8 MiB ones (4 in
+  // flight); docs/BENCHMARKS.md "Large requests: batch bytes and depth".
+  std::size_t max_batch_bytes = std::size_t{8} << 20;
   std::size_t completion_threads = 4;  // big batches under load: four threads share the work
   std::chrono::milliseconds batch_timeout{60000};
   // A completion thread polls the batch it waits for this long (pause, then yield) before it

@@ -48,7 +48,7 @@ void ExecutorCore::return_batch_to_pool(std::unique_ptr<Batch> batch) {
   batch->inflight.reset();
   batch->error = nullptr;
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  if (pool_.size() < max_inflight_ + 2) pool_.push_back(std::move(batch));
+  if (pool_.size() < 2 * max_inflight_ + 2) pool_.push_back(std::move(batch));
 }
 
 // The strand runs parts itself too, so it never waits for a part nobody has claimed: a completion
@@ -215,6 +215,7 @@ void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thr
   if (b.chunks_taking.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     b.inflight.reset();
     inflight_slots_.fetch_sub(1, std::memory_order_seq_cst);
+    inflight_halves_.fetch_sub(b.slot_halves, std::memory_order_seq_cst);
     wake_if_waiting_for_slot();
   }
 

@@ -83,6 +83,7 @@ struct Batch {
   Clock::time_point done{};
   ErrorCode error_code = ErrorCode::internal;  // with `error`: its code and message
   std::string error_what;
+  std::uint32_t slot_halves = 2;  // of the in-flight slots (ExecutorCore::slot_halves)
   std::uint32_t chunks = 1;
   std::uint32_t next_chunk = 0;                   // guarded by inflight_mutex_
   std::atomic<std::uint32_t> chunks_taking{0};    // chunks still taking results (device memory)
@@ -189,8 +190,16 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void claim_or_drop(std::vector<Pending>& items);
   void cancel_everything();
   void schedule_timer(Clock::time_point now);
+  // In-flight slots are counted in halves: a batch of at least kStageBytes takes one half, a
+  // smaller one both. Large requests pipeline (upload, compute and download of different
+  // batches overlap), and more of them in flight is what carries them: on the H200, 16 threads of
+  // 65,536-float relu, 8 MiB batches moved 8.7 GB/s of input with 2 in flight and 13.9 GB/s with
+  // 4; 1,048,576 floats 6.1 and 9.6 GB/s (bench/results/session-h200-2026-11-23-s3.jsonl). Small
+  // batches keep max_inflight_batches: more of them would only be smaller and cost more submits.
+  static constexpr std::size_t kStageBytes = std::size_t{4} << 20;
+  static std::uint32_t slot_halves(std::size_t batch_bytes) noexcept { return batch_bytes >= kStageBytes ? 1 : 2; }
   bool slot_free() const noexcept {
-    return inflight_slots_.load(std::memory_order_seq_cst) < max_inflight_;
+    return inflight_halves_.load(std::memory_order_seq_cst) < 2 * max_inflight_;
   }
   // The strand's state its last look needs (run_strand), read while it still holds the strand.
   struct StrandLook {
@@ -313,6 +322,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
 
   // In flight.
   alignas(kCacheLine) std::atomic<std::size_t> inflight_slots_{0};  // submitted, not yet waited
+  std::atomic<std::size_t> inflight_halves_{0};  // their slot halves (slot_halves())
   std::atomic<std::size_t> unresolved_batches_{0};                  // flushed, not yet resolved
   std::mutex inflight_mutex_;
   std::condition_variable inflight_cv_;

@@ -267,6 +267,8 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
     batch->bytes += p.bytes;
   }
 
+  batch->slot_halves = slot_halves(batch->bytes);
+  inflight_halves_.fetch_add(batch->slot_halves, std::memory_order_seq_cst);
   inflight_slots_.fetch_add(1, std::memory_order_seq_cst);
   unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
   bump(strand_stats_.batches);

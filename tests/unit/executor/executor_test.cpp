@@ -238,6 +238,38 @@ TEST(BatchExecutor, NeverMoreThanMaxInflightBatches) {
   EXPECT_EQ(sum(device->batch_sizes()), 200u);
 }
 
+// Batches of at least 4 MiB (large requests: they pipeline) take half a slot each: twice as many
+// are in flight; smaller ones keep max_inflight_batches.
+TEST(BatchExecutor, LargeBatchesTakeHalfASlot) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchConfig config = BatchConfig::adaptive();
+  config.max_inflight_batches = 1;
+  config.max_batch_bytes = std::size_t{4} << 20;  // one 2 MiB-in, 2 MiB-out request per batch
+  BatchExecutor executor(device, config);
+  auto gpu = executor.handle();
+  device->pause();
+  std::vector<std::future<std::vector<float>>> large;
+  for (int i = 0; i < 4; ++i) large.push_back(gpu.relu(std::vector<float>(512 * 1024, float(i))));
+  ASSERT_TRUE(device->wait_for_inflight(2, 30s));
+  std::this_thread::sleep_for(50ms);  // a third would be submitted by now if the slots allowed it
+  EXPECT_EQ(device->max_inflight(), 2u) << "two 4 MiB batches on one slot";
+  device->resume();
+  for (auto& f : large) ASSERT_TRUE(ready_within(f, 30s));
+  EXPECT_EQ(large[3].get(), std::vector<float>(512 * 1024, 3.0f));
+
+  auto small_device = std::make_shared<FakeDevice>();
+  BatchExecutor small_executor(small_device, config);
+  auto small = small_executor.handle();
+  small_device->pause();
+  std::vector<std::future<std::vector<float>>> futures;
+  for (int i = 0; i < 4; ++i) futures.push_back(small.relu({float(i)}));
+  ASSERT_TRUE(small_device->wait_for_inflight(1, 30s));
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(small_device->max_inflight(), 1u) << "small batches: one slot, one batch";
+  small_device->resume();
+  for (auto& f : futures) ASSERT_TRUE(ready_within(f, 30s));
+}
+
 TEST(BatchExecutor, AdaptiveFlushesWhenASlotIsFreeAndCollectsWhileBusy) {
   auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 300ms});
   BatchConfig config = BatchConfig::adaptive();

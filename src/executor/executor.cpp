@@ -208,6 +208,7 @@ bool deadline_watch_enabled() {
 namespace {
 thread_local bool tl_caller_waits = false;
 }
+bool caller_waits() noexcept { return tl_caller_waits; }
 CallerWaitsScope::CallerWaitsScope() noexcept : previous_(tl_caller_waits) { tl_caller_waits = true; }
 CallerWaitsScope::~CallerWaitsScope() { tl_caller_waits = previous_; }
 

@@ -117,6 +117,8 @@ bool inline_submit_enabled() noexcept;
 // Around the call of a caller that waits for its own result (BatchedGpuHandle::run): if its
 // request finds the strand idle, that caller runs the strand itself (post_if_idle). Calls that
 // return a future or take a handler never do: their initiation must not wait for the device.
+bool caller_waits() noexcept;  // inside a CallerWaitsScope on this thread
+
 class CallerWaitsScope {
  public:
   CallerWaitsScope() noexcept;
@@ -402,7 +404,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool resident_stop_ = false;                  // guarded
   alignas(kCacheLine) std::atomic<std::size_t> resident_pending_{0};  // entries (for the spin)
   std::atomic<std::uint64_t> resident_accepted_{0};  // producers
-  struct alignas(kCacheLine) ResidentStats {  // the lane thread writes these
+  std::mutex resident_stats_mutex_;  // held while resident_stats_ are written
+  struct alignas(kCacheLine) ResidentStats {  // written under resident_stats_mutex_
     ClassHistograms classes{1};  // resident requests are level 0
     std::atomic<std::uint64_t> completed{0};
     std::atomic<std::uint64_t> failed{0};  // device errors (watchdog, lost device)

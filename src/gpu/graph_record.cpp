@@ -333,10 +333,12 @@ class Recorder {
     counters.downloads.fetch_add(stats.downloads, std::memory_order_relaxed);
     counters.bytes_up.fetch_add(stats.bytes_up, std::memory_order_relaxed);
     counters.bytes_down.fetch_add(stats.bytes_down, std::memory_order_relaxed);
-    if (!g_.ctx->wait(g_.in_flight, g_.watchdog()))
+    if (!g_.ctx->wait(g_.in_flight, g_.watchdog())) {
+      keep_buffers();  // the GPU may still use them: they go back to the pool only after it
       throw Error(ErrorCode::device_lost, "graph execute: the device did not complete it within " +
                                               std::to_string(g_.watchdog().count()) +
                                               " ms (watchdog: DeviceOptions::batch_timeout)");
+    }
     g_.in_flight = 0;
     if (plan_.readback_bytes > 0) g_.readback.invalidate();
   }
@@ -351,6 +353,11 @@ class Recorder {
         im.host = {};
       }
     g_.recycled.clear();
+    keep_buffers();
+  }
+
+  // This execute's buffers become the graph's to reuse; settle() waits for in_flight first.
+  void keep_buffers() {
     for (auto& a : held_)
       if (a) {
         const VkDeviceSize size = a.size();

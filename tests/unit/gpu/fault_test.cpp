@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "gpubatch/batch_device.hpp"
+#include "gpu/context.hpp"
 #include "gpu/fault_injection.hpp"
+#include "gpu/memory.hpp"
+#include "gpu/device_identity.hpp"
 #include "gpubatch/device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/graph.hpp"
@@ -110,4 +113,32 @@ TEST(Faults, HungGraphExecuteTripsTheWatchdog) {
   // The hung submission did run (only its completion was hidden): the next execute waits for it
   // before reusing its memory, then serves.
   EXPECT_EQ(run_once(), (std::vector<float>{0.0f, 4.0f}));
+}
+
+// The buffers of an execute the watchdog gave up on stay allocated (the GPU may still use them)
+// until a later execute has waited for it: device memory in use does not drop at the watchdog.
+TEST(Faults, AHungGraphExecuteKeepsItsBuffers) {
+  Disarm d;
+  DeviceOptions options;
+  options.batch_timeout = std::chrono::milliseconds(200);
+  Device device(options);
+  GraphOptions unfused;
+  unfused.fuse = false;  // intermediates in device memory
+  unfused.transfers = Transfers::copy;
+  GpuCommandBatch graph(device, unfused);
+  auto run_once = [&] {
+    const auto out = graph.add(graph.scale(graph.relu(graph.upload(std::vector<float>(4096, -1.0f))), 2.0f),
+                               graph.upload(std::vector<float>(4096, 3.0f)));
+    graph.execute();
+    return graph.read(out);
+  };
+  auto& memory = device.identity()->context()->memory();
+  EXPECT_EQ(run_once(), std::vector<float>(4096, 3.0f));
+  const auto in_use = memory.stats(gpu::MemoryKind::device_local).used_bytes;
+  ASSERT_GT(in_use, 0u) << "the unfused copy path keeps intermediates in device memory";
+  FaultInjector::arm(Fault::hang);
+  EXPECT_THROW(run_once(), Error);
+  EXPECT_GE(memory.stats(gpu::MemoryKind::device_local).used_bytes, in_use)
+      << "buffers the hung submission may still use were freed";
+  EXPECT_EQ(run_once(), std::vector<float>(4096, 3.0f));
 }

@@ -113,6 +113,7 @@ struct ParallelJob {
 
 // GPUBATCH_INLINE_SUBMIT is not "off" (ExecutorCore::post_if_idle).
 bool inline_submit_enabled() noexcept;
+bool strand_spin_enabled() noexcept;
 
 // Around the call of a caller that waits for its own result (BatchedGpuHandle::run): if its
 // request finds the strand idle, that caller runs the strand itself (post_if_idle). Calls that
@@ -207,7 +208,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   struct StrandLook {
     bool finished, wants_slot, closing_seen, cancel_seen;
     std::uint64_t wake;
+    Clock::time_point timer_at;  // the strand's timer, if armed (else max)
   };
+  void linger(const StrandLook& look) noexcept;
   bool strand_has_work(const StrandLook& look) const noexcept;
   std::uint64_t wake_position() const noexcept;
   static constexpr std::uint64_t kNever = ~std::uint64_t{0};
@@ -303,6 +306,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<bool> closing_requested_{false};
   // A producer that finds the strand idle runs it inline (GPUBATCH_INLINE_SUBMIT=off: it posts).
   const bool inline_runs_ = inline_submit_enabled();
+  const bool strand_spin_ = strand_spin_enabled();  // GPUBATCH_STRAND_SPIN is not "off" (linger)
 
   // Strand state (touched only by the holder of strand_awake_: see run_strand()).
   boost::asio::io_context io_{1};

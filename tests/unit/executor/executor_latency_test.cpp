@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <string>
@@ -28,6 +30,22 @@ BatchConfig lone_config(std::chrono::microseconds spin) {
   c.completion_threads = 2;
   c.completion_spin = spin;
   return c;
+}
+
+// CPU time (ns) of this process's threads named `name` (/proc/self/task/*/schedstat).
+std::uint64_t thread_cpu_ns(const std::string& name) {
+  std::uint64_t total = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string n;
+    std::getline(comm, n);
+    if (n != name) continue;
+    std::ifstream stat(task.path() / "schedstat");
+    std::uint64_t ns = 0;
+    stat >> ns;
+    total += ns;
+  }
+  return total;
 }
 
 // Polls and blocking waits do not move while the executor has nothing in flight.
@@ -126,6 +144,27 @@ TEST(CompletionSpin, TheWatchdogStillBoundsAPolledBatch) {
   EXPECT_EQ(error_code(f), ErrorCode::device_lost);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 5ms);
   device->resume();
+}
+
+// After a run the strand's thread polls for the next arrival for completion_spin, then sleeps:
+// with a long spin it burns CPU right after a call, and none once the spin is over.
+TEST(LoneCaller, TheStrandPollsForTheSpinAfterARunThenSleeps) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchExecutor executor(device, lone_config(std::chrono::microseconds(10'000)));  // the longest allowed
+  auto gpu = executor.handle();
+  auto f = gpu.relu({1.0f});
+  ASSERT_TRUE(ready_within(f, 30s));
+  const auto busy_from = thread_cpu_ns("gpubatch-strand");
+  std::this_thread::sleep_for(8ms);
+  const auto busy = thread_cpu_ns("gpubatch-strand") - busy_from;
+  EXPECT_GT(busy, 1'000'000u) << "within its 10 ms spin the strand thread polled (ns of CPU in 8 ms)";
+  std::this_thread::sleep_for(50ms);  // the spin is over
+  const auto quiet_from = thread_cpu_ns("gpubatch-strand");
+  std::this_thread::sleep_for(200ms);
+  EXPECT_LT(thread_cpu_ns("gpubatch-strand") - quiet_from, 5'000'000u) << "an idle strand sleeps";
+  auto g = gpu.relu({2.0f});
+  ASSERT_TRUE(ready_within(g, 30s));
+  EXPECT_EQ(g.get(), std::vector<float>{2.0f});
 }
 
 TEST(LoneCaller, AnArrivalAtAnIdleExecutorIsFlushedWithoutATimer) {

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe lone crowd large bytes open sweep tests
+#   sections: probe lone crowd large bytes depth open sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -48,6 +48,7 @@ if on lone; then
   lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
   load lone-prev-adaptive gpubatch-load-prev --preset adaptive $lone
   load lone-default gpubatch-load $lone --idle-ms 1000
+  load lone-default-nolinger env GPUBATCH_STRAND_SPIN=off -- gpubatch-load $lone
   load lone-unbatched gpubatch-load --unbatched $lone --idle-ms 1000
   load lone-realtime gpubatch-load --preset realtime $lone --idle-ms 1000
   load lone-default-sync gpubatch-load --sync $lone
@@ -99,6 +100,20 @@ if on bytes; then
   load bytes-crowd-default gpubatch-load $crowd
 fi
 
+# Large requests with the default (8 MiB batches, half a slot each) beside deeper pipelines and
+# more completion threads.
+if on depth; then
+  for s in 65536 1048576; do
+    n=$(( s == 65536 ? 40000 : 4000 ))
+    big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+    load depth-$s-default gpubatch-load $big
+    load depth-$s-inflight4 env GPUBATCH_MAX_INFLIGHT_BATCHES=4 -- gpubatch-load $big
+    load depth-$s-threads8 env GPUBATCH_COMPLETION_THREADS=8 -- gpubatch-load $big
+    load depth-$s-inflight4-threads8 env GPUBATCH_MAX_INFLIGHT_BATCHES=4 GPUBATCH_COMPLETION_THREADS=8 -- gpubatch-load $big
+    load depth-$s-unbatched gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s
+  done
+fi
+
 # Open loop, 16 threads of 256-float relu at fixed rates: the default beside fewer polling
 # threads, with the cgroup's CPU limit and throttling counters before and after.
 if on open; then
@@ -109,7 +124,7 @@ if on open; then
     o="--threads 16 --op relu --size 256 --rate $rate --requests $n"
     load open-$rate-default gpubatch-load $o
     load open-$rate-spin0 env GPUBATCH_COMPLETION_SPIN_US=0 -- gpubatch-load $o
-    load open-$rate-threads1 env GPUBATCH_COMPLETION_THREADS=1 -- gpubatch-load $o
+    load open-$rate-nolinger env GPUBATCH_STRAND_SPIN=off -- gpubatch-load $o
   done
   echo "== /sys/fs/cgroup/cpu.stat after" >> "$out/log.txt"; cat /sys/fs/cgroup/cpu.stat >> "$out/log.txt" 2>&1
 fi

@@ -97,6 +97,10 @@ struct Stats {
   // policy is flushed by the run its own push starts, never by the timer.
   std::uint64_t strand_runs = 0;
   std::uint64_t timer_wakeups = 0;
+  // Times the strand's thread, idle after a lone caller's batch, polled for the next arrival
+  // (completion_spin_us) instead of sleeping; and of those, how many an arrival ended.
+  std::uint64_t strand_polls = 0;
+  std::uint64_t strand_poll_hits = 0;
 
   // Latencies: queue wait (accepted -> batch submitted), submit (accepted -> its batch's device
   // submission returned: inputs staged, vkQueueSubmit done), device (batch submitted ->

@@ -85,6 +85,8 @@ Stats ExecutorCore::stats() const {
   s.submit_latency = sl.summary();
   s.strand_runs = load(strand_stats_.runs);
   s.timer_wakeups = load(strand_stats_.timer_wakeups);
+  s.strand_polls = load(strand_stats_.polls);
+  s.strand_poll_hits = load(strand_stats_.poll_hits);
   s.device_time = dt.summary();
   s.end_to_end = e2e.summary();
   class_stats(s);

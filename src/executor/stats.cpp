@@ -177,6 +177,11 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   w.header("strand_timer_wakeups_total", "counter",
            "Strand runs started by its timer (max_wait or a request deadline).");
   w.sample("strand_timer_wakeups_total", "", s.timer_wakeups);
+  w.header("strand_polls_total", "counter",
+           "Times the idle strand polled for the next arrival (after a lone caller's batch).");
+  w.sample("strand_polls_total", "", s.strand_polls);
+  w.header("strand_poll_hits_total", "counter", "Strand polls that an arrival ended.");
+  w.sample("strand_poll_hits_total", "", s.strand_poll_hits);
   w.header("batch_size_mean", "gauge", "Mean requests per batch.");
   w.sample("batch_size_mean", "", s.mean_batch_size);
   w.header("batch_fill_mean", "gauge", "Mean batch size divided by max_batch_size.");

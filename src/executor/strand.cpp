@@ -30,7 +30,7 @@ void ExecutorCore::run_strand(bool on_io_thread) {
     // What the last look needs of the strand's state is read before the strand is let go: from
     // then on another thread may hold it.
     const StrandLook look{strand_finished_, blocked_on_slot_, closing_seen_, cancel_seen_, wake_position(),
-                          timer_target_};
+                          timer_target_, lone_streak_ >= kLoneStreak};
     wake_pos_.store(look.wake, std::memory_order_relaxed);
     wants_slot_.store(look.wants_slot, std::memory_order_relaxed);
     strand_awake_.store(false, std::memory_order_seq_cst);
@@ -47,14 +47,19 @@ void ExecutorCore::run_strand(bool on_io_thread) {
 // The io thread, idle, polls for a while before it goes back to the io_context, where it would
 // sleep: a producer that finds the strand idle posts a run, which this thread then takes up
 // without an OS wake-up (10-30 us; on the H200 a lone caller's future waited 48.6 us p50 with
-// it). Never past the strand's timer (it fires on this thread), nor once shutdown has begun;
+// it). Only for a lone caller (kLoneBatch says why). Never past the strand's timer (it fires on
+// this thread), nor once shutdown has begun;
 // completion_spin_us long (0 on a device of host cores: no polling there; GPUBATCH_STRAND_SPIN=off
 // turns only this off, for side-by-side runs).
 void ExecutorCore::linger(const StrandLook& look) noexcept {
-  if (!strand_spin_ || look.finished || completion_spin_.count() == 0) return;
+  if (!strand_spin_ || !look.lone || look.finished || completion_spin_.count() == 0) return;
   const auto until = std::min(look.timer_at, Clock::now() + std::chrono::duration_cast<Clock::duration>(completion_spin_));
+  bump(strand_stats_.polls);
   for (std::uint32_t i = 1;; ++i) {
-    if (strand_awake_.load(std::memory_order_relaxed)) return;  // a run was posted: next on this thread
+    if (strand_awake_.load(std::memory_order_relaxed)) {  // a run was posted: next on this thread
+      bump(strand_stats_.poll_hits);
+      return;
+    }
     if (closing_requested_.load(std::memory_order_relaxed)) return;
     if ((i & 15) == 0 && Clock::now() >= until) return;
     for (int k = 0; k < 8; ++k) cpu_relax();
@@ -289,6 +294,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
   }
 
   batch->slot_halves = slot_halves(batch->bytes);
+  lone_streak_ = n <= kLoneBatch ? std::min(lone_streak_ + 1, kLoneStreak) : 0;
   inflight_halves_.fetch_add(batch->slot_halves, std::memory_order_seq_cst);
   inflight_slots_.fetch_add(1, std::memory_order_seq_cst);
   unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);

@@ -7,14 +7,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <future>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "config_test_util.hpp"
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/stats.hpp"
@@ -30,22 +29,6 @@ BatchConfig lone_config(std::chrono::microseconds spin) {
   c.completion_threads = 2;
   c.completion_spin = spin;
   return c;
-}
-
-// CPU time (ns) of this process's threads named `name` (/proc/self/task/*/schedstat).
-std::uint64_t thread_cpu_ns(const std::string& name) {
-  std::uint64_t total = 0;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string n;
-    std::getline(comm, n);
-    if (n != name) continue;
-    std::ifstream stat(task.path() / "schedstat");
-    std::uint64_t ns = 0;
-    stat >> ns;
-    total += ns;
-  }
-  return total;
 }
 
 // Polls and blocking waits do not move while the executor has nothing in flight.
@@ -109,6 +92,23 @@ TEST(CompletionSpin, ASlowBatchIsPolledForTheSpinThenWaitedFor) {
   expect_quiet_while_idle(*device);
 }
 
+// A batch of more than a lone caller's requests is waited for at once: its wake-up is shared.
+TEST(CompletionSpin, ACrowdsBatchIsNotPolled) {
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 2ms});
+  BatchConfig config = lone_config(1000us);
+  config.policy = FlushPolicy::deadline;  // one batch of exactly 32: flushed when full
+  config.max_batch_size = 32;
+  config.max_wait = 60s;
+  BatchExecutor executor(device, config);
+  auto gpu = executor.handle();
+  std::vector<std::future<std::vector<float>>> futures;
+  for (int i = 0; i < 32; ++i) futures.push_back(gpu.relu({float(i)}));
+  for (auto& f : futures) ASSERT_TRUE(ready_within(f, 30s));
+  EXPECT_EQ(device->batch_sizes(), std::vector<std::size_t>{32});
+  EXPECT_EQ(device->polls(), 0u) << "a batch of 32 is waited for, not polled";
+  EXPECT_GE(device->blocking_waits(), 1u);
+}
+
 TEST(CompletionSpin, ZeroSpinBlocksAtOnce) {
   auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 2ms});
   BatchExecutor executor(device, lone_config(0us));
@@ -146,25 +146,34 @@ TEST(CompletionSpin, TheWatchdogStillBoundsAPolledBatch) {
   device->resume();
 }
 
-// After a run the strand's thread polls for the next arrival for completion_spin, then sleeps:
-// with a long spin it burns CPU right after a call, and none once the spin is over.
-TEST(LoneCaller, TheStrandPollsForTheSpinAfterARunThenSleeps) {
+// After a lone caller's batches the strand's thread polls for the next arrival (and finds it),
+// after a crowd's batch it does not; completion_spin 0 or GPUBATCH_STRAND_SPIN=off: never. (The
+// calls return futures: a synchronous call on an idle executor runs the strand itself.)
+TEST(LoneCaller, TheStrandPollsForTheNextArrivalOnlyAfterALoneCallersBatches) {
   auto device = std::make_shared<FakeDevice>();
-  BatchExecutor executor(device, lone_config(std::chrono::microseconds(10'000)));  // the longest allowed
+  BatchConfig config = lone_config(10'000us);  // the longest allowed: each next call comes well within it
+  config.policy = FlushPolicy::deadline;       // the crowd: one batch of 32, flushed when full
+  config.max_batch_size = 32;
+  config.max_wait = 1ms;
+  BatchExecutor executor(device, config);
   auto gpu = executor.handle();
-  auto f = gpu.relu({1.0f});
-  ASSERT_TRUE(ready_within(f, 30s));
-  const auto busy_from = thread_cpu_ns("gpubatch-strand");
-  std::this_thread::sleep_for(8ms);
-  const auto busy = thread_cpu_ns("gpubatch-strand") - busy_from;
-  EXPECT_GT(busy, 1'000'000u) << "within its 10 ms spin the strand thread polled (ns of CPU in 8 ms)";
-  std::this_thread::sleep_for(50ms);  // the spin is over
-  const auto quiet_from = thread_cpu_ns("gpubatch-strand");
-  std::this_thread::sleep_for(200ms);
-  EXPECT_LT(thread_cpu_ns("gpubatch-strand") - quiet_from, 5'000'000u) << "an idle strand sleeps";
-  auto g = gpu.relu({2.0f});
-  ASSERT_TRUE(ready_within(g, 30s));
-  EXPECT_EQ(g.get(), std::vector<float>{2.0f});
+  std::vector<std::future<std::vector<float>>> crowd;
+  for (int i = 0; i < 32; ++i) crowd.push_back(gpu.relu({float(i)}));
+  for (auto& c : crowd) ASSERT_TRUE(ready_within(c, 30s));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(executor.stats().strand_polls, 0u) << "no polling after a crowd's batch";
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(gpu.relu({float(i)}).get(), std::vector<float>{float(i)});
+  const Stats s = executor.stats();
+  EXPECT_GE(s.strand_polls, 1u) << "after kLoneStreak lone batches the strand polls";
+  EXPECT_LE(s.strand_poll_hits, s.strand_polls);
+  EXPECT_NE(to_prometheus(s).find("gpubatch_strand_polls_total "), std::string::npos);
+  for (auto spin : {0us, 10'000us}) {
+    BatchConfig c = lone_config(spin);
+    EnvGuard off("GPUBATCH_STRAND_SPIN", spin.count() ? "off" : "on");
+    BatchExecutor quiet(device, c);
+    for (int i = 0; i < 20; ++i) EXPECT_EQ(quiet.handle().relu({1.0f}).get(), std::vector<float>{1.0f});
+    EXPECT_EQ(quiet.stats().strand_polls, 0u) << "spin " << spin.count() << " us";
+  }
 }
 
 TEST(LoneCaller, AnArrivalAtAnIdleExecutorIsFlushedWithoutATimer) {

@@ -214,7 +214,7 @@ CallerWaitsScope::~CallerWaitsScope() { tl_caller_waits = previous_; }
 
 bool strand_spin_enabled() noexcept {
   const char* v = std::getenv("GPUBATCH_STRAND_SPIN");
-  return !(v && std::string_view(v) == "off");
+  return v && std::string_view(v) == "on";
 }
 
 bool inline_submit_enabled() noexcept {

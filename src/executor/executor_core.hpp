@@ -113,7 +113,7 @@ struct ParallelJob {
 
 // GPUBATCH_INLINE_SUBMIT is not "off" (ExecutorCore::post_if_idle).
 bool inline_submit_enabled() noexcept;
-bool strand_spin_enabled() noexcept;
+bool strand_spin_enabled() noexcept;  // GPUBATCH_STRAND_SPIN=on (ExecutorCore::linger)
 
 // Around the call of a caller that waits for its own result (BatchedGpuHandle::run): if its
 // request finds the strand idle, that caller runs the strand itself (post_if_idle). Calls that
@@ -193,14 +193,19 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void claim_or_drop(std::vector<Pending>& items);
   void cancel_everything();
   void schedule_timer(Clock::time_point now);
-  // In-flight slots are counted in halves: a batch of at least kStageBytes takes one half, a
-  // smaller one both. Large requests pipeline (upload, compute and download of different
-  // batches overlap), and more of them in flight is what carries them: on the H200, 16 threads of
-  // 65,536-float relu, 8 MiB batches moved 8.7 GB/s of input with 2 in flight and 13.9 GB/s with
-  // 4; 1,048,576 floats 6.1 and 9.6 GB/s (bench/results/session-h200-2026-11-23-s3.jsonl). Small
-  // batches keep max_inflight_batches: more of them would only be smaller and cost more submits.
-  static constexpr std::size_t kStageBytes = std::size_t{4} << 20;
-  static std::uint32_t slot_halves(std::size_t batch_bytes) noexcept { return batch_bytes >= kStageBytes ? 1 : 2; }
+  // In-flight slots are counted in halves: a batch of large requests (at least kLargeRequest
+  // bytes each on average) takes one half, any other both. Large requests pipeline (upload,
+  // compute and download of different batches overlap), and more of them in flight is what
+  // carries them: on the H200, 16 threads of 65,536-float relu, 8 MiB batches moved 8.7 GB/s of
+  // input with 2 in flight and 13.9 GB/s with 4; 1,048,576 floats 6.1 and 9.6 GB/s
+  // (bench/results/session-h200-2026-11-23-s3.jsonl). Batches of small requests keep
+  // max_inflight_batches: a deeper queue on the device only makes each request wait behind more
+  // of them (with 8 MiB batches of 256-float requests at half a slot, a high-priority request
+  // waited p99 17.7 ms at saturation; sched-h200-2026-11-23-s3c).
+  static constexpr std::size_t kLargeRequest = std::size_t{256} << 10;
+  static std::uint32_t slot_halves(std::size_t batch_bytes, std::size_t requests) noexcept {
+    return requests > 0 && batch_bytes / requests >= kLargeRequest ? 1 : 2;
+  }
   bool slot_free() const noexcept {
     return inflight_halves_.load(std::memory_order_seq_cst) < 2 * max_inflight_;
   }
@@ -314,7 +319,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<bool> closing_requested_{false};
   // A producer that finds the strand idle runs it inline (GPUBATCH_INLINE_SUBMIT=off: it posts).
   const bool inline_runs_ = inline_submit_enabled();
-  const bool strand_spin_ = strand_spin_enabled();  // GPUBATCH_STRAND_SPIN is not "off" (linger)
+  const bool strand_spin_ = strand_spin_enabled();  // GPUBATCH_STRAND_SPIN=on (linger)
 
   // Strand state (touched only by the holder of strand_awake_: see run_strand()).
   boost::asio::io_context io_{1};

@@ -44,13 +44,14 @@ void ExecutorCore::run_strand(bool on_io_thread) {
   }
 }
 
-// The io thread, idle, polls for a while before it goes back to the io_context, where it would
-// sleep: a producer that finds the strand idle posts a run, which this thread then takes up
-// without an OS wake-up (10-30 us; on the H200 a lone caller's future waited 48.6 us p50 with
-// it). Only for a lone caller (kLoneBatch says why). Never past the strand's timer (it fires on
-// this thread), nor once shutdown has begun;
-// completion_spin_us long (0 on a device of host cores: no polling there; GPUBATCH_STRAND_SPIN=off
-// turns only this off, for side-by-side runs).
+// Opt-in (GPUBATCH_STRAND_SPIN=on): the io thread, idle, polls for a while before it goes back
+// to the io_context, where it would sleep: a producer that finds the strand idle posts a run,
+// which this thread then takes up without an OS wake-up. Only for a lone caller (kLoneBatch says
+// why), never past the strand's timer (it fires on this thread), nor once shutdown has begun;
+// completion_spin_us long (0 on a device of host cores: no polling there). Off by default: on
+// the H200 a lone caller's future took 38.6 us p50 with it and 46.3 without in one run, 56.0 and
+// 47.1 in the next, p99 worse in both, at nearly twice the CPU per request
+// (session-h200-2026-11-23-s3b/-s3c).
 void ExecutorCore::linger(const StrandLook& look) noexcept {
   if (!strand_spin_ || !look.lone || look.finished || completion_spin_.count() == 0) return;
   const auto until = std::min(look.timer_at, Clock::now() + std::chrono::duration_cast<Clock::duration>(completion_spin_));
@@ -293,7 +294,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
     batch->bytes += p.bytes;
   }
 
-  batch->slot_halves = slot_halves(batch->bytes);
+  batch->slot_halves = slot_halves(batch->bytes, n);
   lone_streak_ = n <= kLoneBatch ? std::min(lone_streak_ + 1, kLoneStreak) : 0;
   inflight_halves_.fetch_add(batch->slot_halves, std::memory_order_seq_cst);
   inflight_slots_.fetch_add(1, std::memory_order_seq_cst);

@@ -147,7 +147,7 @@ TEST(CompletionSpin, TheWatchdogStillBoundsAPolledBatch) {
 }
 
 // After a lone caller's batches the strand's thread polls for the next arrival (and finds it),
-// after a crowd's batch it does not; completion_spin 0 or GPUBATCH_STRAND_SPIN=off: never. (The
+// after a crowd's batch it does not; completion_spin 0 or without GPUBATCH_STRAND_SPIN=on: never. (The
 // calls return futures: a synchronous call on an idle executor runs the strand itself.)
 TEST(LoneCaller, TheStrandPollsForTheNextArrivalOnlyAfterALoneCallersBatches) {
   auto device = std::make_shared<FakeDevice>();
@@ -155,6 +155,7 @@ TEST(LoneCaller, TheStrandPollsForTheNextArrivalOnlyAfterALoneCallersBatches) {
   config.policy = FlushPolicy::deadline;       // the crowd: one batch of 32, flushed when full
   config.max_batch_size = 32;
   config.max_wait = 1ms;
+  EnvGuard on("GPUBATCH_STRAND_SPIN", "on");
   BatchExecutor executor(device, config);
   auto gpu = executor.handle();
   std::vector<std::future<std::vector<float>>> crowd;

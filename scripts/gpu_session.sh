@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe lone crowd large bytes depth open sweep tests
+#   sections: probe lone crowd large bytes depth open trace sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -127,6 +127,21 @@ if on open; then
     load open-$rate-nolinger env GPUBATCH_STRAND_SPIN=off -- gpubatch-load $o
   done
   echo "== /sys/fs/cgroup/cpu.stat after" >> "$out/log.txt"; cat /sys/fs/cgroup/cpu.stat >> "$out/log.txt" 2>&1
+fi
+
+# A Chrome trace (GPUBATCH_TRACE) of the open loop at 1,600,000/s, where p99 jumps, gzipped; and
+# the priority mix at 70 % and 100 % of a 3.2 M/s saturation.
+if on trace; then
+  o="--threads 16 --op relu --size 256 --rate 1600000 --requests 2400000"
+  load trace-1600000 env GPUBATCH_TRACE=$out/trace-1600000.json -- gpubatch-load $o
+  gzip -f "$out/trace-1600000.json" 2>/dev/null || true
+  load open-2200000-default gpubatch-load --threads 16 --op relu --size 256 --rate 2200000 --requests 3300000
+  for r in 2236400 3194860; do
+    if have gpubatch-mix; then
+      echo "== mix-$r" >> "$out/log.txt"
+      timeout 60 "$run" gpubatch-mix --threads 16 --high 0.1 --size 256 --rate $r --requests $((r * 3 / 2)) --json 2>> "$out/log.txt" | tail -1 | sed "s/^{/{\"name\": \"mix-$r\", /" >> "$out/mix.jsonl"
+    fi
+  done
 fi
 
 if on sweep && have gpubatch-copy-rate && command -v python3 >/dev/null; then

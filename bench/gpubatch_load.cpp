@@ -27,6 +27,7 @@
 #include "gpubatch/error.hpp"
 #include "gpubatch/executor.hpp"
 #include "gpubatch/reference.hpp"
+#include "gpu/fault_injection.hpp"
 
 using namespace gpubatch;
 using Clock = std::chrono::steady_clock;
@@ -47,6 +48,7 @@ struct Options {
   bool resident = false;  // resident mode on top of the preset or file
   bool host_buffers = false;  // inputs and results in Device::allocate_host memory (no CPU copy)
   int idle_ms = 0;  // after the run: this long with nothing to do, its CPU cost measured
+  int lose_device_ms = 0;  // this far into the timed run, a device's next wait reports device_lost
   std::string device;
   std::string devices;  // a device set: "0,1", "0,0", "all" (open_devices)
   bool json = false;
@@ -318,6 +320,18 @@ DeviceCounters summed_counters(const std::vector<Device>& devices) {
   return sum;
 }
 
+// ", \"timeline_100ms\": [completions in each 100 ms of the run]", or nothing without a timeline.
+std::string timeline_json(const std::vector<std::uint64_t>& cumulative) {
+  if (cumulative.empty()) return {};
+  std::string s = ", \"timeline_100ms\": [";
+  std::uint64_t prev = 0;
+  for (std::size_t i = 0; i < cumulative.size(); ++i) {
+    s += (i ? ", " : "") + std::to_string(cumulative[i] - prev);
+    prev = cumulative[i];
+  }
+  return s + "]";
+}
+
 std::string json_escaped(const std::string& s) {
   std::string out;
   for (const char c : s) {
@@ -376,6 +390,11 @@ int main(int argc, char** argv) {
   app.add_flag("--sync", o.sync,
                "each thread calls handle.run() (synchronous, polls its own result); implies --inflight 1");
   app.add_flag("--resident", o.resident, "resident mode on top of the preset (BatchConfig::resident)");
+  app.add_option("--lose-device-ms", o.lose_device_ms,
+                 "fault injection: this many ms into the timed run one device's next wait reports "
+                 "device_lost (a device set re-runs its batches on another member); the JSON gains "
+                 "timeline_100ms, completions per 100 ms")
+      ->check(CLI::Range(0, 600000));
   app.add_option("--idle-ms", o.idle_ms,
                  "after the run, keep the executor idle this long and report its CPU use (idle_cores_busy)")
       ->check(CLI::Range(0, 60000));
@@ -504,6 +523,21 @@ int main(int argc, char** argv) {
     }
     const bool show_progress = !o.json && isatty(STDOUT_FILENO);
     std::atomic<bool> finished{false};
+    // --lose-device-ms: the fault, and completions per 100 ms to see the throughput come back.
+    std::vector<std::uint64_t> timeline;
+    std::thread sampler;
+    if (o.lose_device_ms > 0)
+      sampler = std::thread([&] {
+        bool armed = false;
+        for (auto next = start + std::chrono::milliseconds(100); !finished.load(); next += std::chrono::milliseconds(100)) {
+          std::this_thread::sleep_until(next);
+          timeline.push_back(done.load());
+          if (!armed && next - start >= std::chrono::milliseconds(o.lose_device_ms)) {
+            gpu::FaultInjector::arm(gpu::Fault::wait_device_lost);
+            armed = true;
+          }
+        }
+      });
     std::thread progress;
     if (show_progress)
       progress = std::thread([&] {
@@ -524,6 +558,7 @@ int main(int argc, char** argv) {
     const double cores_busy = seconds > 0 ? cpu_seconds / seconds : 0;
     finished = true;
     if (progress.joinable()) progress.join();
+    if (sampler.joinable()) sampler.join();
     // An idle executor (nothing in flight, nothing queued) must burn no CPU: measure it.
     double idle_cores_busy = 0;
     if (o.idle_ms > 0) {
@@ -576,7 +611,7 @@ int main(int argc, char** argv) {
           "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
           "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
           "\"resident\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
-          "\"devices\": %s}\n",
+          "\"devices\": %s%s}\n",
           json_escaped(device_names).c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
           static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
           submit_json,
@@ -590,7 +625,8 @@ int main(int argc, char** argv) {
           cpu_us_per_request, cores_busy, o.idle_ms, idle_cores_busy,
           static_cast<unsigned long long>(after.resident - before.resident),
           static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
-          static_cast<unsigned long long>(lost), verified ? "true" : "false", devices_json.c_str());
+          static_cast<unsigned long long>(lost), verified ? "true" : "false", devices_json.c_str(),
+          timeline_json(timeline).c_str());
     } else {
       std::printf("device      %s\n", device_names.c_str());
       std::printf("workload    %s, %u per request, %d threads x %s, %llu requests\n", o.op.c_str(), o.size,

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe lone crowd large bytes depth open trace sweep tests
+#   sections: probe lone crowd large bytes depth open trace multi sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -127,6 +127,21 @@ if on open; then
     load open-$rate-nolinger env GPUBATCH_STRAND_SPIN=off -- gpubatch-load $o
   done
   echo "== /sys/fs/cgroup/cpu.stat after" >> "$out/log.txt"; cat /sys/fs/cgroup/cpu.stat >> "$out/log.txt" 2>&1
+fi
+
+# Two GPUs (nvidia-h200-x2): each alone beside both behind one executor, for small and large
+# requests and a lone caller; then both with one device lost 1 s into the run (issue 15).
+if on multi; then
+  small="--threads 32 --inflight 1024 --requests 8000000 --op relu --size 256"
+  big="--threads 16 --inflight 8 --op relu --size 1048576"
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for d in "device 0" "device 1" "devices 0,1"; do
+    tag=${d// /}; tag=${tag//,/-}
+    load multi-256-$tag gpubatch-load --$d $small
+    load multi-1m-$tag gpubatch-load --$d $big --requests $([ "$tag" = devices0-1 ] && echo 8000 || echo 4000)
+    load multi-lone-$tag gpubatch-load --$d $lone
+  done
+  load multi-loss gpubatch-load --devices 0,1 --threads 32 --inflight 1024 --requests 12000000 --op relu --size 256 --lose-device-ms 1000
 fi
 
 # A Chrome trace (GPUBATCH_TRACE) of the open loop at 1,600,000/s, where p99 jumps, gzipped; and

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe lone crowd large bytes depth open trace multi sweep tests
+#   sections: probe lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -142,6 +142,19 @@ if on multi; then
     load multi-lone-$tag gpubatch-load --$d $lone
   done
   load multi-loss gpubatch-load --devices 0,1 --threads 32 --inflight 1024 --requests 12000000 --op relu --size 256 --lose-device-ms 1000
+fi
+
+# Open loop near where p99 jumps, three times each: the completion thread's blocking wait in
+# slices of 100 ms (the default) against 1 ms and 200 us (a late wake-up is caught by the look).
+if on slice; then
+  for rate in 1600000 1800000; do
+    o="--threads 16 --op relu --size 256 --rate $rate --requests $((rate * 3 / 2))"
+    for rep in 1 2 3; do
+      load slice-$rate-100ms-$rep gpubatch-load $o
+      load slice-$rate-1ms-$rep env GPUBATCH_WAIT_SLICE_US=1000 -- gpubatch-load $o
+      load slice-$rate-200us-$rep env GPUBATCH_WAIT_SLICE_US=200 -- gpubatch-load $o
+    done
+  done
 fi
 
 # A Chrome trace (GPUBATCH_TRACE) of the open loop at 1,600,000/s, where p99 jumps, gzipped; and

@@ -154,7 +154,7 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
                                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(watchdog_).count()) + " ms");
           break;
         }
-        const auto slice = std::min<Clock::duration>(limit - now, std::chrono::milliseconds(100));
+        const auto slice = std::min<Clock::duration>(limit - now, wait_slice_);
         finished = b.inflight->wait_for(slice);
       }
     } catch (...) {

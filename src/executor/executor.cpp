@@ -217,6 +217,17 @@ bool strand_spin_enabled() noexcept {
   return v && std::string_view(v) == "on";
 }
 
+std::chrono::steady_clock::duration wait_slice() noexcept {
+  const char* v = std::getenv("GPUBATCH_WAIT_SLICE_US");
+  long us = 100'000;
+  if (v && *v) {
+    char* end = nullptr;
+    const long parsed = std::strtol(v, &end, 10);
+    if (end && *end == 0 && parsed > 0) us = parsed;
+  }
+  return std::chrono::microseconds(us);
+}
+
 bool inline_submit_enabled() noexcept {
   const char* v = std::getenv("GPUBATCH_INLINE_SUBMIT");
   return !(v && std::string_view(v) == "off");

@@ -114,6 +114,7 @@ struct ParallelJob {
 // GPUBATCH_INLINE_SUBMIT is not "off" (ExecutorCore::post_if_idle).
 bool inline_submit_enabled() noexcept;
 bool strand_spin_enabled() noexcept;  // GPUBATCH_STRAND_SPIN=on (ExecutorCore::linger)
+std::chrono::steady_clock::duration wait_slice() noexcept;  // GPUBATCH_WAIT_SLICE_US
 
 // Around the call of a caller that waits for its own result (BatchedGpuHandle::run): if its
 // request finds the strand idle, that caller runs the strand itself (post_if_idle). Calls that
@@ -320,6 +321,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // A producer that finds the strand idle runs it inline (GPUBATCH_INLINE_SUBMIT=off: it posts).
   const bool inline_runs_ = inline_submit_enabled();
   const bool strand_spin_ = strand_spin_enabled();  // GPUBATCH_STRAND_SPIN=on (linger)
+  // A completion thread's blocking wait returns after this long to look again (and at the
+  // watchdog): GPUBATCH_WAIT_SLICE_US, default 100 ms.
+  const Clock::duration wait_slice_ = wait_slice();
 
   // Strand state (touched only by the holder of strand_awake_: see run_strand()).
   boost::asio::io_context io_{1};

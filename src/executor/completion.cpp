@@ -138,10 +138,11 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
     try {
       const auto limit = b.submitted + watchdog_;
       // Poll for up to completion_spin first (never past the watchdog's limit): a lone request
-      // is back without the blocking wait's wake-up. Only this thread, while it awaits a
-      // submitted batch of a lone caller (kLoneBatch), polls: an idle executor spins not at all.
+      // is back without the blocking wait's wake-up, and a saturated device gets its next batch
+      // sooner. Only this thread, while it awaits a submitted batch of a lone caller or a full
+      // one (polls_batch), polls: an idle executor spins not at all.
       bool finished = false;
-      if (completion_spin_.count() > 0 && n <= kLoneBatch)
+      if (completion_spin_.count() > 0 && polls_batch(n))
         finished = poll_until(*b.inflight,
                               std::min(limit, Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                                  completion_spin_)));

@@ -92,21 +92,29 @@ TEST(CompletionSpin, ASlowBatchIsPolledForTheSpinThenWaitedFor) {
   expect_quiet_while_idle(*device);
 }
 
-// A batch of more than a lone caller's requests is waited for at once: its wake-up is shared.
-TEST(CompletionSpin, ACrowdsBatchIsNotPolled) {
-  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 2ms});
-  BatchConfig config = lone_config(1000us);
-  config.policy = FlushPolicy::deadline;  // one batch of exactly 32: flushed when full
-  config.max_batch_size = 32;
-  config.max_wait = 60s;
-  BatchExecutor executor(device, config);
-  auto gpu = executor.handle();
-  std::vector<std::future<std::vector<float>>> futures;
-  for (int i = 0; i < 32; ++i) futures.push_back(gpu.relu({float(i)}));
-  for (auto& f : futures) ASSERT_TRUE(ready_within(f, 30s));
-  EXPECT_EQ(device->batch_sizes(), std::vector<std::size_t>{32});
-  EXPECT_EQ(device->polls(), 0u) << "a batch of 32 is waited for, not polled";
-  EXPECT_GE(device->blocking_waits(), 1u);
+// A batch of more than a lone caller's requests but under half of max_batch_size is waited for
+// at once (its wake-up is shared, and below saturation a polling thread takes a caller's core);
+// a full batch is polled (the device is the bottleneck).
+TEST(CompletionSpin, OnlyLoneAndFullBatchesArePolled) {
+  for (std::size_t max_batch : {256u, 32u}) {
+    auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 2ms});
+    BatchConfig config = lone_config(1000us);
+    config.policy = FlushPolicy::deadline;  // one batch of 32: full at 32, or after max_wait at 256
+    config.max_batch_size = max_batch;
+    config.max_wait = 20ms;
+    BatchExecutor executor(device, config);
+    auto gpu = executor.handle();
+    std::vector<std::future<std::vector<float>>> futures;
+    for (int i = 0; i < 32; ++i) futures.push_back(gpu.relu({float(i)}));
+    for (auto& f : futures) ASSERT_TRUE(ready_within(f, 30s));
+    ASSERT_EQ(device->batch_sizes(), std::vector<std::size_t>{32});
+    if (max_batch == 256) {
+      EXPECT_EQ(device->polls(), 0u) << "a batch of 32 of 256 is waited for, not polled";
+      EXPECT_GE(device->blocking_waits(), 1u);
+    } else {
+      EXPECT_GE(device->polls(), 1u) << "a full batch is polled";
+    }
+  }
 }
 
 TEST(CompletionSpin, ZeroSpinBlocksAtOnce) {

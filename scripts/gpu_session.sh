@@ -53,8 +53,6 @@ if on lone; then
   load lone-realtime gpubatch-load --preset realtime $lone --idle-ms 1000
   load lone-default-sync gpubatch-load --sync $lone
   load lone-default-sync-posted env GPUBATCH_INLINE_SUBMIT=off -- gpubatch-load --sync $lone
-  load lone-default-sync-nodonespin env GPUBATCH_DONE_SPIN=off -- gpubatch-load --sync $lone
-  load lone-default-nodonespin env GPUBATCH_DONE_SPIN=off -- gpubatch-load $lone
   load lone-realtime-sync gpubatch-load --preset realtime --sync $lone
   load lone-prev-sync gpubatch-load-prev --sync $lone
   load lone-prev-realtime-sync gpubatch-load-prev --preset realtime --sync $lone
@@ -126,7 +124,7 @@ if on open; then
     o="--threads 16 --op relu --size 256 --rate $rate --requests $n"
     load open-$rate-default gpubatch-load $o
     load open-$rate-spin0 env GPUBATCH_COMPLETION_SPIN_US=0 -- gpubatch-load $o
-    load open-$rate-nodonespin env GPUBATCH_DONE_SPIN=off -- gpubatch-load $o
+    load open-$rate-nolinger env GPUBATCH_STRAND_SPIN=off -- gpubatch-load $o
   done
   echo "== /sys/fs/cgroup/cpu.stat after" >> "$out/log.txt"; cat /sys/fs/cgroup/cpu.stat >> "$out/log.txt" 2>&1
 fi

@@ -101,9 +101,6 @@ struct Stats {
   // (completion_spin_us) instead of sleeping; and of those, how many an arrival ended.
   std::uint64_t strand_polls = 0;
   std::uint64_t strand_poll_hits = 0;
-  // Batches a completion thread took up while it polled for the next one after a lone caller's
-  // batch (no wake-up: GPUBATCH_DONE_SPIN).
-  std::uint64_t completion_poll_hits = 0;
 
   // Latencies: queue wait (accepted -> batch submitted), submit (accepted -> its batch's device
   // submission returned: inputs staged, vkQueueSubmit done), device (batch submitted ->

@@ -84,7 +84,6 @@ void ExecutorCore::run_parallel(std::size_t parts, const std::function<void(std:
 
 void ExecutorCore::completion_loop(std::size_t index) {
   std::unique_lock<std::mutex> lock(inflight_mutex_);
-  bool lone = false;  // the batch this thread last waited for was a lone caller's
   for (;;) {
     // The strand waits for its parallel job: help there first. Then with a finished batch
     // (oldest first), else wait for the next one.
@@ -113,7 +112,6 @@ void ExecutorCore::completion_loop(std::size_t index) {
       ++awaiting_;
       lock.unlock();
       Batch* b = owned.release();  // from here owned by its chunks; the last one pools it
-      lone = b->items.size() <= kLoneBatch;
       await_batch(*b, index);
       lock.lock();
       --awaiting_;
@@ -128,35 +126,8 @@ void ExecutorCore::completion_loop(std::size_t index) {
       continue;
     }
     if (stop_completion_ && inflight_queue_.empty() && awaiting_ == 0) return;
-    if (std::exchange(lone, false) && await_next(lock)) continue;
     inflight_cv_.wait(lock);
   }
-}
-
-// After a lone caller's batch, the thread that waited for it polls for the next one for
-// completion_spin (one thread at a time) instead of sleeping on the condition variable: the
-// caller's next batch is then taken up without an OS wake-up, which was the one wake-up left in a
-// synchronous call (handle.run()). GPUBATCH_DONE_SPIN=off turns it off for side-by-side runs.
-// True when the queue may have something (look again), false to sleep.
-bool ExecutorCore::await_next(std::unique_lock<std::mutex>& lock) {
-  if (!done_spin_ || completion_spin_.count() == 0) return false;
-  if (done_spinning_.exchange(true, std::memory_order_seq_cst)) return false;  // another polls
-  const std::uint64_t seen = flushed_.load(std::memory_order_seq_cst);
-  lock.unlock();
-  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(completion_spin_);
-  for (std::uint32_t i = 1;; ++i) {
-    if (flushed_.load(std::memory_order_seq_cst) != seen) {
-      done_poll_hits_.fetch_add(1, std::memory_order_relaxed);
-      break;
-    }
-    if ((i & 15) == 0 && Clock::now() >= until) break;
-    for (int k = 0; k < 8; ++k) cpu_relax();
-  }
-  // Let go before looking under the lock: a flush that saw us polling did not notify, and its
-  // batch is in the queue by the time the lock is ours.
-  done_spinning_.store(false, std::memory_order_seq_cst);
-  lock.lock();
-  return true;
 }
 
 void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {

@@ -212,11 +212,6 @@ bool caller_waits() noexcept { return tl_caller_waits; }
 CallerWaitsScope::CallerWaitsScope() noexcept : previous_(tl_caller_waits) { tl_caller_waits = true; }
 CallerWaitsScope::~CallerWaitsScope() { tl_caller_waits = previous_; }
 
-bool done_spin_enabled() noexcept {
-  const char* v = std::getenv("GPUBATCH_DONE_SPIN");
-  return !(v && std::string_view(v) == "off");
-}
-
 bool strand_spin_enabled() noexcept {
   const char* v = std::getenv("GPUBATCH_STRAND_SPIN");
   return v && std::string_view(v) == "on";

@@ -114,7 +114,6 @@ struct ParallelJob {
 // GPUBATCH_INLINE_SUBMIT is not "off" (ExecutorCore::post_if_idle).
 bool inline_submit_enabled() noexcept;
 bool strand_spin_enabled() noexcept;  // GPUBATCH_STRAND_SPIN=on (ExecutorCore::linger)
-bool done_spin_enabled() noexcept;    // GPUBATCH_DONE_SPIN is not "off" (ExecutorCore::await_next)
 std::chrono::steady_clock::duration wait_slice() noexcept;  // GPUBATCH_WAIT_SLICE_US
 
 // Around the call of a caller that waits for its own result (BatchedGpuHandle::run): if its
@@ -250,7 +249,6 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
 
   // ---- completion ----
   void completion_loop(std::size_t index);
-  bool await_next(std::unique_lock<std::mutex>& lock);  // poll for the next batch (lone caller)
   // Waits until the device has finished `batch` (or it failed) and cuts it into chunks.
   void await_batch(Batch& batch, std::size_t thread_index);
   void complete_chunk(Batch& batch, std::uint32_t chunk, std::size_t thread_index);
@@ -357,10 +355,6 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::mutex inflight_mutex_;
   std::condition_variable inflight_cv_;
   std::deque<std::unique_ptr<Batch>> inflight_queue_;  // submitted, not yet waited for
-  std::atomic<std::uint64_t> flushed_{0};        // batches put into inflight_queue_
-  std::atomic<bool> done_spinning_{false};       // a completion thread polls for the next (await_next)
-  std::atomic<std::uint64_t> done_poll_hits_{0};  // await_next ended by a flush
-  const bool done_spin_ = done_spin_enabled();   // GPUBATCH_DONE_SPIN is not "off"
   std::deque<Batch*> ready_;  // finished, with chunks not yet claimed (owned by their chunks)
   ParallelJob* parallel_job_ = nullptr;  // the strand's, while it has parts not yet claimed
   StrandRunner strand_runner_{*this};

@@ -182,9 +182,6 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   w.sample("strand_polls_total", "", s.strand_polls);
   w.header("strand_poll_hits_total", "counter", "Strand polls that an arrival ended.");
   w.sample("strand_poll_hits_total", "", s.strand_poll_hits);
-  w.header("completion_poll_hits_total", "counter",
-           "Batches a completion thread took up while polling for the next one (a lone caller's).");
-  w.sample("completion_poll_hits_total", "", s.completion_poll_hits);
   w.header("batch_size_mean", "gauge", "Mean requests per batch.");
   w.sample("batch_size_mean", "", s.mean_batch_size);
   w.header("batch_fill_mean", "gauge", "Mean batch size divided by max_batch_size.");

@@ -317,9 +317,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
     std::lock_guard<std::mutex> lock(inflight_mutex_);
     inflight_queue_.push_back(std::move(batch));
   }
-  flushed_.fetch_add(1, std::memory_order_seq_cst);
-  // A completion thread polling for the next batch (await_next) takes it without a wake-up.
-  if (!done_spinning_.load(std::memory_order_seq_cst)) inflight_cv_.notify_one();
+  inflight_cv_.notify_one();
 }
 
 bool ExecutorCore::fail_pending(Pending& p, ErrorCode code, const std::string& why,

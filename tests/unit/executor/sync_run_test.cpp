@@ -94,27 +94,6 @@ TEST(SyncRun, TheCallerSubmitsItselfWhenTheExecutorIsIdle) {
   EXPECT_NE(threads.back(), me) << "GPUBATCH_INLINE_SUBMIT=off: the strand's thread submits";
 }
 
-// After a lone caller's batch the completion thread polls for the next one, so a synchronous
-// caller's next batch is taken up without a wake-up; GPUBATCH_DONE_SPIN=off and a device of host
-// cores (no polling) never do.
-TEST(SyncRun, TheNextLoneBatchIsTakenUpByAPollingCompletionThread) {
-  auto device = std::make_shared<FakeDevice>();
-  BatchConfig config = BatchConfig::adaptive();
-  config.completion_spin = std::chrono::microseconds(10'000);  // each next call comes well within it
-  {
-    BatchExecutor executor(device, config);
-    auto gpu = executor.handle();
-    for (int i = 0; i < 20; ++i) EXPECT_EQ(gpu.run(Request::relu({float(i)})).values, std::vector<float>{float(i)});
-    const Stats s = executor.stats();
-    EXPECT_GE(s.completion_poll_hits, 10u) << "most of the 19 later batches found a polling thread";
-    EXPECT_NE(to_prometheus(s).find("gpubatch_completion_poll_hits_total "), std::string::npos);
-  }
-  EnvGuard off("GPUBATCH_DONE_SPIN", "off");
-  BatchExecutor executor(device, config);
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(executor.handle().run(Request::relu({1.0f})).values, std::vector<float>{1.0f});
-  EXPECT_EQ(executor.stats().completion_poll_hits, 0u);
-}
-
 // Synchronous callers racing with each other, with a timer (deadline policy) and with shutdown:
 // whoever holds the strand, every call resolves once and the executor drains.
 TEST(SyncRun, InlineRunsRaceWithTheTimerAndShutdown) {

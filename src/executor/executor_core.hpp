@@ -3,11 +3,14 @@
 //   producers   enqueue(): validate, timestamp, push into the bounded MPSC queue, wake the strand
 //               only when it is idle (one flag); the push's own post runs the strand, which
 //               flushes an arrival at an idle adaptive executor at once (no timer in between);
-//   strand      one io_context thread: drains the queue into the forming batch, decides when to
-//               flush, submits to the device (at most max_inflight_batches at a time), keeps one
-//               timer for the oldest request's max_wait and the earliest request deadline;
+//   strand      whoever holds strand_awake_: the io_context thread, or for one pass a synchronous
+//               caller that found it idle (run_strand); drains the queues into the forming batch,
+//               decides when to flush, submits to the device (at most max_inflight_batches at a
+//               time, large-request batches at half a slot), keeps one timer for the oldest
+//               request's max_wait and the earliest request deadline;
 //   completion  threads: one at a time (a device set: one per member) waits for the oldest
-//               submitted batch (polling it for completion_spin, then blocking); a finished batch
+//               submitted batch (polling a lone caller's or a full one for completion_spin, then
+//               blocking); a finished batch
 //               is cut into chunks that every idle completion thread helps with (take the chunk's
 //               results, then resolve its futures or handlers); the last chunk to have taken its
 //               results frees the batch's device slot (waking the strand if it waits for one).

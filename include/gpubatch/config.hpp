@@ -100,8 +100,9 @@ struct BatchConfig {
   std::chrono::milliseconds batch_timeout{60000};
   // A completion thread polls the batch it waits for this long (pause, then yield) before it
   // blocks in the driver: a blocking wait's wake-up costs 20-30 us on the H200 (submit + spin
-  // round trip 14 us, submit + blocking wait 43 us). Only while a batch is in flight, so an idle
-  // executor spins not at all; the price is up to this much CPU per batch.
+  // round trip 14 us, submit + blocking wait 43 us). Only a lone caller's batch or a full one,
+  // and only while it is in flight, so an idle executor spins not at all; the price is up to
+  // this much CPU per such batch (docs/DESIGN.md "Polling").
   std::chrono::microseconds completion_spin{200};
   bool resident = false;
   std::chrono::microseconds resident_idle{1000};

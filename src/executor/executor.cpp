@@ -197,12 +197,14 @@ BatchConfig validated(BatchConfig config) {
   config.validate();
   return config;
 }
+// An A/B switch for side-by-side measurements: the environment variable `name` equals `value`.
+bool env_is(const char* name, std::string_view value) noexcept {
+  const char* v = std::getenv(name);
+  return v && value == v;
+}
 // GPUBATCH_DEADLINE_WATCH=off: deadlines only by the strand's sweeps (the behaviour before the
 // watch; for side-by-side measurements).
-bool deadline_watch_enabled() {
-  const char* v = std::getenv("GPUBATCH_DEADLINE_WATCH");
-  return !(v && std::string_view(v) == "off");
-}
+bool deadline_watch_enabled() { return !env_is("GPUBATCH_DEADLINE_WATCH", "off"); }
 }  // namespace
 
 namespace {
@@ -212,10 +214,7 @@ bool caller_waits() noexcept { return tl_caller_waits; }
 CallerWaitsScope::CallerWaitsScope() noexcept : previous_(tl_caller_waits) { tl_caller_waits = true; }
 CallerWaitsScope::~CallerWaitsScope() { tl_caller_waits = previous_; }
 
-bool strand_spin_enabled() noexcept {
-  const char* v = std::getenv("GPUBATCH_STRAND_SPIN");
-  return v && std::string_view(v) == "on";
-}
+bool strand_spin_enabled() noexcept { return env_is("GPUBATCH_STRAND_SPIN", "on"); }
 
 std::chrono::steady_clock::duration wait_slice() noexcept {
   const char* v = std::getenv("GPUBATCH_WAIT_SLICE_US");
@@ -228,10 +227,7 @@ std::chrono::steady_clock::duration wait_slice() noexcept {
   return std::chrono::microseconds(us);
 }
 
-bool inline_submit_enabled() noexcept {
-  const char* v = std::getenv("GPUBATCH_INLINE_SUBMIT");
-  return !(v && std::string_view(v) == "off");
-}
+bool inline_submit_enabled() noexcept { return !env_is("GPUBATCH_INLINE_SUBMIT", "off"); }
 
 namespace {
 BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {

@@ -109,11 +109,7 @@ void copy_from_ring(void* dst, const void* src, std::size_t bytes) noexcept {
   std::memcpy(dst, src, bytes);
 }
 
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
+using detail::cpu_relax;  // gpubatch/batch_device.hpp
 
 }  // namespace
 

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: probe own lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -57,6 +57,30 @@ if on lone; then
   load lone-prev-sync gpubatch-load-prev --sync $lone
   load lone-prev-realtime-sync gpubatch-load-prev --preset realtime --sync $lone
   load lone-prev-unbatched gpubatch-load-prev --unbatched $lone
+fi
+
+# A synchronous caller completing its own lone batch (session of 2026-11-25): this build beside
+# GPUBATCH_CALLER_AWAITS=off (a completion thread completes it, as before) and the previous build,
+# interleaved twice; the other lone-caller modes once each.
+if on own; then
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for rep in 1 2; do
+    load own-sync-$rep gpubatch-load --sync $lone --idle-ms 1000
+    load own-sync-off-$rep env GPUBATCH_CALLER_AWAITS=off -- gpubatch-load --sync $lone
+    load own-sync-prev-$rep gpubatch-load-prev --sync $lone
+  done
+  load own-future gpubatch-load $lone
+  load own-future-prev gpubatch-load-prev $lone
+  load own-unbatched gpubatch-load --unbatched $lone
+  load own-realtime-sync gpubatch-load --preset realtime --sync $lone
+  load own-realtime-sync-prev gpubatch-load-prev --preset realtime --sync $lone
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  for rep in 1 2; do
+    load own-crowd-$rep gpubatch-load $crowd
+    load own-crowd-prev-$rep gpubatch-load-prev $crowd
+  done
+  load own-crowd-sync gpubatch-load --sync --threads 16 --requests 400000 --op relu --size 256
+  load own-crowd-sync-prev gpubatch-load-prev --sync --threads 16 --requests 400000 --op relu --size 256
 fi
 
 if on crowd; then

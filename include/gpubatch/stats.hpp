@@ -101,6 +101,9 @@ struct Stats {
   // (completion_spin_us) instead of sleeping; and of those, how many an arrival ended.
   std::uint64_t strand_polls = 0;
   std::uint64_t strand_poll_hits = 0;
+  // Batches that the synchronous caller who submitted them (handle.run() on an idle executor)
+  // polled and completed on its own thread, with no completion thread woken.
+  std::uint64_t caller_completions = 0;
 
   // Latencies: queue wait (accepted -> batch submitted), submit (accepted -> its batch's device
   // submission returned: inputs staged, vkQueueSubmit done), device (batch submitted ->

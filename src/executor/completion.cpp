@@ -54,7 +54,7 @@ void ExecutorCore::return_batch_to_pool(std::unique_ptr<Batch> batch) {
 // The strand runs parts itself too, so it never waits for a part nobody has claimed: a completion
 // thread that is waiting for the device simply does not help.
 void ExecutorCore::run_parallel(std::size_t parts, const std::function<void(std::size_t)>& work) {
-  if (parts <= 1 || completion_stats_.empty()) {
+  if (parts <= 1 || config_.completion_threads == 0) {
     for (std::size_t i = 0; i < parts; ++i) work(i);
     return;
   }
@@ -178,7 +178,7 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
     const Clock::time_point previous{Clock::duration(last_done_.exchange(b.done.time_since_epoch().count()))};
     cost_.observe(b.bytes, b.done - std::max(b.submitted, previous));
   }
-  const std::size_t helpers = completion_stats_.size();
+  const std::size_t helpers = config_.completion_threads;
   b.chunks = static_cast<std::uint32_t>(std::clamp<std::size_t>(n / kMinChunk, 1, helpers));
   b.next_chunk = 0;
   b.chunks_taking.store(b.chunks, std::memory_order_relaxed);

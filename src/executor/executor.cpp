@@ -100,6 +100,7 @@ std::pair<ErrorCode, std::string> explain(const std::exception_ptr& e) {
 }
 
 ExecutorCore* this_thread_core() noexcept { return tl_core; }
+ExecutorCore* exchange_thread_core(ExecutorCore* core) noexcept { return std::exchange(tl_core, core); }
 
 void resolve_value(Completion& completion, Result&& result, ExecutorCore* core) noexcept {
   std::visit(
@@ -228,6 +229,7 @@ std::chrono::steady_clock::duration wait_slice() noexcept {
 }
 
 bool inline_submit_enabled() noexcept { return !env_is("GPUBATCH_INLINE_SUBMIT", "off"); }
+bool caller_awaits_enabled() noexcept { return !env_is("GPUBATCH_CALLER_AWAITS", "off"); }
 
 namespace {
 BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {
@@ -265,7 +267,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
                       }) {
   for (std::size_t level = 1; level < config_.priority_levels; ++level)
     upper_queues_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(config_.queue_capacity_of(level)));
-  for (std::size_t i = 0; i < config_.completion_threads; ++i)
+  for (std::size_t i = 0; i < config_.completion_threads + kCallerSlots; ++i)
     completion_stats_.push_back(std::make_unique<CompletionStats>(config_.priority_levels));
 }
 
@@ -449,7 +451,9 @@ void ExecutorCore::post_if_idle() noexcept {
   if (strand_awake_.exchange(true, std::memory_order_seq_cst)) return;
   if (inline_runs_ && tl_caller_waits && tl_core == nullptr) {
     tl_core = this;  // the strand's thread for the pass: handlers it resolves are posted
+    inline_pass_ = this;
     run_strand(false);
+    inline_pass_ = nullptr;
     tl_core = nullptr;
     return;
   }

@@ -104,6 +104,8 @@ std::string describe(const RequestShape& shape);
 RequestShape shape_of(const Request& request) noexcept;
 // The executor whose strand or completion thread this is (null on any other thread).
 ExecutorCore* this_thread_core() noexcept;
+// Makes this thread count as `core`'s (or none) for a while; returns what it was.
+ExecutorCore* exchange_thread_core(ExecutorCore* core) noexcept;
 
 // A job the strand spreads over the completion threads (ParallelRunner): parts are claimed under
 // inflight_mutex_; `left` counts those not yet finished.
@@ -116,6 +118,8 @@ struct ParallelJob {
 
 // GPUBATCH_INLINE_SUBMIT is not "off" (ExecutorCore::post_if_idle).
 bool inline_submit_enabled() noexcept;
+// GPUBATCH_CALLER_AWAITS is not "off" (ExecutorCore::complete_own_batch).
+bool caller_awaits_enabled() noexcept;
 bool strand_spin_enabled() noexcept;  // GPUBATCH_STRAND_SPIN=on (ExecutorCore::linger)
 std::chrono::steady_clock::duration wait_slice() noexcept;  // GPUBATCH_WAIT_SLICE_US
 
@@ -157,6 +161,11 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool stop_trace() { return trace_.stop(); }
   // A pending request's cancellation slot was signalled (any thread): wake the strand.
   void on_request_cancelled() noexcept;
+  // After a synchronous caller's call (BatchedGpuHandle::run): if its inline strand pass kept a
+  // lone batch for it (keep_for_caller), poll that batch and complete it on this thread, with no
+  // completion thread woken; a batch not done within completion_spin goes to the completion
+  // threads. No-op otherwise.
+  void complete_own_batch() noexcept;
   // A completion handler threw on an executor thread (caught); returns the count so far.
   std::uint64_t note_handler_exception() noexcept {
     return handler_exceptions_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -240,7 +249,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   class StrandRunner final : public ParallelRunner {
    public:
     explicit StrandRunner(ExecutorCore& core) : core_(core) {}
-    std::size_t width() const override { return core_.completion_stats_.size() + 1; }
+    std::size_t width() const override { return core_.config_.completion_threads + 1; }
     void run(std::size_t parts, const std::function<void(std::size_t)>& work) override {
       core_.run_parallel(parts, work);
     }
@@ -252,6 +261,19 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
 
   // ---- completion ----
   void completion_loop(std::size_t index);
+  // Flush's last step: the batch goes to the completion threads (woken), or, in a synchronous
+  // caller's inline pass, a lone batch stays with that caller (complete_own_batch).
+  void hand_to_completion(std::unique_ptr<Batch> batch);
+  bool keep_for_caller(const Batch& batch) const noexcept;
+  // complete_own_batch()'s stats: a few slots after the completion threads' own, one per caller
+  // completing a batch at a time (claimed by exchange; none free: the batch is handed over).
+  static constexpr std::size_t kCallerSlots = 4;
+  bool claim_caller_slot(std::size_t& index) noexcept;
+  void release_caller_slot(std::size_t index) noexcept;
+  // The executor whose strand this thread runs in an inline pass (post_if_idle), and the batch
+  // that pass kept for its caller (owned; taken by complete_own_batch right after the call).
+  static thread_local ExecutorCore* inline_pass_;
+  static thread_local Batch* own_batch_;
   // Waits until the device has finished `batch` (or it failed) and cuts it into chunks.
   void await_batch(Batch& batch, std::size_t thread_index);
   void complete_chunk(Batch& batch, std::uint32_t chunk, std::size_t thread_index);
@@ -327,6 +349,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<bool> closing_requested_{false};
   // A producer that finds the strand idle runs it inline (GPUBATCH_INLINE_SUBMIT=off: it posts).
   const bool inline_runs_ = inline_submit_enabled();
+  // A synchronous caller completes the lone batch its inline pass submitted
+  // (GPUBATCH_CALLER_AWAITS=off: a completion thread does).
+  const bool caller_awaits_ = caller_awaits_enabled();
   const bool strand_spin_ = strand_spin_enabled();  // GPUBATCH_STRAND_SPIN=on (linger)
   // A completion thread's blocking wait returns after this long to look again (and at the
   // watchdog): GPUBATCH_WAIT_SLICE_US, default 100 ms.
@@ -418,7 +443,11 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     LatencyHistogram device_time;
     LatencyHistogram end_to_end;
   };
+  // One per completion thread (index < config_.completion_threads), then kCallerSlots for
+  // synchronous callers completing their own batch (complete_own_batch).
   std::vector<std::unique_ptr<CompletionStats>> completion_stats_;
+  std::atomic<bool> caller_slot_busy_[kCallerSlots] = {};
+  std::atomic<std::uint64_t> caller_completions_{0};
   TraceRecorder trace_;
   DeadlineWatch deadline_watch_;  // its thread runs on_deadline()
   std::atomic<std::uint64_t> watch_expired_{0};  // requests the deadline watch failed

@@ -182,6 +182,9 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   w.sample("strand_polls_total", "", s.strand_polls);
   w.header("strand_poll_hits_total", "counter", "Strand polls that an arrival ended.");
   w.sample("strand_poll_hits_total", "", s.strand_poll_hits);
+  w.header("caller_completions_total", "counter",
+           "Batches that their synchronous caller polled and completed on its own thread.");
+  w.sample("caller_completions_total", "", s.caller_completions);
   w.header("batch_size_mean", "gauge", "Mean requests per batch.");
   w.sample("batch_size_mean", "", s.mean_batch_size);
   w.header("batch_fill_mean", "gauge", "Mean batch size divided by max_batch_size.");

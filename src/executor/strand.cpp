@@ -313,11 +313,11 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
     batch->error = std::current_exception();
   }
   batch->submit_returned = Clock::now();
-  {
-    std::lock_guard<std::mutex> lock(inflight_mutex_);
-    inflight_queue_.push_back(std::move(batch));
+  if (keep_for_caller(*batch)) {
+    own_batch_ = batch.release();  // src/executor/own_batch.cpp
+    return;
   }
-  inflight_cv_.notify_one();
+  hand_to_completion(std::move(batch));
 }
 
 bool ExecutorCore::fail_pending(Pending& p, ErrorCode code, const std::string& why,

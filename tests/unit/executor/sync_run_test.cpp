@@ -94,6 +94,30 @@ TEST(SyncRun, TheCallerSubmitsItselfWhenTheExecutorIsIdle) {
   EXPECT_NE(threads.back(), me) << "GPUBATCH_INLINE_SUBMIT=off: the strand's thread submits";
 }
 
+// A synchronous caller that submitted a lone batch itself also completes it: it polls the batch
+// and resolves it on its own thread, with no completion thread woken (Stats::caller_completions).
+// A batch the device has not finished within completion_spin goes to the completion threads; a
+// device of host cores (no polling) and GPUBATCH_CALLER_AWAITS=off never keep one.
+TEST(SyncRun, TheCallerCompletesItsOwnLoneBatch) {
+  auto run_some = [](std::shared_ptr<FakeDevice> device, int calls) {
+    BatchExecutor executor(device, BatchConfig::adaptive());
+    auto gpu = executor.handle();
+    for (int i = 0; i < calls; ++i)
+      EXPECT_EQ(gpu.run(Request::scale({float(i), 1.0f}, 2.0f)).values, (std::vector<float>{2.0f * i, 2.0f}));
+    const Stats s = executor.stats();
+    EXPECT_EQ(s.completed, static_cast<std::uint64_t>(calls));
+    EXPECT_LE(s.caller_completions, s.batches);
+    return s.caller_completions;
+  };
+  EXPECT_GT(run_some(std::make_shared<FakeDevice>(), 50), 0u) << "an idle executor: the caller completes";
+  EXPECT_EQ(run_some(std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 5ms}), 3), 0u)
+      << "not done within the 200 us spin: handed to a completion thread";
+  EXPECT_EQ(run_some(std::make_shared<FakeDevice>(FakeDevice::Options{.host_cpu = true}), 20), 0u)
+      << "a device of host cores is never polled";
+  EnvGuard off("GPUBATCH_CALLER_AWAITS", "off");
+  EXPECT_EQ(run_some(std::make_shared<FakeDevice>(), 20), 0u);
+}
+
 // Synchronous callers racing with each other, with a timer (deadline policy) and with shutdown:
 // whoever holds the strand, every call resolves once and the executor drains.
 TEST(SyncRun, InlineRunsRaceWithTheTimerAndShutdown) {

@@ -1,0 +1,94 @@
+// A synchronous caller completes its own lone batch. See executor_core.hpp and DESIGN.md "The lone
+// caller".
+//
+// A caller of handle.run() that finds the strand idle submits its batch on its own thread
+// (post_if_idle). Handing that batch to a completion thread then costs one OS wake-up of that
+// thread (20-30 us on the H200, longer than the device's own ~10 us for a lone request): the
+// caller would wait for a thread that waits for the device. Instead the inline pass keeps a lone
+// batch (at most kLoneBatch requests) for its caller, who polls the timeline right after its call
+// and, once the batch is done, takes the results and resolves the batch itself, as a completion
+// thread would (the same await_batch and complete_chunk, with a stats slot of its own). A batch
+// not done within completion_spin goes to the completion threads after all, so a slow device
+// costs the caller no more than the spin.
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <utility>
+
+#include "executor/executor_core.hpp"
+
+namespace gpubatch::detail {
+
+thread_local ExecutorCore* ExecutorCore::inline_pass_ = nullptr;
+thread_local Batch* ExecutorCore::own_batch_ = nullptr;
+
+void ExecutorCore::hand_to_completion(std::unique_ptr<Batch> batch) {
+  {
+    std::lock_guard<std::mutex> lock(inflight_mutex_);
+    inflight_queue_.push_back(std::move(batch));
+  }
+  inflight_cv_.notify_one();
+}
+
+// Only in this executor's inline pass for a caller that waits (handle.run()), once per pass, for a
+// lone batch that was submitted, and only where polling is on (completion_spin > 0: not on a
+// device that runs on the host's cores, where a polling caller would take the device's core).
+bool ExecutorCore::keep_for_caller(const Batch& batch) const noexcept {
+  return caller_awaits_ && inline_pass_ == this && own_batch_ == nullptr && caller_waits() &&
+         completion_spin_.count() > 0 && batch.items.size() <= kLoneBatch && !batch.error && batch.inflight;
+}
+
+bool ExecutorCore::claim_caller_slot(std::size_t& index) noexcept {
+  for (std::size_t i = 0; i < kCallerSlots; ++i) {
+    if (!caller_slot_busy_[i].load(std::memory_order_relaxed) &&
+        !caller_slot_busy_[i].exchange(true, std::memory_order_acquire)) {
+      index = config_.completion_threads + i;
+      return true;
+    }
+  }
+  return false;
+}
+
+void ExecutorCore::release_caller_slot(std::size_t index) noexcept {
+  caller_slot_busy_[index - config_.completion_threads].store(false, std::memory_order_release);
+}
+
+void ExecutorCore::complete_own_batch() noexcept {
+  Batch* const b = own_batch_;
+  if (b == nullptr || inline_pass_ != nullptr) return;  // none kept, or still inside the pass
+  own_batch_ = nullptr;
+  bool finished = false;
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(completion_spin_);
+  for (std::uint32_t i = 1; !finished; ++i) {
+    try {
+      finished = b->inflight->poll();
+    } catch (...) {
+      finished = true;  // await_batch meets the error again and fails the batch with it
+    }
+    if (finished || ((i & 15) == 0 && Clock::now() >= until)) break;
+    for (int k = 0; k < 8; ++k) cpu_relax();
+  }
+  std::size_t slot = 0;
+  if (!finished || !claim_caller_slot(slot)) {
+    hand_to_completion(std::unique_ptr<Batch>(b));
+    return;
+  }
+  // An executor thread for the completion: a handler that throws is caught and counted, and
+  // what the batch's completion would post (a strand waiting for the slot) is posted.
+  ExecutorCore* const previous = exchange_thread_core(this);
+  await_batch(*b, slot);  // done already: no wait; a lost device is noted and recovered here
+  b->next_chunk = 1;
+  if (b->chunks > 1) {
+    {
+      std::lock_guard<std::mutex> lock(inflight_mutex_);
+      ready_.push_back(b);
+    }
+    inflight_cv_.notify_all();
+  }
+  caller_completions_.fetch_add(1, std::memory_order_relaxed);  // before anyone sees a result
+  complete_chunk(*b, 0, slot);  // may return the batch to the pool: `b` is not used after this
+  release_caller_slot(slot);
+  exchange_thread_core(previous);
+}
+
+}  // namespace gpubatch::detail

@@ -72,8 +72,14 @@ if on own; then
   load own-future gpubatch-load $lone
   load own-future-prev gpubatch-load-prev $lone
   load own-unbatched gpubatch-load --unbatched $lone
-  load own-realtime-sync gpubatch-load --preset realtime --sync $lone
-  load own-realtime-sync-prev gpubatch-load-prev --preset realtime --sync $lone
+  for rep in 1 2; do  # resident mode: results in host memory (default) or in the ring (before)
+    load own-realtime-sync-$rep gpubatch-load --preset realtime --sync $lone
+    load own-realtime-sync-ring-$rep env GPUBATCH_RESIDENT_RESULTS=ring -- gpubatch-load --preset realtime --sync $lone
+    load own-realtime-sync-prev-$rep gpubatch-load-prev --preset realtime --sync $lone
+  done
+  load own-realtime-future gpubatch-load --preset realtime $lone
+  load own-realtime-dot gpubatch-load --preset realtime --sync --threads 1 --inflight 1 --requests 20000 --op dot --size 1024
+  load own-realtime-crowd gpubatch-load --preset realtime --threads 16 --inflight 1024 --requests 4000000 --op relu --size 256
   crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
   for rep in 1 2; do
     load own-crowd-$rep gpubatch-load $crowd

@@ -2,12 +2,14 @@
 // Resident mode (DESIGN.md "Resident mode"): one persistent workgroup serves a ring of request
 // slots in device-local host-visible memory, without a submission per request. The host writes a
 // slot's op, sizes, scalar and data, then its doorbell (the request's ticket); this kernel serves
-// tickets in order, writes the result in place and then the slot's done word. It leaves when
+// tickets in order, writes the result and then the done word on the result side. It leaves when
 // the host sets the exit word, or after idle_ns without a request (the host re-arms it).
 // Layout (words; must match src/gpu/resident_ring.cpp):
 //   control, words 0..63: 0 exit, 1 first ticket to serve, 2 last ticket served, 3 starts
 //   slot i at 64 + i * slot_words: 0 doorbell (ticket), 1 done (ticket), 2 op, 3 n, 4 scalar,
-//   5 dot's result; data from word 16: a[n], then b[n] for two-input ops; results over a.
+//   5 dot's result; data from word 16: a[n], then b[n] for two-input ops.
+//   The result side (pc.results): slots of the same layout, in a host-memory buffer of their own
+//   (words 1 done, 5 dot's result, 16.. the result), or the ring's own slots (results over a).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_buffer_reference : require
 #extension GL_EXT_buffer_reference_uvec2 : require
@@ -37,6 +39,8 @@ layout(push_constant) uniform Params {
   uint slot_words;  // words per slot
   uint idle_ns;     // leave after this long without a request (device clock, nanoseconds)
   uint max_polls;   // ... or after this many polls (a bound that needs no clock)
+  uvec2 results;    // the result side's slot 0: a host-memory buffer of slots of the same layout
+                    // (done, dot's result, data from word 16), or the ring's slot 0 (in place)
 } pc;
 
 const uint CTL_EXIT = 0u, CTL_FIRST = 1u, CTL_SERVED = 2u, CTL_STARTS = 3u, CTL_WORDS = 64u;
@@ -97,6 +101,8 @@ float dot_of(RingFloats f, uint data, uint n) {
 void main() {
   RingWords r = RingWords(pc.ring);
   RingFloats f = RingFloats(pc.ring);
+  RingWords o = RingWords(pc.results);
+  RingFloats fo = RingFloats(pc.results);
   uint lid = gl_LocalInvocationIndex;
   uint ticket = r.w[CTL_FIRST];  // written by the host before the submission
   if (lid == 0u) r.w[CTL_STARTS] = r.w[CTL_STARTS] + 1u;
@@ -131,18 +137,20 @@ void main() {
     uint n = s_n;
     float p = s_p;
     uint data = base + HEADER_WORDS;
+    uint obase = ((ticket - 1u) % pc.slots) * pc.slot_words;  // on the result side
+    uint odata = obase + HEADER_WORDS;
     if (op == R_DOT) {
       float d = dot_of(f, data, n);
-      if (lid == 0u) f.v[base + RESULT] = d;
+      if (lid == 0u) fo.v[obase + RESULT] = d;
     } else if (op >= R_ADD) {
       for (uint k0 = 0u; k0 < n; k0 += WG) {
         uint k = k0 + lid;
-        if (k < n) f.v[data + k] = binary(op, f.v[data + k], f.v[data + n + k], p);
+        if (k < n) fo.v[odata + k] = binary(op, f.v[data + k], f.v[data + n + k], p);
       }
     } else {
       for (uint k0 = 0u; k0 < n; k0 += WG) {
         uint k = k0 + lid;
-        if (k < n) f.v[data + k] = unary(op, f.v[data + k], p);
+        if (k < n) fo.v[odata + k] = unary(op, f.v[data + k], p);
       }
     }
     // Results before the done word: every invocation's writes are made available, then thread
@@ -151,7 +159,7 @@ void main() {
                    gl_SemanticsAcquireRelease | gl_SemanticsMakeAvailable | gl_SemanticsMakeVisible);
     if (lid == 0u) {
       atomicStore(r.w[CTL_SERVED], ticket, gl_ScopeDevice, gl_StorageSemanticsBuffer, gl_SemanticsRelaxed);
-      atomicStore(r.w[base + DONE], ticket, gl_ScopeDevice, gl_StorageSemanticsBuffer,
+      atomicStore(o.w[obase + DONE], ticket, gl_ScopeDevice, gl_StorageSemanticsBuffer,
                   gl_SemanticsRelease | gl_SemanticsMakeAvailable);
     }
     ticket += 1u;

@@ -64,6 +64,57 @@ std::optional<std::uint32_t> ring_memory_type(const VkPhysicalDeviceMemoryProper
   return std::nullopt;
 }
 
+// The results buffer: host memory the CPU caches (not device-local), where the GPU's writes
+// arrive over the bus and the host's polls and reads hit its own cache; else any host-cached
+// type (lavapipe: its one type, which is also device-local).
+std::optional<std::uint32_t> results_memory_type(const VkPhysicalDeviceMemoryProperties& props,
+                                                 std::uint32_t allowed) {
+  constexpr VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                         VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                                         VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+  std::optional<std::uint32_t> any;
+  for (std::uint32_t i = 0; i < props.memoryTypeCount; ++i) {
+    const VkMemoryPropertyFlags f = props.memoryTypes[i].propertyFlags;
+    if (!(allowed & (1u << i)) || (f & want) != want) continue;
+    if (!(f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) return i;
+    if (!any) any = i;
+  }
+  return any;
+}
+
+// A buffer with a device address, bound to new memory of the type `pick` chooses from the
+// buffer's requirements, mapped and zeroed. Null (and no buffer) when `pick` finds none.
+template <typename Pick>
+std::byte* make_mapped_buffer(VkDevice dev, VkDeviceSize bytes, Pick pick, const char* what, VkBuffer& buffer,
+                              VkDeviceMemory& memory, std::uint64_t& address) {
+  VkBufferCreateInfo buffer_info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  buffer_info.size = bytes;
+  buffer_info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+  check_vk(vkCreateBuffer(dev, &buffer_info, nullptr, &buffer), what);
+  VkMemoryRequirements req;
+  vkGetBufferMemoryRequirements(dev, buffer, &req);
+  const std::optional<std::uint32_t> type = pick(req.memoryTypeBits);
+  if (!type) {
+    vkDestroyBuffer(dev, buffer, nullptr);
+    buffer = VK_NULL_HANDLE;
+    return nullptr;
+  }
+  VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+  flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
+  VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, &flags};
+  alloc.allocationSize = req.size;
+  alloc.memoryTypeIndex = *type;
+  check_vk(vkAllocateMemory(dev, &alloc, nullptr, &memory), what);
+  check_vk(vkBindBufferMemory(dev, buffer, memory, 0), "vkBindBufferMemory");
+  void* mapped = nullptr;
+  check_vk(vkMapMemory(dev, memory, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
+  std::memset(mapped, 0, bytes);
+  VkBufferDeviceAddressInfo info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
+  info.buffer = buffer;
+  address = vkGetBufferDeviceAddress(dev, &info);
+  return static_cast<std::byte*>(mapped);
+}
+
 // Orders the host's writes of a slot (write-combined on a GPU's BAR) before its doorbell.
 inline void store_fence() noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -210,28 +261,11 @@ void ResidentRing::setup(const ResidentOptions& resident) {
   slots_.assign(resident.slots, SlotState{});
   VkDevice dev = ctx_->device();
   const VkDeviceSize bytes = VkDeviceSize{kControlWords} * 4 + VkDeviceSize{resident.slots} * resident.slot_bytes;
-  VkBufferCreateInfo buffer_info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-  buffer_info.size = bytes;
-  buffer_info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
-  check_vk(vkCreateBuffer(dev, &buffer_info, nullptr, &buffer_), "vkCreateBuffer (resident ring)");
-  VkMemoryRequirements req;
-  vkGetBufferMemoryRequirements(dev, buffer_, &req);
-  const auto type = ring_memory_type(ctx_->memory_properties(), req.memoryTypeBits);
-  if (!type) throw Error(ErrorCode::no_device, "no device-local host-visible memory type fits the resident ring");
-  VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
-  flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
-  VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, &flags};
-  alloc.allocationSize = req.size;
-  alloc.memoryTypeIndex = *type;
-  check_vk(vkAllocateMemory(dev, &alloc, nullptr, &memory_), "vkAllocateMemory (resident ring)");
-  check_vk(vkBindBufferMemory(dev, buffer_, memory_, 0), "vkBindBufferMemory");
-  void* mapped = nullptr;
-  check_vk(vkMapMemory(dev, memory_, 0, VK_WHOLE_SIZE, 0, &mapped), "vkMapMemory");
-  mapped_ = static_cast<std::byte*>(mapped);
-  std::memset(mapped_, 0, bytes);
-  VkBufferDeviceAddressInfo address{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
-  address.buffer = buffer_;
-  address_ = vkGetBufferDeviceAddress(dev, &address);
+  mapped_ = make_mapped_buffer(
+      dev, bytes, [&](std::uint32_t allowed) { return ring_memory_type(ctx_->memory_properties(), allowed); },
+      "vkCreateBuffer (resident ring)", buffer_, memory_, address_);
+  if (!mapped_) throw Error(ErrorCode::no_device, "no device-local host-visible memory type fits the resident ring");
+  setup_results();
 
   VkCommandPoolCreateInfo pool_info{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pool_info.queueFamilyIndex = family_;
@@ -246,15 +280,40 @@ void ResidentRing::setup(const ResidentOptions& resident) {
   record();
 }
 
+// Results and done words in host memory of their own: the host polls its done word in its own
+// cache (the GPU's write over the bus invalidates the line) and copies the result at cache speed,
+// where the ring (device memory behind the BAR) costs a bus round trip per poll and per 64 bytes
+// read. The inputs stay in the ring: a kernel reads host memory stale (the probe's "data in
+// system memory"), and the host's writes to the BAR are cheap. GPUBATCH_RESIDENT_RESULTS=ring
+// writes results over the inputs instead (the layout before; for side-by-side runs).
+void ResidentRing::setup_results() {
+  const char* where = std::getenv("GPUBATCH_RESIDENT_RESULTS");
+  const bool in_ring = where && std::strcmp(where, "ring") == 0;
+  out_ = mapped_ + std::size_t{kControlWords} * 4;
+  out_address_ = address_ + std::uint64_t{kControlWords} * 4;
+  if (in_ring) return;
+  std::uint64_t address = 0;
+  std::byte* mapped = make_mapped_buffer(
+      ctx_->device(), VkDeviceSize{options_.slots} * options_.slot_bytes,
+      [&](std::uint32_t allowed) { return results_memory_type(ctx_->memory_properties(), allowed); },
+      "vkCreateBuffer (resident results)", results_buffer_, results_memory_, address);
+  if (!mapped) return;  // no host-cached type: results in the ring
+  host_results_ = true;
+  out_ = mapped;
+  out_address_ = address;
+}
+
 // Recorded once: every (re-)arm submits the same command buffer; where it starts comes from
 // the control words the host writes before the submission.
 void ResidentRing::record() {
   struct {
     std::uint64_t ring;
     std::uint32_t slots, slot_words, idle_ns, max_polls;
+    std::uint64_t out;  // slot 0 of the result side
   } push{address_, options_.slots, slot_words_,
          static_cast<std::uint32_t>(std::min<std::int64_t>(options_.idle.count() * 1000, INT32_MAX)),
-         kMaxPolls};
+         kMaxPolls, out_address_};
+  static_assert(sizeof(push) == 32, "must match Params in shaders/resident.comp");
   VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   check_vk(vkBeginCommandBuffer(commands_, &begin), "vkBeginCommandBuffer");
   vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, ctx_->kernels().get("resident"));
@@ -283,6 +342,8 @@ ResidentRing::~ResidentRing() {
     }
   }
   if (fence_) vkDestroyFence(dev, fence_, nullptr);
+  if (results_buffer_) vkDestroyBuffer(dev, results_buffer_, nullptr);
+  if (results_memory_) vkFreeMemory(dev, results_memory_, nullptr);  // unmapped with it
   if (pool_) vkDestroyCommandPool(dev, pool_, nullptr);
   if (buffer_) vkDestroyBuffer(dev, buffer_, nullptr);
   if (memory_) {
@@ -299,9 +360,13 @@ std::uint32_t* ResidentRing::slot_word(std::uint32_t slot, std::uint32_t index) 
   return word(kControlWords + std::size_t{slot} * slot_words_ + index);
 }
 
+std::uint32_t* ResidentRing::out_word(std::uint32_t slot, std::uint32_t index) const {
+  return reinterpret_cast<std::uint32_t*>(out_) + std::size_t{slot} * slot_words_ + index;
+}
+
 bool ResidentRing::done(std::uint32_t ticket) const noexcept {
   const std::uint32_t slot = (ticket - 1) % options_.slots;
-  return std::atomic_ref<std::uint32_t>(*slot_word(slot, kDone)).load(std::memory_order_acquire) == ticket;
+  return std::atomic_ref<std::uint32_t>(*out_word(slot, kDone)).load(std::memory_order_acquire) == ticket;
 }
 
 std::unique_ptr<detail::InFlightBatch> ResidentRing::try_submit(const Request& r) {
@@ -381,8 +446,9 @@ void ResidentRing::release(std::uint32_t ticket) noexcept {
 void ResidentRing::copy_result(std::uint32_t ticket, bool dot, std::uint32_t n, float* out) {
   std::lock_guard lock(mutex_);
   const std::uint32_t slot = (ticket - 1) % options_.slots;
-  if (dot) std::memcpy(out, slot_word(slot, kResult), 4);
-  else copy_from_ring(out, slot_word(slot, kHeaderWords), std::size_t{n} * 4);
+  if (dot) std::memcpy(out, out_word(slot, kResult), 4);
+  else if (host_results_) std::memcpy(out, out_word(slot, kHeaderWords), std::size_t{n} * 4);
+  else copy_from_ring(out, out_word(slot, kHeaderWords), std::size_t{n} * 4);
 }
 
 bool ResidentRing::kernel_running() {

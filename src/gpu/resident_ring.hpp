@@ -59,6 +59,10 @@ class ResidentRing : public std::enable_shared_from_this<ResidentRing> {
   // served first only if the kernel reaches them before it sees the exit word.
   void stop() noexcept;
   bool own_device() const noexcept { return own_device_; }
+  // Whether the kernel writes results and done words into host memory of their own (the
+  // default where the device has a host-cached type; GPUBATCH_RESIDENT_RESULTS=ring: over the
+  // inputs in the ring, read back across the bus).
+  bool host_results() const noexcept { return host_results_; }
   const ResidentOptions& options() const noexcept { return options_; }
 
  private:
@@ -68,6 +72,10 @@ class ResidentRing : public std::enable_shared_from_this<ResidentRing> {
   void record();
   std::uint32_t* word(std::size_t index) const;  // into the mapped ring
   std::uint32_t* slot_word(std::uint32_t slot, std::uint32_t index) const;
+  // The slot's result side: the same layout as a ring slot (done word, dot's result, data from
+  // word kHeaderWords), in the results buffer or in the ring itself.
+  std::uint32_t* out_word(std::uint32_t slot, std::uint32_t index) const;
+  void setup_results();
   // Under mutex_: submits the kernel when it is not running and a ticket waits for it.
   void ensure_running_locked();
   void mark_lost_locked(const char* why);
@@ -87,6 +95,12 @@ class ResidentRing : public std::enable_shared_from_this<ResidentRing> {
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   std::byte* mapped_ = nullptr;
   std::uint64_t address_ = 0;
+  // The results buffer (host_results_), else none: results go over the inputs in the ring.
+  VkBuffer results_buffer_ = VK_NULL_HANDLE;
+  VkDeviceMemory results_memory_ = VK_NULL_HANDLE;
+  bool host_results_ = false;
+  std::byte* out_ = nullptr;        // slot 0's first word on the result side
+  std::uint64_t out_address_ = 0;   // its device address
   VkCommandPool pool_ = VK_NULL_HANDLE;
   VkCommandBuffer commands_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;

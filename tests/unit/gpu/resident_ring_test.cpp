@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -73,8 +75,17 @@ Request make(Op op, std::size_t n, std::mt19937& rng) {
 
 }  // namespace
 
-TEST(ResidentRing, ServesEveryOpAsTheReferenceSays) {
+// Both places for results: host memory of their own (the default) and the ring itself, over
+// the inputs (GPUBATCH_RESIDENT_RESULTS=ring).
+class ResidentResults : public ::testing::TestWithParam<const char*> {};
+INSTANTIATE_TEST_SUITE_P(Placement, ResidentResults, ::testing::Values("host", "ring"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST_P(ResidentResults, ServesEveryOpAsTheReferenceSays) {
+  ::setenv("GPUBATCH_RESIDENT_RESULTS", GetParam(), 1);
   auto ring = open_ring();
+  ::unsetenv("GPUBATCH_RESIDENT_RESULTS");
+  EXPECT_EQ(ring->host_results(), std::string(GetParam()) == "host");
   std::mt19937 rng(11);
   const Op ops[] = {Op::relu, Op::scale, Op::add, Op::sub, Op::mul, Op::sigmoid,
                     Op::tanh, Op::swish, Op::gelu, Op::lerp, Op::dot};

@@ -40,7 +40,8 @@ class ResidentRing : public std::enable_shared_from_this<ResidentRing> {
   ResidentRing& operator=(const ResidentRing&) = delete;
 
   // Whether a (valid) request is served here: relu scale add sub mul sigmoid tanh swish gelu
-  // lerp and dot, with its data fitting a slot (dot: at most 1024 elements).
+  // lerp and dot, with its data fitting a slot (dot: at most 1024 elements, and both inputs in
+  // the slot: 1016 with the default 8 KiB slots).
   static bool serves(const Request& request, std::uint32_t slot_bytes) noexcept;
   bool fits(const Request& request) const noexcept { return serves(request, options_.slot_bytes); }
 

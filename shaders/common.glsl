@@ -49,6 +49,10 @@ uint block_index() { return gl_WorkGroupID.y * pc.grid_x + gl_WorkGroupID.x; }
 // The segment that holds global element g of block `block`: between the block's first segment
 // and the next block's first one, found by binary search over segment starts.
 uint find_segment(uint block, uint g) {
+  // One segment (a lone request, every graph step): no block table to read. Its reads and the
+  // segment's are dependent reads across the bus on the direct path (staging in host memory),
+  // each a round trip that a lone request's latency pays in full.
+  if (pc.segment_count == 1u) return 0u;
   SegmentTable table = SegmentTable(pc.segments);
   uint lo = BlockTable(pc.blocks).v[block];
   uint hi = block + 1 < pc.block_count ? BlockTable(pc.blocks).v[block + 1] : pc.segment_count - 1;

@@ -18,20 +18,20 @@
 #include <unordered_set>
 #include <utility>
 
-#include "gpu/batch_layout.hpp"
 #include "gpu/context.hpp"
-#include "gpu/encoding.hpp"
 #include "gpu/glsl_compiler.hpp"
 #include "gpu/graph_impl.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/vk_check.hpp"
 #include "gpubatch/error.hpp"
+#include "plan/batch_layout.hpp"
+#include "plan/encoding.hpp"
 
 namespace gpubatch {
 namespace {
 
-using gpu::align_up;
-using gpu::ceil_div;
+using plan::align_up;
+using plan::ceil_div;
 using gpu::graph::kImport;
 using gpu::graph::kNone;
 using gpu::graph::Node;
@@ -92,11 +92,11 @@ class Recorder {
     for (const Step& s : plan_.steps) {
       const Node& n = ops_[s.first_node];
       switch (s.kind) {
-        case StepKind::elementwise: pipelines_.push_back(kernels_.get(gpu::kernel_name(n.op))); break;
+        case StepKind::elementwise: pipelines_.push_back(kernels_.get(plan::kernel_name(n.op))); break;
         case StepKind::custom_elementwise:
         case StepKind::custom_segment: pipelines_.push_back(kernels_.get_or_build(n.kernel->key, n.kernel->spirv)); break;
-        case StepKind::dot: pipelines_.push_back(kernels_.get(gpu::kernel_name(Op::dot))); break;
-        case StepKind::matmul: pipelines_.push_back(kernels_.get(gpu::kernel_name(Op::matmul))); break;
+        case StepKind::dot: pipelines_.push_back(kernels_.get(plan::kernel_name(Op::dot))); break;
+        case StepKind::matmul: pipelines_.push_back(kernels_.get(plan::kernel_name(Op::matmul))); break;
         case StepKind::fused: pipelines_.push_back(fused_pipeline(s)); break;
       }
     }
@@ -149,14 +149,14 @@ class Recorder {
     for (const auto& u : plan_.uploads)
       if (u.ref & kImport) std::memcpy(up + u.staging_offset, g_.imports[u.ref & ~kImport].host.data(), u.bytes);
     for (const Step& s : plan_.steps) {
-      const gpu::SegmentRecord rec = s.kind == StepKind::fused ? fused_tables(s, up) : segment(s);
+      const plan::SegmentRecord rec = s.kind == StepKind::fused ? fused_tables(s, up) : segment(s);
       std::memcpy(up + s.segment_offset, &rec, sizeof(rec));
     }
   }
 
   // A fused group's address table (inputs, then outputs) and scalar table; its segment points at
   // them.
-  gpu::SegmentRecord fused_tables(const Step& s, std::byte* up) const {
+  plan::SegmentRecord fused_tables(const Step& s, std::byte* up) const {
     auto* io = reinterpret_cast<std::uint64_t*>(up + s.io_offset);
     for (std::size_t i = 0; i < s.inputs.size(); ++i) io[i] = address(s.inputs[i]);
     for (std::size_t o = 0; o < s.outputs.size(); ++o) io[s.inputs.size() + o] = address(s.outputs[o]);
@@ -168,7 +168,7 @@ class Recorder {
         scalars[j] = n.scalar;
         if (!n.kernel && gpu::scalars(n.op) == 2) scalars[j + 1] = n.scalar2;
       }
-    gpu::SegmentRecord rec;
+    plan::SegmentRecord rec;
     rec.a = g_.staging.address() + s.io_offset;
     rec.b = g_.staging.address() + s.scalar_offset;
     rec.len = s.len;
@@ -176,9 +176,9 @@ class Recorder {
   }
 
   // Any other step's one segment: its operands, result and parameters.
-  gpu::SegmentRecord segment(const Step& s) const {
+  plan::SegmentRecord segment(const Step& s) const {
     const Node& n = ops_[s.first_node];
-    gpu::SegmentRecord rec;
+    plan::SegmentRecord rec;
     rec.a = address(n.in[0]);
     rec.b = address(n.in[n.arity == 2 ? 1 : 0]);
     rec.dst = address(n.out);
@@ -239,7 +239,7 @@ class Recorder {
 
   void dispatch(VkPipeline pipeline, const Step& s, std::uint32_t block_count) {
     const std::uint64_t up = g_.staging.address();
-    gpu::PushConstants pc;
+    plan::PushConstants pc;
     pc.segments = up + s.segment_offset;
     pc.blocks = up + plan_.zeros_offset;
     pc.scratch = g_.scratch ? g_.scratch.address() + s.scratch_offset * sizeof(float) : 0;

@@ -22,7 +22,7 @@
 #include "gpu/glsl_compiler.hpp"
 #include "gpu/graph_impl.hpp"
 #include "gpu/kernels.hpp"
-#include "gpu/vk_check.hpp"
+#include "gpu/recorder.hpp"
 #include "gpubatch/error.hpp"
 #include "plan/batch_layout.hpp"
 #include "plan/encoding.hpp"
@@ -31,7 +31,6 @@ namespace gpubatch {
 namespace {
 
 using plan::align_up;
-using plan::ceil_div;
 using gpu::graph::kImport;
 using gpu::graph::kNone;
 using gpu::graph::Node;
@@ -55,7 +54,13 @@ void ensure(gpu::MemoryPool& memory, gpu::Allocation& a, gpu::MemoryKind kind, s
 class Recorder {
  public:
   Recorder(GpuCommandBatch::Impl& g, const Plan& plan, std::span<const Node> ops)
-      : g_(g), plan_(plan), ops_(ops), kernels_(g.ctx->kernels()), memory_(g.ctx->memory()) {}
+      : g_(g),
+        plan_(plan),
+        ops_(ops),
+        kernels_(g.ctx->kernels()),
+        memory_(g.ctx->memory()),
+        rec_(*g.ctx, g.pool, g.commands),
+        cmd_(g.commands) {}
 
   void run() {
     acquire_buffers();
@@ -191,22 +196,16 @@ class Recorder {
   }
 
   void record() {
-    cmd_ = g_.commands;
-    gpu::check_vk(vkResetCommandPool(g_.ctx->device(), g_.pool, 0), "vkResetCommandPool");
-    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    gpu::check_vk(vkBeginCommandBuffer(cmd_, &begin), "vkBeginCommandBuffer");
+    rec_.begin();
     record_uploads();
     record_steps();
     record_downloads();
-    gpu::check_vk(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+    rec_.end();
+    g_.stats.dispatches += rec_.dispatches();
   }
 
   void barrier(VkPipelineStageFlags src_stage, VkAccessFlags src, VkPipelineStageFlags dst_stage, VkAccessFlags dst) {
-    VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    b.srcAccessMask = src;
-    b.dstAccessMask = dst;
-    vkCmdPipelineBarrier(cmd_, src_stage, dst_stage, 0, 1, &b, 0, nullptr, 0, nullptr);
+    rec_.barrier(src_stage, src, dst_stage, dst);
   }
 
   // Copies grouped by their device-side buffer: one vkCmdCopyBuffer per memory block.
@@ -237,19 +236,11 @@ class Recorder {
             VK_ACCESS_SHADER_READ_BIT);
   }
 
+  // One step's segment; its blocks count up from the zeroed counters.
   void dispatch(VkPipeline pipeline, const Step& s, std::uint32_t block_count) {
     const std::uint64_t up = g_.staging.address();
-    plan::PushConstants pc;
-    pc.segments = up + s.segment_offset;
-    pc.blocks = up + plan_.zeros_offset;
-    pc.scratch = g_.scratch ? g_.scratch.address() + s.scratch_offset * sizeof(float) : 0;
-    pc.block_count = block_count;
-    pc.grid_x = std::min(block_count, g_.ctx->limits().maxComputeWorkGroupCount[0]);
-    pc.segment_count = 1;
-    vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-    vkCmdPushConstants(cmd_, kernels_.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
-    vkCmdDispatch(cmd_, pc.grid_x, ceil_div(block_count, pc.grid_x), 1);
-    ++g_.stats.dispatches;
+    rec_.dispatch(pipeline, {up + s.segment_offset, up + plan_.zeros_offset,
+                             g_.scratch ? g_.scratch.address() + s.scratch_offset * sizeof(float) : 0, block_count, 1});
   }
 
   // The dispatches in order, with a barrier only before one that reads what an earlier one wrote,
@@ -372,7 +363,8 @@ class Recorder {
   gpu::MemoryPool& memory_;
   std::vector<gpu::Allocation> held_;   // per Plan::buffers
   std::vector<VkPipeline> pipelines_;   // per Plan::steps
-  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  gpu::CommandRecorder rec_;            // counts the dispatches (ExecuteStats::dispatches)
+  VkCommandBuffer cmd_;                 // rec_'s, for the copies
 };
 
 }  // namespace

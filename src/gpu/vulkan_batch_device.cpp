@@ -88,7 +88,7 @@ struct Frame {
   VkQueryPool timestamps = VK_NULL_HANDLE;
   Allocation upload, readback, scratch;
   TransferFrame transfer;             // the copy-engine path's staging, device memory, commands
-  plan::BatchPlan plan;                // what the batch is: groups, layout, output slots
+  plan::BatchPlan plan;               // what the batch is: groups, layout, output slots
   std::vector<GroupKernels> kernels;  // by plan group
   std::vector<CopyOp> copies;         // the inputs, in staging order
   // Caller host buffers this batch reads or writes: kept alive until the frame is reused (an

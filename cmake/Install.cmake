@@ -4,7 +4,7 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/gpubatch DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS gpubatch gpubatch_core gpubatch_gpu gpubatch_executor
+install(TARGETS gpubatch gpubatch_core gpubatch_plan gpubatch_gpu gpubatch_executor
         EXPORT gpubatchTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

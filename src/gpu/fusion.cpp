@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "plan/batch_plan.hpp"
+
 namespace gpubatch::gpu {
 namespace {
 
@@ -29,7 +31,7 @@ bool fusable(Op op) noexcept {
 
 std::uint32_t arity(Op op) noexcept { return op_info(op).arity; }
 
-std::uint32_t scalars(Op op) noexcept { return fusable(op) ? op_info(op).scalars : 0; }
+std::uint32_t scalars(Op op) noexcept { return plan::op_scalars(op); }
 
 std::string fused_key(const FusedShape& shape) {
   std::string key = "fused/v1/i" + std::to_string(shape.inputs);

@@ -24,7 +24,7 @@
 #include "gpu/context.hpp"
 #include "gpu/custom_kernels.hpp"
 #include "gpu/device_identity.hpp"
-#include "gpu/encoding.hpp"
+#include "plan/encoding.hpp"
 #include "gpu/fusion.hpp"
 #include "gpu/graph_impl.hpp"
 #include "gpu/graph_plan.hpp"
@@ -35,8 +35,8 @@
 namespace gpubatch {
 namespace {
 
-using gpu::align_up;
-using gpu::kDataAlignment;
+using plan::align_up;
+using plan::kDataAlignment;
 using gpu::graph::kImport;
 using gpu::graph::Source;
 using Value = gpu::graph::Value;

@@ -4,12 +4,20 @@
 #include <map>
 #include <set>
 
-#include "gpu/batch_layout.hpp"
-#include "gpu/encoding.hpp"
+#include "plan/batch_layout.hpp"
+#include "plan/encoding.hpp"
 #include "gpubatch/error.hpp"
 
 namespace gpubatch::gpu::graph {
 namespace {
+
+using plan::align_up;
+using plan::ceil_div;
+using plan::dot_blocks;
+using plan::kDataAlignment;
+using plan::kWorkgroupSize;
+using plan::matmul_blocks;
+using plan::SegmentRecord;
 
 [[noreturn]] void invalid(const std::string& message) { throw Error(ErrorCode::invalid_argument, message); }
 

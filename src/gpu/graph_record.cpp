@@ -18,20 +18,19 @@
 #include <unordered_set>
 #include <utility>
 
-#include "gpu/batch_layout.hpp"
 #include "gpu/context.hpp"
-#include "gpu/encoding.hpp"
 #include "gpu/glsl_compiler.hpp"
 #include "gpu/graph_impl.hpp"
 #include "gpu/kernels.hpp"
-#include "gpu/vk_check.hpp"
+#include "gpu/recorder.hpp"
 #include "gpubatch/error.hpp"
+#include "plan/batch_layout.hpp"
+#include "plan/encoding.hpp"
 
 namespace gpubatch {
 namespace {
 
-using gpu::align_up;
-using gpu::ceil_div;
+using plan::align_up;
 using gpu::graph::kImport;
 using gpu::graph::kNone;
 using gpu::graph::Node;
@@ -55,7 +54,13 @@ void ensure(gpu::MemoryPool& memory, gpu::Allocation& a, gpu::MemoryKind kind, s
 class Recorder {
  public:
   Recorder(GpuCommandBatch::Impl& g, const Plan& plan, std::span<const Node> ops)
-      : g_(g), plan_(plan), ops_(ops), kernels_(g.ctx->kernels()), memory_(g.ctx->memory()) {}
+      : g_(g),
+        plan_(plan),
+        ops_(ops),
+        kernels_(g.ctx->kernels()),
+        memory_(g.ctx->memory()),
+        rec_(*g.ctx, g.pool, g.commands),
+        cmd_(g.commands) {}
 
   void run() {
     acquire_buffers();
@@ -92,11 +97,11 @@ class Recorder {
     for (const Step& s : plan_.steps) {
       const Node& n = ops_[s.first_node];
       switch (s.kind) {
-        case StepKind::elementwise: pipelines_.push_back(kernels_.get(gpu::kernel_name(n.op))); break;
+        case StepKind::elementwise: pipelines_.push_back(kernels_.get(plan::kernel_name(n.op))); break;
         case StepKind::custom_elementwise:
         case StepKind::custom_segment: pipelines_.push_back(kernels_.get_or_build(n.kernel->key, n.kernel->spirv)); break;
-        case StepKind::dot: pipelines_.push_back(kernels_.get(gpu::kernel_name(Op::dot))); break;
-        case StepKind::matmul: pipelines_.push_back(kernels_.get(gpu::kernel_name(Op::matmul))); break;
+        case StepKind::dot: pipelines_.push_back(kernels_.get(plan::kernel_name(Op::dot))); break;
+        case StepKind::matmul: pipelines_.push_back(kernels_.get(plan::kernel_name(Op::matmul))); break;
         case StepKind::fused: pipelines_.push_back(fused_pipeline(s)); break;
       }
     }
@@ -149,14 +154,14 @@ class Recorder {
     for (const auto& u : plan_.uploads)
       if (u.ref & kImport) std::memcpy(up + u.staging_offset, g_.imports[u.ref & ~kImport].host.data(), u.bytes);
     for (const Step& s : plan_.steps) {
-      const gpu::SegmentRecord rec = s.kind == StepKind::fused ? fused_tables(s, up) : segment(s);
+      const plan::SegmentRecord rec = s.kind == StepKind::fused ? fused_tables(s, up) : segment(s);
       std::memcpy(up + s.segment_offset, &rec, sizeof(rec));
     }
   }
 
   // A fused group's address table (inputs, then outputs) and scalar table; its segment points at
   // them.
-  gpu::SegmentRecord fused_tables(const Step& s, std::byte* up) const {
+  plan::SegmentRecord fused_tables(const Step& s, std::byte* up) const {
     auto* io = reinterpret_cast<std::uint64_t*>(up + s.io_offset);
     for (std::size_t i = 0; i < s.inputs.size(); ++i) io[i] = address(s.inputs[i]);
     for (std::size_t o = 0; o < s.outputs.size(); ++o) io[s.inputs.size() + o] = address(s.outputs[o]);
@@ -168,7 +173,7 @@ class Recorder {
         scalars[j] = n.scalar;
         if (!n.kernel && gpu::scalars(n.op) == 2) scalars[j + 1] = n.scalar2;
       }
-    gpu::SegmentRecord rec;
+    plan::SegmentRecord rec;
     rec.a = g_.staging.address() + s.io_offset;
     rec.b = g_.staging.address() + s.scalar_offset;
     rec.len = s.len;
@@ -176,9 +181,9 @@ class Recorder {
   }
 
   // Any other step's one segment: its operands, result and parameters.
-  gpu::SegmentRecord segment(const Step& s) const {
+  plan::SegmentRecord segment(const Step& s) const {
     const Node& n = ops_[s.first_node];
-    gpu::SegmentRecord rec;
+    plan::SegmentRecord rec;
     rec.a = address(n.in[0]);
     rec.b = address(n.in[n.arity == 2 ? 1 : 0]);
     rec.dst = address(n.out);
@@ -191,22 +196,16 @@ class Recorder {
   }
 
   void record() {
-    cmd_ = g_.commands;
-    gpu::check_vk(vkResetCommandPool(g_.ctx->device(), g_.pool, 0), "vkResetCommandPool");
-    VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-    begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
-    gpu::check_vk(vkBeginCommandBuffer(cmd_, &begin), "vkBeginCommandBuffer");
+    rec_.begin();
     record_uploads();
     record_steps();
     record_downloads();
-    gpu::check_vk(vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
+    rec_.end();
+    g_.stats.dispatches += rec_.dispatches();
   }
 
   void barrier(VkPipelineStageFlags src_stage, VkAccessFlags src, VkPipelineStageFlags dst_stage, VkAccessFlags dst) {
-    VkMemoryBarrier b{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    b.srcAccessMask = src;
-    b.dstAccessMask = dst;
-    vkCmdPipelineBarrier(cmd_, src_stage, dst_stage, 0, 1, &b, 0, nullptr, 0, nullptr);
+    rec_.barrier(src_stage, src, dst_stage, dst);
   }
 
   // Copies grouped by their device-side buffer: one vkCmdCopyBuffer per memory block.
@@ -237,19 +236,11 @@ class Recorder {
             VK_ACCESS_SHADER_READ_BIT);
   }
 
+  // One step's segment; its blocks count up from the zeroed counters.
   void dispatch(VkPipeline pipeline, const Step& s, std::uint32_t block_count) {
     const std::uint64_t up = g_.staging.address();
-    gpu::PushConstants pc;
-    pc.segments = up + s.segment_offset;
-    pc.blocks = up + plan_.zeros_offset;
-    pc.scratch = g_.scratch ? g_.scratch.address() + s.scratch_offset * sizeof(float) : 0;
-    pc.block_count = block_count;
-    pc.grid_x = std::min(block_count, g_.ctx->limits().maxComputeWorkGroupCount[0]);
-    pc.segment_count = 1;
-    vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
-    vkCmdPushConstants(cmd_, kernels_.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc), &pc);
-    vkCmdDispatch(cmd_, pc.grid_x, ceil_div(block_count, pc.grid_x), 1);
-    ++g_.stats.dispatches;
+    rec_.dispatch(pipeline, {up + s.segment_offset, up + plan_.zeros_offset,
+                             g_.scratch ? g_.scratch.address() + s.scratch_offset * sizeof(float) : 0, block_count, 1});
   }
 
   // The dispatches in order, with a barrier only before one that reads what an earlier one wrote,
@@ -372,7 +363,8 @@ class Recorder {
   gpu::MemoryPool& memory_;
   std::vector<gpu::Allocation> held_;   // per Plan::buffers
   std::vector<VkPipeline> pipelines_;   // per Plan::steps
-  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  gpu::CommandRecorder rec_;            // counts the dispatches (ExecuteStats::dispatches)
+  VkCommandBuffer cmd_;                 // rec_'s, for the copies
 };
 
 }  // namespace

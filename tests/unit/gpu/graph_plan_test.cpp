@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-#include "gpu/batch_layout.hpp"
-#include "gpu/encoding.hpp"
 #include "gpu/graph_plan.hpp"
+#include "plan/batch_layout.hpp"
+#include "plan/encoding.hpp"
 #include "gpubatch/error.hpp"
 
 using namespace gpubatch;
@@ -31,7 +31,7 @@ struct Graph {
     v.source = Source::upload;
     v.floats = floats;
     v.staged_offset = staged;
-    staged = gpu::align_up(staged + floats * sizeof(float), gpu::kDataAlignment);
+    staged = plan::align_up(staged + floats * sizeof(float), plan::kDataAlignment);
     values.push_back(v);
     return static_cast<std::uint32_t>(values.size() - 1);
   }
@@ -186,7 +186,7 @@ TEST(GraphPlan, ElementwiseChainIsOneFusedStepWithRegistersInside) {
   EXPECT_EQ(step.shape.steps.size(), 3u);
   EXPECT_EQ(step.shape.outputs, (std::vector<std::uint32_t>{2}));
   EXPECT_EQ(step.fused_key, gpu::fused_key(step.shape));
-  EXPECT_EQ(step.blocks, gpu::ceil_div(1000, gpu::kWorkgroupSize));
+  EXPECT_EQ(step.blocks, plan::ceil_div(1000, plan::kWorkgroupSize));
   EXPECT_EQ(step.len, 1000u);
   // relu and scale live in registers: no memory, not downloaded.
   for (auto v : {r, s}) {
@@ -316,7 +316,7 @@ TEST(GraphPlan, BuffersAreNotSharedWhileAliveAndByteRangesDoNotOverlap) {
       std::vector<Range> staging{{0, g.staged, "upload data"}};
       for (std::size_t s = 0; s < p.steps.size(); ++s) {
         const Step& st = p.steps[s];
-        staging.push_back({st.segment_offset, st.segment_offset + sizeof(gpu::SegmentRecord), "segment " + std::to_string(s)});
+        staging.push_back({st.segment_offset, st.segment_offset + sizeof(plan::SegmentRecord), "segment " + std::to_string(s)});
         if (st.kind != StepKind::fused) continue;
         staging.push_back({st.io_offset, st.io_offset + 8 * (st.inputs.size() + st.outputs.size()), "io table"});
         staging.push_back({st.scalar_offset, st.scalar_offset + 4 * std::max<std::size_t>(st.shape.scalars, 1), "scalars"});

@@ -1,9 +1,10 @@
 #pragma once
 // The host-side twin of shaders/common.glsl: the segment record, the push constants and the
-// sizes every kernel assumes. A change here is a change there.
+// sizes every kernel assumes. A change here is a change there. Pure data: the plan layer
+// (src/plan) lays batches out in these terms, the gpu layer records them.
 #include <cstdint>
 
-namespace gpubatch::gpu {
+namespace gpubatch::plan {
 
 inline constexpr std::uint32_t kWorkgroupSize = 256;       // WORKGROUP_SIZE
 inline constexpr std::uint32_t kDotBlock = 256 * 4;         // DOT_BLOCK: elements per dot workgroup
@@ -32,4 +33,4 @@ struct PushConstants {
 };
 static_assert(sizeof(PushConstants) <= 128, "push constants must fit the guaranteed 128 bytes");
 
-}  // namespace gpubatch::gpu
+}  // namespace gpubatch::plan

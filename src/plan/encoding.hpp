@@ -1,15 +1,16 @@
 #pragma once
 // Small helpers shared by everything that encodes work for the built-in kernels
-// (vulkan_batch_device.cpp for ragged batches, graph_plan.cpp and graph_record.cpp for command
-// batches): alignment, work division, and which built-in kernel runs an op.
+// (batch_plan.cpp and vulkan_batch_device.cpp for ragged batches, graph_plan.cpp and
+// graph_record.cpp for command batches): alignment, work division, and which built-in kernel
+// runs an op.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
-#include "gpu/batch_layout.hpp"
+#include "plan/batch_layout.hpp"
 #include "gpubatch/ops.hpp"
 
-namespace gpubatch::gpu {
+namespace gpubatch::plan {
 
 inline constexpr std::size_t kDataAlignment = 16;
 constexpr std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
@@ -31,4 +32,4 @@ inline std::uint32_t matmul_blocks(std::uint32_t m, std::uint32_t n) {
   return ceil_div(m, kMatmulTile) * ceil_div(n, kMatmulTile);
 }
 
-}  // namespace gpubatch::gpu
+}  // namespace gpubatch::plan

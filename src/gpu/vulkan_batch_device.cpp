@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -25,6 +26,16 @@
 namespace gpubatch::gpu {
 
 namespace {
+
+// GPU timestamps around every batch (InFlightBatch::device_time) only when asked for
+// (GPUBATCH_GPU_TIMESTAMPS=on): nothing in the library reads them, and a bottom-of-pipe timestamp
+// makes the GPU wait for the batch's work before it signals the timeline, which a lone request's
+// round trip pays in full.
+// Read as each frame is made (a few per device).
+bool gpu_timestamps_enabled() {
+  const char* v = std::getenv("GPUBATCH_GPU_TIMESTAMPS");
+  return v && std::string_view(v) == "on";
+}
 
 using plan::align_up;
 using plan::kDataAlignment;
@@ -454,7 +465,7 @@ Frame* FrameSet::acquire() {
     alloc.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     alloc.commandBufferCount = 1;
     check_vk(vkAllocateCommandBuffers(context->device(), &alloc, &f->commands), "vkAllocateCommandBuffers");
-    if (context->timestamps_supported()) {
+    if (context->timestamps_supported() && gpu_timestamps_enabled()) {
       VkQueryPoolCreateInfo q{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
       q.queryType = VK_QUERY_TYPE_TIMESTAMP;
       q.queryCount = 2;

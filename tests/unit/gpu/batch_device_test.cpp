@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <functional>
 #include <random>
 #include <thread>
 
+#include "gpu/context.hpp"
 #include "gpu/vulkan_batch_device.hpp"
 #include "gpubatch/batch_device.hpp"
 #include "gpubatch/reference.hpp"
@@ -156,4 +158,26 @@ TEST(BatchDevice, InputsCopiedOnSeveralThreadsLandWhereTheyBelong) {
   EXPECT_EQ(runner.parts_run, 4u) << "about 3.5 MB of input: one range per thread";
   ASSERT_TRUE(in_flight->wait_for(std::chrono::seconds(60)));
   ASSERT_TRUE(every_result_matches(*in_flight, requests));
+}
+
+// GPU timestamps around a batch cost a lone request's round trip (a bottom-of-pipe timestamp
+// waits for the work) and nothing in the library reads them: device_time() is negative unless
+// GPUBATCH_GPU_TIMESTAMPS=on, and then it is the batch's positive execution time.
+TEST(BatchDevice, GpuTimestampsOnlyWhenAskedFor) {
+  std::mt19937 rng(8);
+  Request r = Request::relu(random_floats(4096, rng));
+  const Request* one[] = {&r};
+  auto device_time_of_one_batch = [&] {
+    Device device;
+    auto b = device.batch_device()->submit(one);
+    EXPECT_TRUE(b->wait_for(std::chrono::seconds(30)));
+    EXPECT_TRUE(every_result_matches(*b, {r}));
+    return b->device_time();
+  };
+  EXPECT_LT(device_time_of_one_batch().count(), 0) << "off by default";
+  ::setenv("GPUBATCH_GPU_TIMESTAMPS", "on", 1);
+  const auto measured = device_time_of_one_batch();
+  ::unsetenv("GPUBATCH_GPU_TIMESTAMPS");
+  if (!test_device().context()->timestamps_supported()) GTEST_SKIP() << "the device has no timestamps";
+  EXPECT_GT(measured.count(), 0);
 }

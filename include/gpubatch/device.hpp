@@ -74,6 +74,9 @@ struct DeviceCounters {
   // Copy-engine uploads of large batches (DESIGN.md "Large requests"), not in `submissions`:
   // those count one compute submission per batch on either path.
   std::uint64_t copy_submissions = 0;
+  // Command buffers recorded for batches; a batch whose frame already holds its dispatches (a
+  // lone caller's next request of the same op and size) is submitted without one.
+  std::uint64_t batch_recordings = 0;
 };
 
 class Device {

@@ -20,10 +20,10 @@ void CommandRecorder::set_table(const std::array<float, 16>& table) {
   std::copy(table.begin(), table.end(), pc_.table);
 }
 
-void CommandRecorder::begin() {
+void CommandRecorder::begin(bool one_time) {
   check_vk(vkResetCommandPool(device_, pool_, 0), "vkResetCommandPool");
   VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  begin.flags = one_time ? VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT : 0;
   check_vk(vkBeginCommandBuffer(cmd_, &begin), "vkBeginCommandBuffer");
 }
 

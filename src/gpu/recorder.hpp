@@ -34,8 +34,9 @@ class CommandRecorder {
   // The table every dispatch pushes (PushConstants::table; zeros until set).
   void set_table(const std::array<float, 16>& table);
 
-  // Resets the pool and begins the command buffer for one submission.
-  void begin();
+  // Resets the pool and begins the command buffer: for one submission (`one_time`), or for as
+  // many as its owner makes, one after another (re-submitted without recording again).
+  void begin(bool one_time = true);
   void end();
 
   // block_count workgroups as a grid of grid_x = min(block_count, maxComputeWorkGroupCount[0])

@@ -84,6 +84,18 @@ std::string message_of(const Error& e) { return std::string(e.message()); }
 
 }  // namespace
 
+// One dispatch of a recorded command buffer, as record() would record it again.
+struct RecordedDispatch {
+  VkPipeline pipeline = VK_NULL_HANDLE;
+  VkPipeline dot_final = VK_NULL_HANDLE;  // recorded after a barrier when not null
+  DispatchArgs args;
+  bool operator==(const RecordedDispatch& o) const noexcept {
+    return pipeline == o.pipeline && dot_final == o.dot_final && args.segments == o.args.segments &&
+           args.blocks == o.args.blocks && args.scratch == o.args.scratch &&
+           args.block_count == o.args.block_count && args.segment_count == o.args.segment_count;
+  }
+};
+
 // One input's copy into staging; `start` is where it begins in the batch's input bytes.
 struct CopyOp {
   std::byte* dst = nullptr;
@@ -108,6 +120,10 @@ struct Frame {
   std::vector<const VulkanHostMemory*> host_results;
   std::vector<BufferCopy> host_in, host_out;
   std::uint64_t timeline_value = 0;
+  // What `commands` holds: its dispatches, when it can be submitted again as it is (direct path,
+  // no timestamps); empty: it must be recorded. A lone caller's batch after batch of one op and
+  // size records nothing (record()).
+  std::vector<RecordedDispatch> recorded;
 };
 
 namespace {
@@ -396,35 +412,57 @@ class Encoder {
   std::size_t copy_bytes_ = 0;
 };
 
-// One command buffer for the planned batch: one dispatch per group that runs (dot: a second one
-// after a barrier when a request has several blocks), the results made visible to the host (and
-// copied back on the copy-engine path), timestamps around it all. Returns the dispatches.
-std::uint64_t record(detail::GpuContext& ctx, Frame& f, const Staging& st) {
-  CommandRecorder rec(ctx, f.pool, f.commands);
-  rec.set_table(detail::rho_gradient_table());
-  rec.begin();
-  if (f.timestamps) rec.start_timestamps(f.timestamps, 2);
+// The dispatches record() makes for the planned batch, in order.
+void dispatches_of(const Frame& f, const Staging& st, std::vector<RecordedDispatch>& out) {
+  out.clear();
   const plan::ByteLayout& l = f.plan.layout();
   const std::uint64_t scratch = f.scratch ? f.scratch.address() : 0;
   const auto groups = f.plan.groups();
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
     const plan::Group& g = groups[gi];
     if (g.error) continue;
-    DispatchArgs args{st.up_addr + g.first_segment * sizeof(SegmentRecord),
-                      st.up_addr + l.segments_bytes + g.first_block * 4, scratch, g.block_count, g.request_count};
-    rec.dispatch(f.kernels[gi].pipeline, args);
-    if (g.op == Op::dot && g.needs_dot_final) {
-      rec.barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                  VK_ACCESS_SHADER_READ_BIT);
-      args.block_count = g.request_count;
-      rec.dispatch(f.kernels[gi].dot_final, args);
-    }
+    out.push_back({f.kernels[gi].pipeline,
+                   g.op == Op::dot && g.needs_dot_final ? f.kernels[gi].dot_final : VK_NULL_HANDLE,
+                   DispatchArgs{st.up_addr + g.first_segment * sizeof(SegmentRecord),
+                                st.up_addr + l.segments_bytes + g.first_block * 4, scratch, g.block_count,
+                                g.request_count}});
+  }
+}
+
+// One command buffer for the planned batch: one dispatch per group that runs (dot: a second one
+// after a barrier when a request has several blocks), the results made visible to the host (and
+// copied back on the copy-engine path), timestamps around it all. Returns the dispatches. On the
+// direct path without timestamps, a frame whose command buffer already holds these dispatches
+// submits it again unrecorded: the tables and data it points at are rewritten in place, and the
+// addresses in its push constants are the frame's own memory (a lone caller's batch after batch).
+std::uint64_t record(detail::GpuContext& ctx, Frame& f, const Staging& st) {
+  thread_local std::vector<RecordedDispatch> wanted;
+  dispatches_of(f, st, wanted);
+  std::uint64_t count = 0;
+  for (const RecordedDispatch& d : wanted) count += d.dot_final ? 2 : 1;
+  const bool reusable = !st.copy_engine && !f.timestamps;
+  if (reusable && !f.recorded.empty() && f.recorded == wanted) return count;
+  f.recorded.clear();  // from here the command buffer is being rewritten
+  ctx.counters().batch_recordings.fetch_add(1, std::memory_order_relaxed);
+  CommandRecorder rec(ctx, f.pool, f.commands);
+  rec.set_table(detail::rho_gradient_table());
+  rec.begin(!reusable);
+  if (f.timestamps) rec.start_timestamps(f.timestamps, 2);
+  for (const RecordedDispatch& d : wanted) {
+    rec.dispatch(d.pipeline, d.args);
+    if (!d.dot_final) continue;
+    rec.barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                VK_ACCESS_SHADER_READ_BIT);
+    DispatchArgs args = d.args;
+    args.block_count = args.segment_count;
+    rec.dispatch(d.dot_final, args);
   }
   rec.barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
               VK_ACCESS_HOST_READ_BIT);
-  if (st.copy_engine) f.transfer.record_download(rec.commands(), f.readback, l.output_bytes, f.host_out);
+  if (st.copy_engine) f.transfer.record_download(rec.commands(), f.readback, f.plan.layout().output_bytes, f.host_out);
   if (f.timestamps) rec.timestamp(f.timestamps, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, 1);
   rec.end();
+  if (reusable && !wanted.empty()) f.recorded = wanted;
   return rec.dispatches();
 }
 

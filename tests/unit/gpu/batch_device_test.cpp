@@ -181,3 +181,32 @@ TEST(BatchDevice, GpuTimestampsOnlyWhenAskedFor) {
   if (!test_device().context()->timestamps_supported()) GTEST_SKIP() << "the device has no timestamps";
   EXPECT_GT(measured.count(), 0);
 }
+
+// Nothing recorded on a lone caller's path: a frame whose command buffer already holds a batch's
+// dispatches submits it again as it is; a batch of another shape records anew, and the results
+// stay right either way (the tables and inputs it reads are rewritten in place).
+TEST(BatchDevice, ALoneCallersNextBatchReusesItsFramesCommandBuffer) {
+  Device& device = test_device();
+  std::mt19937 rng(21);
+  auto run_one = [&](Request r) {
+    const Request* one[] = {&r};
+    auto b = device.batch_device()->submit(one);
+    ASSERT_TRUE(b->wait_for(std::chrono::seconds(30)));
+    ASSERT_TRUE(every_result_matches(*b, {r}));
+  };
+  run_one(Request::relu(random_floats(256, rng)));  // warm: a frame recorded for this shape
+  const auto before = device.counters();
+  for (int i = 0; i < 10; ++i) run_one(Request::relu(random_floats(256, rng)));
+  const auto same = device.counters();
+  EXPECT_EQ(same.submissions - before.submissions, 10u);
+  EXPECT_EQ(same.dispatches - before.dispatches, 10u) << "a reused command buffer still counts its dispatch";
+  EXPECT_EQ(same.batch_recordings, before.batch_recordings) << "the same op and size: nothing recorded";
+  run_one(Request::sigmoid(random_floats(256, rng)));            // another kernel
+  run_one(Request::relu(random_floats(300000, rng)));            // more blocks (and more memory)
+  run_one(Request::dot(random_floats(5000, rng), random_floats(5000, rng)));  // two dispatches
+  run_one(Request::dot(random_floats(5000, rng), random_floats(5000, rng)));
+  const auto after = device.counters();
+  EXPECT_GE(after.batch_recordings - same.batch_recordings, 3u);
+  EXPECT_LE(after.batch_recordings - same.batch_recordings, 4u);
+  EXPECT_EQ(after.dispatches - same.dispatches, 1u + 1u + 2u + 2u);
+}

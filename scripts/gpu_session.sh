@@ -69,9 +69,11 @@ if on own; then
     load own-sync-off-$rep env GPUBATCH_CALLER_AWAITS=off -- gpubatch-load --sync $lone
     load own-sync-prev-$rep gpubatch-load-prev --sync $lone
   done
+  load own-sync-timestamps env GPUBATCH_GPU_TIMESTAMPS=on -- gpubatch-load --sync $lone
   load own-future gpubatch-load $lone
   load own-future-prev gpubatch-load-prev $lone
   load own-unbatched gpubatch-load --unbatched $lone
+  load own-unbatched-prev gpubatch-load-prev --unbatched $lone
   for rep in 1 2; do  # resident mode: results in host memory (default) or in the ring (before)
     load own-realtime-sync-$rep gpubatch-load --preset realtime --sync $lone
     load own-realtime-sync-ring-$rep env GPUBATCH_RESIDENT_RESULTS=ring -- gpubatch-load --preset realtime --sync $lone
@@ -81,7 +83,7 @@ if on own; then
   load own-realtime-dot gpubatch-load --preset realtime --sync --threads 1 --inflight 1 --requests 20000 --op dot --size 1024
   load own-realtime-crowd gpubatch-load --preset realtime --threads 16 --inflight 1024 --requests 4000000 --op relu --size 256
   crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
-  for rep in 1 2; do
+  for rep in 1 2 3 4; do
     load own-crowd-$rep gpubatch-load $crowd
     load own-crowd-prev-$rep gpubatch-load-prev $crowd
   done

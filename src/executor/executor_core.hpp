@@ -162,9 +162,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // A pending request's cancellation slot was signalled (any thread): wake the strand.
   void on_request_cancelled() noexcept;
   // After a synchronous caller's call (BatchedGpuHandle::run): if its inline strand pass kept a
-  // lone batch for it (keep_for_caller), poll that batch and complete it on this thread, with no
-  // completion thread woken; a batch not done within completion_spin goes to the completion
-  // threads. No-op otherwise.
+  // lone batch for it (keep_for_caller), wait for that batch (poll, then block) and complete it
+  // on this thread, with no completion thread woken. No-op otherwise.
   void complete_own_batch() noexcept;
   // A completion handler threw on an executor thread (caught); returns the count so far.
   std::uint64_t note_handler_exception() noexcept {

@@ -3,13 +3,14 @@
 //
 // A caller of handle.run() that finds the strand idle submits its batch on its own thread
 // (post_if_idle). Handing that batch to a completion thread then costs one OS wake-up of that
-// thread (20-30 us on the H200, longer than the device's own ~10 us for a lone request): the
-// caller would wait for a thread that waits for the device. Instead the inline pass keeps a lone
-// batch (at most kLoneBatch requests) for its caller, who polls the timeline right after its call
-// and, once the batch is done, takes the results and resolves the batch itself, as a completion
-// thread would (the same await_batch and complete_chunk, with a stats slot of its own). A batch
-// not done within completion_spin goes to the completion threads after all, so a slow device
-// costs the caller no more than the spin.
+// thread (20-30 us on the H200, longer than the device's own ~10 us for a lone request) and one
+// more of the caller when its result is set: the caller would wait for a thread that waits for
+// the device. Instead the inline pass keeps a lone batch (at most kLoneBatch requests) for its
+// caller, who right after its call waits for it itself, as a completion thread would (the same
+// await_batch: polling for completion_spin, then a blocking wait under the watchdog) and resolves
+// it (complete_chunk, with a stats slot of its own). The caller waits for its result anyway; now
+// nobody else wakes. On a device of host cores (lavapipe: no polling) it blocks in the driver at
+// once, as Device::run does.
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -31,11 +32,10 @@ void ExecutorCore::hand_to_completion(std::unique_ptr<Batch> batch) {
 }
 
 // Only in this executor's inline pass for a caller that waits (handle.run()), once per pass, for a
-// lone batch that was submitted, and only where polling is on (completion_spin > 0: not on a
-// device that runs on the host's cores, where a polling caller would take the device's core).
+// lone batch that was submitted.
 bool ExecutorCore::keep_for_caller(const Batch& batch) const noexcept {
   return caller_awaits_ && inline_pass_ == this && own_batch_ == nullptr && caller_waits() &&
-         completion_spin_.count() > 0 && batch.items.size() <= kLoneBatch && !batch.error && batch.inflight;
+         batch.items.size() <= kLoneBatch && !batch.error && batch.inflight;
 }
 
 bool ExecutorCore::claim_caller_slot(std::size_t& index) noexcept {
@@ -57,26 +57,15 @@ void ExecutorCore::complete_own_batch() noexcept {
   Batch* const b = own_batch_;
   if (b == nullptr || inline_pass_ != nullptr) return;  // none kept, or still inside the pass
   own_batch_ = nullptr;
-  bool finished = false;
-  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(completion_spin_);
-  for (std::uint32_t i = 1; !finished; ++i) {
-    try {
-      finished = b->inflight->poll();
-    } catch (...) {
-      finished = true;  // await_batch meets the error again and fails the batch with it
-    }
-    if (finished || ((i & 15) == 0 && Clock::now() >= until)) break;
-    for (int k = 0; k < 8; ++k) cpu_relax();
-  }
   std::size_t slot = 0;
-  if (!finished || !claim_caller_slot(slot)) {
+  if (!claim_caller_slot(slot)) {  // four callers completing their own already: hand it over
     hand_to_completion(std::unique_ptr<Batch>(b));
     return;
   }
   // An executor thread for the completion: a handler that throws is caught and counted, and
   // what the batch's completion would post (a strand waiting for the slot) is posted.
   ExecutorCore* const previous = exchange_thread_core(this);
-  await_batch(*b, slot);  // done already: no wait; a lost device is noted and recovered here
+  await_batch(*b, slot);  // polls, then blocks; the watchdog and a lost device as for any batch
   b->next_chunk = 1;
   if (b->chunks > 1) {
     {

@@ -94,10 +94,10 @@ TEST(SyncRun, TheCallerSubmitsItselfWhenTheExecutorIsIdle) {
   EXPECT_NE(threads.back(), me) << "GPUBATCH_INLINE_SUBMIT=off: the strand's thread submits";
 }
 
-// A synchronous caller that submitted a lone batch itself also completes it: it polls the batch
-// and resolves it on its own thread, with no completion thread woken (Stats::caller_completions).
-// A batch the device has not finished within completion_spin goes to the completion threads; a
-// device of host cores (no polling) and GPUBATCH_CALLER_AWAITS=off never keep one.
+// A synchronous caller that submitted a lone batch itself also completes it: it waits for the
+// batch (polling, then blocking: a slow device, a device of host cores) and resolves it on its
+// own thread, with no completion thread woken (Stats::caller_completions).
+// GPUBATCH_CALLER_AWAITS=off hands every batch to the completion threads.
 TEST(SyncRun, TheCallerCompletesItsOwnLoneBatch) {
   auto run_some = [](std::shared_ptr<FakeDevice> device, int calls) {
     BatchExecutor executor(device, BatchConfig::adaptive());
@@ -110,10 +110,12 @@ TEST(SyncRun, TheCallerCompletesItsOwnLoneBatch) {
     return s.caller_completions;
   };
   EXPECT_GT(run_some(std::make_shared<FakeDevice>(), 50), 0u) << "an idle executor: the caller completes";
-  EXPECT_EQ(run_some(std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 5ms}), 3), 0u)
-      << "not done within the 200 us spin: handed to a completion thread";
-  EXPECT_EQ(run_some(std::make_shared<FakeDevice>(FakeDevice::Options{.host_cpu = true}), 20), 0u)
-      << "a device of host cores is never polled";
+  EXPECT_GT(run_some(std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 5ms}), 3), 0u)
+      << "not done within the 200 us spin: the caller blocks for it";
+  auto host = std::make_shared<FakeDevice>(FakeDevice::Options{.host_cpu = true});
+  const auto polls = host->polls();
+  EXPECT_GT(run_some(host, 20), 0u) << "a device of host cores: the caller blocks at once";
+  EXPECT_EQ(host->polls(), polls) << "and never polls it";
   EnvGuard off("GPUBATCH_CALLER_AWAITS", "off");
   EXPECT_EQ(run_some(std::make_shared<FakeDevice>(), 20), 0u);
 }

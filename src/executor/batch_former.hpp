@@ -134,7 +134,11 @@ class BatchFormer {
   // request larger than that goes alone).
   void take(std::vector<Item>& out, time_point now) {
     out.clear();
-    if (levels_.size() == 1 && !full()) {  // the common case: everything, without a move each
+    // The common case: one level whose every request fits the batch (a full batch by count
+    // included: the former takes at most max_batch_size), handed over whole without a move each.
+    // On the H100, 16 threads of 256-float relu, moving a full batch's 4,096 requests one by one
+    // was a fifth of the strand's time (perf, 2026-11-25).
+    if (levels_.size() == 1 && count_ <= limits_.max_batch_size && (bytes_ <= byte_limit_ || count_ == 1)) {
       Level& l = levels_[0];
       if (l.head != 0) l.items.erase(l.items.begin(), l.items.begin() + static_cast<std::ptrdiff_t>(l.head));
       l.head = 0;

@@ -46,6 +46,32 @@ std::vector<int> ids(const std::vector<Item>& items) {
   return v;
 }
 
+// A batch whose every request fits (by count and bytes) is handed over whole: the items come in
+// arrival order, the former is empty after, and the vector it took them in keeps serving (its
+// capacity goes back to the former). One over the byte limit stays behind.
+TEST(BatchFormer, ABatchThatFitsIsTakenWholeAndInOrder) {
+  Former f(limits(3));
+  std::vector<Item> out;
+  out.reserve(64);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 3; ++i) f.offer({.id = round * 10 + i, .enqueued = t0}, t0);
+    EXPECT_TRUE(f.full());
+    f.take(out, t0);
+    EXPECT_EQ(ids(out), (std::vector<int>{round * 10, round * 10 + 1, round * 10 + 2}));
+    EXPECT_TRUE(f.empty());
+    EXPECT_EQ(f.bytes(), 0u);
+    EXPECT_EQ(f.earliest_deadline(), T::max());
+  }
+  Former g(limits(8));
+  g.set_byte_limit(20);
+  for (int i = 0; i < 3; ++i) g.offer({.id = i, .enqueued = t0, .bytes = 8}, t0);  // 24 > 20 bytes
+  g.take(out, t0);
+  EXPECT_EQ(ids(out), (std::vector<int>{0, 1}));
+  EXPECT_EQ(g.size(), 1u);
+  g.take(out, t0);
+  EXPECT_EQ(ids(out), (std::vector<int>{2}));
+}
+
 TEST(BatchFormer, EmptyHasNothingToDoAndNoWakeUp) {
   Former f(limits(4));
   const auto d = f.decide(t0, {});

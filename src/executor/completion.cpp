@@ -2,8 +2,10 @@
 // the futures and handlers. See executor_core.hpp.
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include <boost/asio/post.hpp>
 #include <spdlog/spdlog.h>
@@ -185,34 +187,75 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
   b.chunks_resolving.store(b.chunks, std::memory_order_relaxed);
 }
 
+namespace {
+using ItemErrors = std::vector<std::pair<std::size_t, std::exception_ptr>>;
+}  // namespace
+
+// Takes the results of requests [first, last) into `results` (from index 0) while the device's
+// memory is still the batch's; a request whose result cannot be taken goes to `errors`.
+void ExecutorCore::take_chunk_results(Batch& b, std::size_t first, std::size_t last, std::vector<Result>& results,
+                                      ItemErrors& errors) {
+  if (results.size() < last - first) results.resize(last - first);
+  for (std::size_t i = first; i < last; ++i) {
+    Result& r = results[i - first];
+    try {
+      // Empty, whatever an earlier batch left in this slot: a request that failed there was
+      // never moved out, and a result of one kind (states) must not carry the other's values
+      // (fault stress saw "interpolate: result has 58 values" from such a leftover).
+      r.values.clear();
+      r.states.clear();
+      reuse_input_buffer(b.items[i].request, r);
+      b.inflight->take_result(i, r);
+    } catch (...) {
+      errors.emplace_back(i, fresh_current_exception());
+      r = Result{};
+    }
+  }
+}
+
+// Resolves requests [first, last), newest first: a caller waiting for its oldest request then
+// wakes once, to find its later ones (most often in the same batch) already resolved, instead of
+// once per request. A failed batch fails each with its own description.
+void ExecutorCore::resolve_chunk(Batch& b, std::size_t first, std::size_t last, std::vector<Result>& results,
+                                 ItemErrors& errors) {
+  if (b.error) {
+    const std::string suffix = " in batch " + std::to_string(b.id) + " of " + std::to_string(b.items.size()) +
+                               " requests: " + b.error_what;
+    for (std::size_t i = last; i-- > first;) {
+      Pending& p = b.items[i];
+      std::exception_ptr e;
+      try {
+        e = make_error(b.error_code, describe(p.request) + suffix);
+      } catch (...) {
+        e = b.error;
+      }
+      resolve_error(completion_of(p), std::move(e), false);
+    }
+    return;
+  }
+  std::size_t errors_left = errors.size();  // in ascending index order
+  for (std::size_t i = last; i-- > first;) {
+    if (errors_left > 0 && errors[errors_left - 1].first == i) {
+      --errors_left;
+      resolve_error(completion_of(b.items[i]), std::move(errors[errors_left].second), false);
+    } else {
+      resolve_value(completion_of(b.items[i]), std::move(results[i - first]));
+      results[i - first] = Result{};
+    }
+  }
+}
+
 void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thread_index) {
   CompletionStats& st = *completion_stats_[thread_index];
   const std::size_t n = b.items.size();
   const std::size_t first = n * chunk / b.chunks, last = n * (chunk + 1) / b.chunks;
 
-  // Take the chunk's results while the device's memory is still the batch's; the last chunk to
-  // finish taking gives the device slot back (the strand can submit the next batch meanwhile).
+  // Take the chunk's results; the last chunk to finish taking gives the device slot back (the
+  // strand can submit the next batch meanwhile).
   thread_local std::vector<Result> results;
-  thread_local std::vector<std::pair<std::size_t, std::exception_ptr>> item_errors;
+  thread_local ItemErrors item_errors;
   item_errors.clear();
-  if (!b.error) {
-    if (results.size() < last - first) results.resize(last - first);
-    for (std::size_t i = first; i < last; ++i) {
-      Result& r = results[i - first];
-      try {
-        // Empty, whatever an earlier batch left in this slot: a request that failed there was
-        // never moved out, and a result of one kind (states) must not carry the other's values
-        // (fault stress saw "interpolate: result has 58 values" from such a leftover).
-        r.values.clear();
-        r.states.clear();
-        reuse_input_buffer(b.items[i].request, r);
-        b.inflight->take_result(i, r);
-      } catch (...) {
-        item_errors.emplace_back(i, fresh_current_exception());
-        r = Result{};
-      }
-    }
-  }
+  if (!b.error) take_chunk_results(b, first, last, results, item_errors);
   if (b.chunks_taking.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     b.inflight.reset();
     inflight_slots_.fetch_sub(1, std::memory_order_seq_cst);
@@ -231,33 +274,7 @@ void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thr
   bump(st.completed, static_cast<std::uint64_t>(last - first) - bad);
   bump(st.failed, bad);
 
-  // Newest first: a caller waiting for its oldest request then wakes once, to find its later
-  // ones (most often in the same batch) already resolved, instead of once per request.
-  if (b.error) {
-    const std::string suffix =
-        " in batch " + std::to_string(b.id) + " of " + std::to_string(n) + " requests: " + b.error_what;
-    for (std::size_t i = last; i-- > first;) {
-      Pending& p = b.items[i];
-      std::exception_ptr e;
-      try {
-        e = make_error(b.error_code, describe(p.request) + suffix);
-      } catch (...) {
-        e = b.error;
-      }
-      resolve_error(completion_of(p), std::move(e), false);
-    }
-  } else {
-    std::size_t errors_left = item_errors.size();  // in ascending index order
-    for (std::size_t i = last; i-- > first;) {
-      if (errors_left > 0 && item_errors[errors_left - 1].first == i) {
-        --errors_left;
-        resolve_error(completion_of(b.items[i]), std::move(item_errors[errors_left].second), false);
-      } else {
-        resolve_value(completion_of(b.items[i]), std::move(results[i - first]));
-        results[i - first] = Result{};
-      }
-    }
-  }
+  resolve_chunk(b, first, last, results, item_errors);
   if (b.chunks_resolving.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
   // The batch's last chunk: every request of it has resolved.
   if (trace_.on()) record_trace(b);

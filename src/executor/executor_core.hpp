@@ -276,6 +276,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // Waits until the device has finished `batch` (or it failed) and cuts it into chunks.
   void await_batch(Batch& batch, std::size_t thread_index);
   void complete_chunk(Batch& batch, std::uint32_t chunk, std::size_t thread_index);
+  void take_chunk_results(Batch& batch, std::size_t first, std::size_t last, std::vector<Result>& results,
+                          std::vector<std::pair<std::size_t, std::exception_ptr>>& errors);
+  void resolve_chunk(Batch& batch, std::size_t first, std::size_t last, std::vector<Result>& results,
+                     std::vector<std::pair<std::size_t, std::exception_ptr>>& errors);
   void record_trace(const Batch& batch);  // src/executor/trace.cpp's recorder, when it is on
   // A chunk is at least this many requests: below it, handing work to another thread costs more
   // than it saves (and a lone request is resolved by the thread that waited for it).

@@ -18,6 +18,7 @@ ParallelCopy::~ParallelCopy() {
 }
 
 void ParallelCopy::copy(void* dst, const void* src, std::size_t bytes) {
+  if (bytes == 0) return;  // dst or src may be null then
   const std::size_t parts = std::min(width_, bytes / kMinPartBytes);
   if (bytes < kParallelBytes || parts < 2) {
     std::memcpy(dst, src, bytes);

@@ -192,7 +192,7 @@ TEST(GraphHostBuffer, ParallelCopyCopiesEveryByte) {
     for (auto& b : src) b = static_cast<unsigned char>(rng());
     const auto before = copier.parallel_copies();
     copier.copy(dst.data(), src.data(), bytes);
-    EXPECT_EQ(std::memcmp(dst.data(), src.data(), bytes), 0) << bytes;
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), dst.begin())) << bytes;
     EXPECT_EQ(dst[bytes], 0xab) << bytes << ": wrote past the end";
     EXPECT_EQ(copier.parallel_copies() - before, bytes >= gpu::ParallelCopy::kParallelBytes ? 1u : 0u) << bytes;
   }

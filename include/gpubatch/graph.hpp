@@ -8,6 +8,18 @@
 //   g.execute();                                    // 1 upload pass, 1 kernel (fused), 1 download
 //   std::vector<float> out = g.read(y);
 //
+// With pinned memory of the device (Device::allocate_host), no CPU copy is made of the data at
+// all: upload(host_buffer) reads the caller's buffer in place and deliver_to(id, host_buffer)
+// has the result written straight into one (the copy engine copies from and to it with
+// Transfers::copy; the kernels read and write it through its device address with
+// Transfers::direct):
+//
+//   gpubatch::HostBuffer xs = device.allocate_host(n), out = device.allocate_host(n);
+//   ... fill xs ...
+//   auto y = g.relu(g.upload(xs));
+//   g.deliver_to(y, out);                           // before execute(): the copy is recorded
+//   g.execute();                                    // out holds relu(xs)
+//
 // Consecutive element-wise operations of equal length are fused into one kernel generated and
 // compiled at run time (cached by the chain's shape); intermediates that must exist in memory
 // share recycled device buffers, so a chain of any length over N floats (each operation taking
@@ -22,6 +34,14 @@
 // asked for it. A GpuCommandBatch is used by one thread at a time; several batches may share a
 // device across threads. Every misuse throws Error(invalid_argument) naming the cause (data larger
 // than the device can hold: request_too_large).
+//
+// HostBuffers: the batch holds the memory of every HostBuffer given to it until the execute
+// that reads or writes it has completed, so the caller may drop its HostBuffer at once. The
+// buffer is read (uploads, imports) or written (deliveries) during that execute, not when the
+// call is made: leave its contents alone until execute() returns. One execute reads or writes
+// a given HostBuffer once (it cannot be both an upload and a delivery target of one execute).
+// Plain span uploads are copied by the CPU; copies of 1 MiB and more, and reads of that size,
+// are spread over a few threads.
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -31,6 +51,7 @@
 
 #include "gpubatch/custom_kernel.hpp"
 #include "gpubatch/device.hpp"
+#include "gpubatch/host_buffer.hpp"
 #include "gpubatch/ops.hpp"
 
 namespace gpubatch {
@@ -81,8 +102,11 @@ struct ExecuteStats {
   std::uint64_t dispatches = 0;       // compute dispatches recorded
   std::uint64_t fused_dispatches = 0;  // of those, generated fused kernels
   std::uint64_t kernels_compiled = 0;  // generated kernels compiled by this execute (cache misses)
-  std::uint64_t bytes_up = 0;          // bytes written to staging: input data and kernel tables
-  std::uint64_t bytes_down = 0;        // bytes of results downloaded
+  std::uint64_t bytes_up = 0;          // bytes of input data (staged, or read from HostBuffers)
+                                       // and kernel tables sent to the device
+  std::uint64_t bytes_down = 0;        // bytes of results downloaded (readback or HostBuffers)
+  std::uint64_t host_bytes = 0;        // of bytes_up and bytes_down: data read from or written
+                                       // into callers' HostBuffers in place (no CPU copy)
   std::uint64_t device_bytes = 0;      // device-local memory this execute's buffers needed at
                                        // once (intermediates; with Transfers::copy also uploads
                                        // and results; never imports)
@@ -106,6 +130,22 @@ class GpuCommandBatch {
   // execute(), never again.
   BufferId import_buffer(std::span<const float> data);
   BufferId import_buffer(std::initializer_list<float> data) { return import_buffer(std::span<const float>(data.begin(), data.size())); }
+
+  // The same from the caller's pinned memory (Device::allocate_host on this batch's device),
+  // without a CPU copy: the next execute reads the buffer in place, so its contents must stay
+  // as they are until execute() returns; the batch holds the memory until then (the caller may
+  // drop its HostBuffer). An empty buffer, or one of another device (or of the one recover()
+  // replaced), throws Error(invalid_argument).
+  BufferId upload(const HostBuffer& data);
+  BufferId import_buffer(const HostBuffer& data);  // copied into device memory by the next execute
+  // Have the next execute write result `id` straight into `out` (no readback memory, no CPU
+  // copy): a copy command from device memory, or its kernel writing there. Call it before
+  // execute(); `id` must be a result of the pending execute (an intermediate becomes a
+  // downloaded result, as with keep()), `out` exactly size(id) floats of this device's memory,
+  // neither an upload of this execute nor another result's target. Else Error(invalid_argument),
+  // and the batch is as before. After execute(), `out` holds the values; read(id) copies them
+  // from there.
+  void deliver_to(BufferId id, HostBuffer& out);
 
   // Operations: each checks its inputs, queues itself and returns its result's id.
   // Element-wise, one per element-wise op of the table (gpubatch/op_table.hpp): relu(x),
@@ -132,7 +172,8 @@ class GpuCommandBatch {
   // out_of_memory, device_lost) nothing queued for it remains: its ids become unreadable.
   void execute();
 
-  // A result of the last execute().
+  // A result of the last execute(), copied by the CPU (from readback memory, or from the
+  // HostBuffer it was delivered to). To get a result without any copy, deliver_to() it.
   std::vector<float> read(BufferId id) const;
   void read_into(BufferId id, std::span<float> out) const;  // out.size() must equal size(id)
   std::size_t size(BufferId id) const;                       // floats

@@ -204,7 +204,7 @@ void GpuCommandBatch::Impl::grow_staging(std::size_t bytes, std::size_t keep) {
 std::size_t GpuCommandBatch::Impl::stage(std::span<const float> data) {
   const std::size_t at = staged, bytes = data.size_bytes();
   grow_staging(at + bytes, staged);
-  std::memcpy(staging.mapped() + at, data.data(), bytes);
+  copier.copy(staging.mapped() + at, data.data(), bytes);  // several threads when large
   staged = align_up(at + bytes, kDataAlignment);
   return at;
 }
@@ -226,6 +226,7 @@ void GpuCommandBatch::Impl::execute() {
   follow_device(staged_data);  // the device as it is now
   if (!pool) open_commands();
   settle(watchdog());
+  hold_host_buffers(values);  // the last execute's are free now
   for (const Node& n : ops)
     for (std::uint32_t i = 0; i < n.arity; ++i)
       if ((n.in[i] & kImport) && imports[n.in[i] & ~kImport].lost)
@@ -234,7 +235,7 @@ void GpuCommandBatch::Impl::execute() {
 
   std::vector<gpu::graph::ImportInfo> import_info;
   import_info.reserve(imports.size());
-  for (const Imported& im : imports) import_info.push_back({im.floats, im.uploaded});
+  for (const Imported& im : imports) import_info.push_back({im.floats, im.uploaded, im.host_memory != nullptr});
   gpu::graph::Input in{ops, values, import_info, options.fuse, options.max_fused_ops, direct, staged_data, {}};
   for (const auto& [bytes, allocation] : recycled) in.recycled.push_back(bytes);
   const gpu::graph::Plan plan = gpu::graph::make_plan(in);
@@ -242,7 +243,7 @@ void GpuCommandBatch::Impl::execute() {
     values[v].downloaded = plan.values[v].downloaded;
     values[v].readback_offset = plan.values[v].readback_offset;
   }
-  run(plan, ops);
+  run(plan, ops, values);
   done = std::move(values);
   last_failed = false;
 }
@@ -413,20 +414,29 @@ std::size_t GpuCommandBatch::size(BufferId id) const {
   invalid("size: buffer #" + std::to_string(id.index_) + " of execute " + std::to_string(id.generation_) + " is gone");
 }
 
+namespace {
+// Where a downloaded result is: readback memory, or the HostBuffer it was delivered into.
+const float* result_data(const GpuCommandBatch::Impl& g, const Value& v) {
+  if (v.host) return v.host->data;
+  return reinterpret_cast<const float*>(g.readback.mapped() + v.readback_offset);
+}
+}  // namespace
+
 void GpuCommandBatch::read_into(BufferId id, std::span<float> out) const {
   const Impl& g = checked(impl_);
   const Value& v = result_of(g, id.batch_, id.generation_, id.index_, "read");
   if (out.size() != v.floats)
     invalid("read: size mismatch: buffer #" + std::to_string(id.index_) + " has " + std::to_string(v.floats) +
             " floats, the destination " + std::to_string(out.size()));
-  std::memcpy(out.data(), g.readback.mapped() + v.readback_offset, v.floats * sizeof(float));
+  const float* from = result_data(g, v);
+  if (from != out.data()) g.copier.copy(out.data(), from, v.floats * sizeof(float));
 }
 
 std::vector<float> GpuCommandBatch::read(BufferId id) const {
   const Impl& g = checked(impl_);
   const Value& v = result_of(g, id.batch_, id.generation_, id.index_, "read");
   std::vector<float> out(v.floats);
-  std::memcpy(out.data(), g.readback.mapped() + v.readback_offset, v.floats * sizeof(float));
+  g.copier.copy(out.data(), result_data(g, v), v.floats * sizeof(float));
   return out;
 }
 

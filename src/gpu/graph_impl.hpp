@@ -13,7 +13,9 @@
 
 #include "gpu/graph_plan.hpp"
 #include "gpu/memory.hpp"
+#include "gpu/parallel_copy.hpp"
 #include "gpubatch/graph.hpp"
+#include "gpubatch/host_buffer.hpp"
 
 namespace gpubatch {
 
@@ -28,6 +30,7 @@ namespace graph_detail {
 struct Imported {
   std::uint32_t floats = 0;
   std::vector<float> host;  // until its upload
+  std::shared_ptr<detail::HostMemory> host_memory;  // import_buffer(HostBuffer): until its upload
   gpu::Allocation device;
   bool uploaded = false;
   bool lost = false;  // it was on a device that was lost and re-created (follow_device())
@@ -60,6 +63,10 @@ struct GpuCommandBatch::Impl {
   gpu::Allocation staging, readback, scratch;
   std::size_t staged = 0;  // bytes of upload() data at the start of `staging`, for the next execute
   std::multimap<VkDeviceSize, gpu::Allocation> recycled;  // device buffers of the last execute
+  // The callers' HostBuffers the last submission reads or writes: held until it has completed
+  // (settle()), even past a watchdog.
+  std::vector<std::shared_ptr<detail::HostMemory>> host_refs;
+  mutable gpu::ParallelCopy copier;  // large span copies into staging and out of readback
 
   Impl(Device& d, const GraphOptions& o);
   ~Impl();
@@ -80,10 +87,21 @@ struct GpuCommandBatch::Impl {
   void grow_staging(std::size_t bytes, std::size_t keep);
   std::size_t stage(std::span<const float> data);
 
+  // ---- HostBuffers (graph_host.cpp) ---------------------------------------------------------------
+  // The caller's buffer as this device's memory; throws Error(invalid_argument) naming `what` for
+  // an empty buffer or one of another device.
+  void check_host(const HostBuffer& buffer, const char* what) const;
+  // Throws Error(invalid_argument) when `memory` is already an upload or delivery target of the
+  // pending execute (a buffer is read or written by one execute once).
+  void check_unused_host(const detail::HostMemory* memory, const char* what) const;
+  // At execute, on the device as it is now: every HostBuffer still this device's (invalid_argument
+  // else), then held in host_refs.
+  void hold_host_buffers(std::span<const Value> values);
+
   // ---- execute ----------------------------------------------------------------------------------
   void execute();  // graph.cpp: consumes the queue, plans
   // graph_record.cpp: allocates what `plan` asks for, fills staging, records, submits and waits.
-  void run(const gpu::graph::Plan& plan, std::span<const Node> ops);
+  void run(const gpu::graph::Plan& plan, std::span<const Node> ops, std::span<const Value> values);
 };
 
 }  // namespace gpubatch

@@ -51,7 +51,8 @@ class Planner {
       for (std::uint32_t i = 0; i < n.arity; ++i)
         if (!(n.in[i] & kImport)) ++uses[n.in[i]];
     for (std::size_t v = 0; v < in_.values.size(); ++v)
-      plan_.values[v].downloaded = in_.values[v].source == Source::op && (in_.values[v].keep || uses[v] == 0);
+      plan_.values[v].downloaded =
+          in_.values[v].source == Source::op && (in_.values[v].keep || in_.values[v].host || uses[v] == 0);
   }
 
   // 2. Steps: runs of fusable operations of one length become one fused dispatch.
@@ -230,33 +231,51 @@ class Planner {
     s.fused_key = fused_key(shape);
   }
 
-  // 5. Uploads (their data is staged already), then imports not yet on the device (their data is
-  //    staged after the tables), then the readback layout.
+  // 5. Uploads (their data is staged already, or in a HostBuffer), then imports not yet on the
+  //    device (their data is staged after the tables, or in a HostBuffer), then the readback
+  //    layout (results delivered into HostBuffers take none).
   void lay_out_transfers() {
     plan_.staged_bytes = plan_.table_end;
     for (std::size_t v = 0; v < in_.values.size(); ++v) {
       const Value& value = in_.values[v];
       if (value.source != Source::upload || !materialized_[v]) continue;
-      plan_.values[v].staged_at = value.staged_offset;
-      plan_.uploads.push_back({static_cast<std::uint32_t>(v), value.floats * sizeof(float), value.staged_offset,
-                               plan_.values[v].buffer});
+      Placement& p = plan_.values[v];
+      const std::size_t bytes = value.floats * sizeof(float);
+      if (value.host) {
+        p.host = p.buffer == kNone;
+        plan_.uploads.push_back({static_cast<std::uint32_t>(v), bytes, 0, p.buffer, true});
+        plan_.host_bytes += bytes;
+        continue;
+      }
+      p.staged_at = value.staged_offset;
+      plan_.uploads.push_back({static_cast<std::uint32_t>(v), bytes, value.staged_offset, p.buffer, false});
     }
     for (std::size_t i = 0; i < in_.imports.size(); ++i)
       if (!in_.imports[i].uploaded) {
         const std::size_t bytes = in_.imports[i].floats * sizeof(float);
-        plan_.uploads.push_back({kImport | static_cast<std::uint32_t>(i), bytes, plan_.staged_bytes, kNone});
-        plan_.staged_bytes += align_up(bytes, kDataAlignment);
+        const bool host = in_.imports[i].host;
+        plan_.uploads.push_back({kImport | static_cast<std::uint32_t>(i), bytes, host ? 0 : plan_.staged_bytes, kNone, host});
+        if (host) plan_.host_bytes += bytes;
+        else plan_.staged_bytes += align_up(bytes, kDataAlignment);
       }
     for (const Upload& u : plan_.uploads) plan_.data_up += u.bytes;
-    for (std::size_t v = 0; v < in_.values.size(); ++v)
-      if (plan_.values[v].downloaded) {
-        const std::size_t bytes = in_.values[v].floats * sizeof(float);
-        plan_.values[v].readback_offset = plan_.readback_bytes;
-        plan_.readback_bytes += align_up(bytes, kDataAlignment);
-        plan_.data_down += bytes;
-        if (plan_.values[v].buffer != kNone)
-          plan_.downloads.push_back({plan_.values[v].buffer, plan_.values[v].readback_offset, bytes});
-      }
+    for (std::size_t v = 0; v < in_.values.size(); ++v) lay_out_download(static_cast<std::uint32_t>(v));
+  }
+
+  void lay_out_download(std::uint32_t v) {
+    Placement& p = plan_.values[v];
+    if (!p.downloaded) return;
+    const std::size_t bytes = in_.values[v].floats * sizeof(float);
+    plan_.data_down += bytes;
+    const bool host = in_.values[v].host != nullptr;
+    if (host) {
+      plan_.host_bytes += bytes;
+      p.host = p.buffer == kNone;
+    } else {
+      p.readback_offset = plan_.readback_bytes;
+      plan_.readback_bytes += align_up(bytes, kDataAlignment);
+    }
+    if (p.buffer != kNone) plan_.downloads.push_back({p.buffer, host ? 0 : p.readback_offset, bytes, v, host});
   }
 
   const Input& in_;

@@ -6,7 +6,9 @@
 //
 // Staging memory of an execute: [upload() data | segment and fused tables | imports' data];
 // every offset in a plan is absolute within it. Readback memory: the downloaded values, in
-// value order.
+// value order. Data in a caller's HostBuffer (an upload or import from one, a result delivered
+// into one) takes no room in either: it is copied from or to the buffer by the copy engine, or
+// read or written there by the kernels (direct transfers).
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -17,6 +19,7 @@
 
 #include "gpu/custom_kernels.hpp"
 #include "gpu/fusion.hpp"
+#include "gpubatch/host_buffer.hpp"
 #include "gpubatch/ops.hpp"
 
 namespace gpubatch::gpu::graph {
@@ -34,6 +37,9 @@ struct Value {
   Source source = Source::op;
   std::uint32_t floats = 0;
   std::size_t staged_offset = 0;  // upload: where upload() put the data in staging memory
+  // An upload read in place from this caller's HostBuffer (staged_offset unused), or a result
+  // delivered into it (deliver_to(); no readback room). Held until the execute is done.
+  std::shared_ptr<detail::HostMemory> host;
   bool keep = false;
   bool downloaded = false;  // set from the plan by execute
   std::size_t readback_offset = 0;
@@ -57,6 +63,7 @@ struct Node {
 struct ImportInfo {
   std::uint32_t floats = 0;
   bool uploaded = false;  // by an earlier execute: already on the device
+  bool host = false;      // its data is in a caller's HostBuffer (copied from there, not staged)
 };
 
 struct Input {
@@ -95,6 +102,7 @@ struct Placement {
   std::size_t readback_offset = 0;  // when downloaded
   std::size_t buffer = kNone;       // index into Plan::buffers
   std::size_t staged_at = kNone;    // an upload the kernels read: its offset in staging
+  bool host = false;                // read or written by the kernels in its caller's HostBuffer
 };
 
 // A device-local buffer of the execute. Several values may share one when their lifetimes do not
@@ -109,14 +117,18 @@ struct Upload {
   std::uint32_t ref = 0;            // a value, or kImport | an import
   std::size_t bytes = 0;
   std::size_t staging_offset = 0;
-  std::size_t buffer = kNone;       // a value's: index into Plan::buffers (kNone: read in staging)
+  std::size_t buffer = kNone;       // a value's: index into Plan::buffers (kNone: read in place)
+  bool from_host = false;           // copied from the caller's HostBuffer (staging_offset unused)
 };
 
-// A result copied from its device buffer into readback (one its kernel wrote there is not).
+// A result copied from its device buffer into readback or into the HostBuffer it is delivered
+// to (one its kernel wrote there is not).
 struct Download {
   std::size_t buffer = 0;  // index into Plan::buffers
-  std::size_t readback_offset = 0;
+  std::size_t readback_offset = 0;  // unless to_host
   std::size_t bytes = 0;
+  std::uint32_t value = 0;
+  bool to_host = false;    // into Value::host
 };
 
 struct Plan {
@@ -133,9 +145,11 @@ struct Plan {
   std::size_t max_blocks = 1;
   std::size_t scratch_floats = 0;  // dot partials
   std::uint64_t data_up = 0, data_down = 0;  // bytes of data (not tables) each way
+  std::uint64_t host_bytes = 0;  // of those, read from or delivered into callers' HostBuffers
 
   // No operations and nothing to upload: execute() submits nothing.
   bool empty() const { return steps.empty() && uploads.empty(); }
+  bool downloads_any() const { return data_down > 0; }
   std::size_t device_bytes() const;
   bool any_dot_final() const;
 };

@@ -1,12 +1,14 @@
 // The device side of GpuCommandBatch::execute(): takes the buffers a plan (graph_plan.hpp) asks
 // for, writes its tables into staging and records one command buffer:
-//   upload pass    upload() wrote the data into staging memory already; with Transfers::copy it
-//                  is copied (vkCmdCopyBuffer) into device-local buffers, with Transfers::direct
-//                  the kernels read it where it is. Imports are copied into their own buffers once.
+//   upload pass    upload() wrote the data into staging memory already, or it is in the caller's
+//                  HostBuffer; with Transfers::copy it is copied (vkCmdCopyBuffer) into
+//                  device-local buffers, with Transfers::direct the kernels read it where it is.
+//                  Imports are copied into their own buffers once (from staging or a HostBuffer).
 //   dispatches     in queue order; barriers only between dependent dispatches (read after write,
 //                  write after read or write, tracked per buffer).
-//   download pass  results copied from device-local buffers into readback memory (copy), or
-//                  written there by their kernels (direct).
+//   download pass  results copied from device-local buffers into readback memory or the
+//                  HostBuffer they are delivered to (copy), or written there by their kernels
+//                  (direct).
 // It is submitted once on the context's timeline and waited for under the watchdog. The device
 // buffers are kept for the next execute, which frees those it does not need.
 #include <spdlog/spdlog.h>
@@ -15,12 +17,14 @@
 #include <bit>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <unordered_set>
 #include <utility>
 
 #include "gpu/context.hpp"
 #include "gpu/glsl_compiler.hpp"
 #include "gpu/graph_impl.hpp"
+#include "gpu/host_memory.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/recorder.hpp"
 #include "gpubatch/error.hpp"
@@ -40,8 +44,17 @@ using gpu::graph::StepKind;
 static_assert(gpu::graph::kBufferAlignment == gpu::MemoryPool::kAlignment,
               "the plan sizes buffers as the memory pool does");
 
-// A device buffer and regions of it to copy to or from one host buffer.
-using Regions = std::vector<std::pair<VkBuffer, VkBufferCopy>>;
+// Copies: source buffer, destination buffer, region.
+struct Region {
+  VkBuffer src = VK_NULL_HANDLE, dst = VK_NULL_HANDLE;
+  VkBufferCopy copy{};
+};
+using Regions = std::vector<Region>;
+
+// The memory behind a caller's HostBuffer (checked to be this context's when the execute began).
+const gpu::Allocation& host_allocation(const std::shared_ptr<detail::HostMemory>& memory) {
+  return static_cast<const gpu::VulkanHostMemory&>(*memory).allocation;
+}
 
 // Makes `a` hold at least `bytes` of `kind` (with room to grow), dropping its contents.
 void ensure(gpu::MemoryPool& memory, gpu::Allocation& a, gpu::MemoryKind kind, std::size_t bytes) {
@@ -53,10 +66,12 @@ void ensure(gpu::MemoryPool& memory, gpu::Allocation& a, gpu::MemoryKind kind, s
 // One execute on the device: the plan's buffers and pipelines, and the command buffer it records.
 class Recorder {
  public:
-  Recorder(GpuCommandBatch::Impl& g, const Plan& plan, std::span<const Node> ops)
+  Recorder(GpuCommandBatch::Impl& g, const Plan& plan, std::span<const Node> ops,
+           std::span<const gpu::graph::Value> values)
       : g_(g),
         plan_(plan),
         ops_(ops),
+        values_(values),
         kernels_(g.ctx->kernels()),
         memory_(g.ctx->memory()),
         rec_(*g.ctx, g.pool, g.commands),
@@ -142,6 +157,7 @@ class Recorder {
     if (ref & kImport) return g_.imports[ref & ~kImport].device.address();
     const gpu::graph::Placement& p = plan_.values[ref];
     if (p.buffer != kNone) return held_[p.buffer].address();
+    if (p.host) return host_allocation(values_[ref].host).address();  // read or written in place
     if (p.staged_at != kNone) return g_.staging.address() + p.staged_at;
     return g_.readback.address() + p.readback_offset;  // direct download
   }
@@ -152,7 +168,8 @@ class Recorder {
     std::byte* up = g_.staging.mapped();
     std::memset(up + plan_.zeros_offset, 0, plan_.max_blocks * sizeof(std::uint32_t));
     for (const auto& u : plan_.uploads)
-      if (u.ref & kImport) std::memcpy(up + u.staging_offset, g_.imports[u.ref & ~kImport].host.data(), u.bytes);
+      if ((u.ref & kImport) && !u.from_host)
+        std::memcpy(up + u.staging_offset, g_.imports[u.ref & ~kImport].host.data(), u.bytes);
     for (const Step& s : plan_.steps) {
       const plan::SegmentRecord rec = s.kind == StepKind::fused ? fused_tables(s, up) : segment(s);
       std::memcpy(up + s.segment_offset, &rec, sizeof(rec));
@@ -208,17 +225,24 @@ class Recorder {
     rec_.barrier(src_stage, src, dst_stage, dst);
   }
 
-  // Copies grouped by their device-side buffer: one vkCmdCopyBuffer per memory block.
-  void copy_grouped(VkBuffer host_buffer, bool to_device, Regions& regions) {
-    std::stable_sort(regions.begin(), regions.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  // Copies grouped by their pair of buffers: one vkCmdCopyBuffer per pair of memory blocks.
+  void copy_grouped(Regions& regions) {
+    std::stable_sort(regions.begin(), regions.end(),
+                     [](const Region& x, const Region& y) { return std::tie(x.src, x.dst) < std::tie(y.src, y.dst); });
     std::vector<VkBufferCopy> batch;
     for (std::size_t i = 0; i < regions.size();) {
-      const VkBuffer other = regions[i].first;
+      const VkBuffer src = regions[i].src, dst = regions[i].dst;
       batch.clear();
-      for (; i < regions.size() && regions[i].first == other; ++i) batch.push_back(regions[i].second);
-      if (to_device) vkCmdCopyBuffer(cmd_, host_buffer, other, static_cast<std::uint32_t>(batch.size()), batch.data());
-      else vkCmdCopyBuffer(cmd_, other, host_buffer, static_cast<std::uint32_t>(batch.size()), batch.data());
+      for (; i < regions.size() && regions[i].src == src && regions[i].dst == dst; ++i) batch.push_back(regions[i].copy);
+      vkCmdCopyBuffer(cmd_, src, dst, static_cast<std::uint32_t>(batch.size()), batch.data());
     }
+  }
+
+  // Where an upload's data is: staging, or the caller's HostBuffer (an upload or an import).
+  std::pair<VkBuffer, VkDeviceSize> upload_source(const gpu::graph::Upload& u) const {
+    if (!u.from_host) return {g_.staging.buffer(), g_.staging.offset() + u.staging_offset};
+    const auto& memory = u.ref & kImport ? g_.imports[u.ref & ~kImport].host_memory : values_[u.ref].host;
+    return {host_allocation(memory).buffer(), host_allocation(memory).offset()};
   }
 
   // Uploads into device buffers (none with direct transfers but imports), then one barrier.
@@ -228,10 +252,12 @@ class Recorder {
       const gpu::Allocation* dst = nullptr;
       if (u.ref & kImport) dst = &g_.imports[u.ref & ~kImport].device;
       else if (u.buffer != kNone) dst = &held_[u.buffer];
-      if (dst) regions.push_back({dst->buffer(), VkBufferCopy{g_.staging.offset() + u.staging_offset, dst->offset(), u.bytes}});
+      if (!dst) continue;
+      const auto [src, offset] = upload_source(u);
+      regions.push_back({src, dst->buffer(), VkBufferCopy{offset, dst->offset(), u.bytes}});
     }
     if (regions.empty()) return;
-    copy_grouped(g_.staging.buffer(), true, regions);
+    copy_grouped(regions);
     barrier(VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
             VK_ACCESS_SHADER_READ_BIT);
   }
@@ -287,37 +313,51 @@ class Recorder {
     writes.push_back(address(n.out));
   }
 
-  // Results in device buffers are copied into readback; then everything written there is made
-  // visible to the host.
+  // Results in device buffers are copied into readback or their HostBuffers; then everything
+  // written there is made visible to the host.
   void record_downloads() {
-    if (plan_.readback_bytes == 0) return;
+    if (!plan_.downloads_any()) return;
     Regions regions;
     for (const gpu::graph::Download& d : plan_.downloads) {
       const gpu::Allocation& a = held_[d.buffer];
-      regions.push_back({a.buffer(), VkBufferCopy{a.offset(), g_.readback.offset() + d.readback_offset, d.bytes}});
+      const gpu::Allocation& to = d.to_host ? host_allocation(values_[d.value].host) : g_.readback;
+      regions.push_back({a.buffer(), to.buffer(), VkBufferCopy{a.offset(), to.offset() + d.readback_offset, d.bytes}});
     }
     if (!regions.empty()) {
       barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
               VK_ACCESS_TRANSFER_READ_BIT);
-      copy_grouped(g_.readback.buffer(), false, regions);
+      copy_grouped(regions);
     }
     barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
             VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
             VK_ACCESS_HOST_READ_BIT);
   }
 
+  // The callers' HostBuffers: what the host wrote made visible to the device before the
+  // submission, what the device wrote made visible to the host after it (no-ops where coherent).
+  void flush_host_inputs() const {
+    for (const auto& u : plan_.uploads)
+      if (u.from_host) host_allocation(u.ref & kImport ? g_.imports[u.ref & ~kImport].host_memory : values_[u.ref].host).flush();
+  }
+  void invalidate_host_results() const {
+    for (const auto& v : values_)
+      if (v.host && v.source == gpu::graph::Source::op) host_allocation(v.host).invalidate();
+  }
+
   // Submit once and wait on the timeline, for at most DeviceOptions::batch_timeout (the watchdog:
   // a hung GPU must not hang the caller). Past it, in_flight stays set and the next execute, or
   // the destructor, waits for it before the memory is reused.
   void submit_and_wait() {
+    flush_host_inputs();
     g_.in_flight = g_.ctx->submit(cmd_);
     ExecuteStats& stats = g_.stats;
     stats.operations = ops_.size();
     stats.submissions = 1;
     stats.uploads = 1;
-    stats.downloads = plan_.readback_bytes > 0 ? 1 : 0;
+    stats.downloads = plan_.downloads_any() ? 1 : 0;
     stats.bytes_up = (plan_.table_end - plan_.staged_data) + plan_.data_up;
     stats.bytes_down = plan_.data_down;
+    stats.host_bytes = plan_.host_bytes;
     auto& counters = g_.ctx->counters();
     counters.dispatches.fetch_add(stats.dispatches, std::memory_order_relaxed);
     counters.uploads.fetch_add(stats.uploads, std::memory_order_relaxed);
@@ -332,6 +372,7 @@ class Recorder {
     }
     g_.in_flight = 0;
     if (plan_.readback_bytes > 0) g_.readback.invalidate();
+    invalidate_host_results();
   }
 
   // Imports are on the device now (their host copy is dropped); this execute's buffers are the
@@ -342,6 +383,7 @@ class Recorder {
         GpuCommandBatch::Impl::Imported& im = g_.imports[u.ref & ~kImport];
         im.uploaded = true;
         im.host = {};
+        im.host_memory.reset();  // on the device now
       }
     g_.recycled.clear();
     keep_buffers();
@@ -359,6 +401,7 @@ class Recorder {
   GpuCommandBatch::Impl& g_;
   const Plan& plan_;
   std::span<const Node> ops_;
+  std::span<const gpu::graph::Value> values_;  // the execute's values (HostBuffers of uploads and results)
   gpu::Kernels& kernels_;
   gpu::MemoryPool& memory_;
   std::vector<gpu::Allocation> held_;   // per Plan::buffers
@@ -369,8 +412,9 @@ class Recorder {
 
 }  // namespace
 
-void GpuCommandBatch::Impl::run(const gpu::graph::Plan& plan, std::span<const Node> ops) {
-  Recorder(*this, plan, ops).run();
+void GpuCommandBatch::Impl::run(const gpu::graph::Plan& plan, std::span<const Node> ops,
+                                std::span<const gpu::graph::Value> values) {
+  Recorder(*this, plan, ops, values).run();
 }
 
 }  // namespace gpubatch

@@ -422,3 +422,34 @@ TEST(GraphShapeChecks, MismatchedShapesAreInvalidArguments) {
   // M x K past 32 bits is not mistaken for a small product.
   expect_invalid([] { check_matmul_shape(0, 1, 65536, 65536, 1); }, "M x K = 4294967296");
 }
+
+// Data in a caller's HostBuffer takes no staging or readback room: with copy transfers the
+// upload and the delivered result have device buffers and copies from and to the HostBuffer;
+// with direct transfers the kernels use the HostBuffers in place.
+TEST(GraphPlan, HostBufferDataTakesNoStagingOrReadbackRoom) {
+  for (const bool direct : {false, true}) {
+    Graph g;
+    const std::uint32_t x = g.upload(1000);
+    g.values[x].host = std::make_shared<detail::HostMemory>();
+    g.staged = 0;  // upload(HostBuffer) stages nothing
+    const std::uint32_t y = g.upload(1000);
+    const std::uint32_t r = g.op(Op::add, g.op(Op::relu, x), y);
+    g.values[r].host = std::make_shared<detail::HostMemory>();
+    const std::uint32_t spare = g.op(Op::scale, y, 0, 2.0f);  // to readback
+    g.imports.push_back({500, false, true});
+    const Plan p = g.plan(true, direct);
+    EXPECT_EQ(p.readback_bytes, plan::align_up(1000 * sizeof(float), plan::kDataAlignment)) << "only `spare`";
+    EXPECT_TRUE(p.values[spare].downloaded);
+    EXPECT_TRUE(p.values[r].downloaded);
+    EXPECT_EQ(p.host_bytes, (1000 + 1000 + 500) * sizeof(float));
+    EXPECT_EQ(p.staged_bytes, p.table_end) << "the host import is not staged";
+    EXPECT_EQ(p.values[x].staged_at, kNone);
+    EXPECT_EQ(p.values[x].host, direct);
+    EXPECT_EQ(p.values[r].host, direct);
+    const auto from_host = std::count_if(p.uploads.begin(), p.uploads.end(), [](const Upload& u) { return u.from_host; });
+    EXPECT_EQ(from_host, 2) << "x and the import";
+    const auto to_host = std::count_if(p.downloads.begin(), p.downloads.end(), [](const Download& d) { return d.to_host; });
+    EXPECT_EQ(to_host, direct ? 0 : 1);
+    if (!direct) EXPECT_NE(p.values[x].buffer, kNone);
+  }
+}

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe own lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: probe own graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -213,6 +213,14 @@ if on sweep && have gpubatch-copy-rate && command -v python3 >/dev/null; then
   echo "== sweep" >&2
   timeout 300 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep.jsonl" --threads 16 \
     --inflight 8 --presets adaptive,throughput --bytes-per-run 2.5e8 --max-requests 200000 > "$out/sweep.txt" 2>&1 || true
+fi
+
+# The graph API's fused 3-op chain on 1,000,000 floats: from and into std::vectors (CPU copies)
+# beside from and into HostBuffers (no CPU copy), in one process (issue 12's 0.4 ms target).
+if on graph && have graph_bench; then
+  echo "== graph" >&2
+  timeout 120 "$run" graph_bench --benchmark_filter='Chain' --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true --benchmark_format=json > "$out/graph.json" 2>> "$out/log.txt" || true
 fi
 
 if on tests; then

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -110,10 +111,16 @@ class Workload {
   // Checks the i-th request's result; a message when it is wrong. Only the owning thread calls.
   std::optional<std::string> check(std::uint64_t i, const Result& in) const {
     const Request& r = requests_[i % pool_];
-    Result delivered;  // --host-buffers: the result is in the request's host buffer
+    std::optional<Result>& passed = passed_[i % pool_];
+    // --host-buffers: the result is in the request's host buffer. Compared in place with the
+    // result that passed the reference before (a copy of 4 MiB per request was most of this
+    // tool's own cost at large sizes, where host memory bandwidth is what everything shares).
+    if (r.host_result && passed && passed->states.empty() && passed->values.size() == r.host_result->floats &&
+        std::memcmp(passed->values.data(), r.host_result->data, r.host_result->floats * sizeof(float)) == 0)
+      return std::nullopt;
+    Result delivered;
     if (r.host_result) delivered.values.assign(r.host_result->data, r.host_result->data + r.host_result->floats);
     const Result& got = r.host_result ? delivered : in;
-    std::optional<Result>& passed = passed_[i % pool_];
     if (passed && passed->values == got.values && passed->states == got.states) return std::nullopt;
     auto mismatch = reference::check(r.host_result ? without_result_buffer(r) : r, got);
     if (!mismatch) passed = got;

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/graph_plan.hpp"
+#include "plan/graph_plan.hpp"
 #include "gpu/memory.hpp"
 #include "gpu/parallel_copy.hpp"
 #include "gpubatch/graph.hpp"

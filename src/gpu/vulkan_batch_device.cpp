@@ -11,7 +11,7 @@
 
 #include "gpu/custom_kernels.hpp"
 #include "gpu/fault_injection.hpp"
-#include "gpu/fusion.hpp"
+#include "plan/fusion.hpp"
 #include "gpu/glsl_compiler.hpp"
 #include "gpu/host_memory.hpp"
 #include "gpu/kernels.hpp"

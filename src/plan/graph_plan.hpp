@@ -1,7 +1,7 @@
 #pragma once
 // The plan of one GpuCommandBatch::execute(): what the queued operations become before anything is
 // recorded. Pure data and pure functions, no Vulkan, so that fusion, buffer reuse and the staging
-// layout can be tested without a device (tests/unit/gpu/graph_plan_test.cpp). graph_record.cpp
+// layout can be tested without a device (tests/unit/plan/graph_plan_test.cpp). graph_record.cpp
 // turns a plan into buffers, tables and one command buffer; graph.cpp queues the operations.
 //
 // Staging memory of an execute: [upload() data | segment and fused tables | imports' data];
@@ -17,8 +17,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gpu/custom_kernels.hpp"
-#include "gpu/fusion.hpp"
+#include "plan/custom_kernel.hpp"
+#include "plan/fusion.hpp"
 #include "gpubatch/host_buffer.hpp"
 #include "gpubatch/ops.hpp"
 

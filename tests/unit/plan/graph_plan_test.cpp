@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "gpu/graph_plan.hpp"
+#include "plan/graph_plan.hpp"
 #include "plan/batch_layout.hpp"
 #include "plan/encoding.hpp"
 #include "gpubatch/error.hpp"

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "gpu/custom_kernels.hpp"
+#include "plan/custom_kernel.hpp"
 #include "gpubatch/ops.hpp"
 
 namespace gpubatch::gpu {

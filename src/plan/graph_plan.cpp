@@ -1,4 +1,4 @@
-#include "gpu/graph_plan.hpp"
+#include "plan/graph_plan.hpp"
 
 #include <algorithm>
 #include <map>

@@ -617,7 +617,7 @@ int main(int argc, char** argv) {
           "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
           "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
           "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
-          "\"resident\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
+          "\"resident\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
           "\"devices\": %s%s}\n",
           json_escaped(device_names).c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
           static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
@@ -631,6 +631,8 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(counters_after.bytes_down - counters_before.bytes_down),
           cpu_us_per_request, cores_busy, o.idle_ms, idle_cores_busy,
           static_cast<unsigned long long>(after.resident - before.resident),
+          static_cast<unsigned long long>(after.caller_completions - before.caller_completions),
+          static_cast<unsigned long long>(after.strand_runs - before.strand_runs),
           static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
           static_cast<unsigned long long>(lost), verified ? "true" : "false", devices_json.c_str(),
           timeline_json(timeline).c_str());

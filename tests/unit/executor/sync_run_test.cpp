@@ -95,8 +95,8 @@ TEST(SyncRun, TheCallerSubmitsItselfWhenTheExecutorIsIdle) {
 }
 
 // A synchronous caller that submitted a lone batch itself also completes it: it waits for the
-// batch (polling, then blocking: a slow device, a device of host cores) and resolves it on its
-// own thread, with no completion thread woken (Stats::caller_completions).
+// batch (polling, then blocking when the device is slow) and resolves it on its own thread, with
+// no completion thread woken (Stats::caller_completions).
 // GPUBATCH_CALLER_AWAITS=off hands every batch to the completion threads.
 TEST(SyncRun, TheCallerCompletesItsOwnLoneBatch) {
   auto run_some = [](std::shared_ptr<FakeDevice> device, int calls) {
@@ -112,10 +112,11 @@ TEST(SyncRun, TheCallerCompletesItsOwnLoneBatch) {
   EXPECT_GT(run_some(std::make_shared<FakeDevice>(), 50), 0u) << "an idle executor: the caller completes";
   EXPECT_GT(run_some(std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 5ms}), 3), 0u)
       << "not done within the 200 us spin: the caller blocks for it";
+  // A device of host cores: completion threads never poll it, but the caller, who waits anyway,
+  // polls its own batch as Device::run does.
   auto host = std::make_shared<FakeDevice>(FakeDevice::Options{.host_cpu = true});
-  const auto polls = host->polls();
-  EXPECT_GT(run_some(host, 20), 0u) << "a device of host cores: the caller blocks at once";
-  EXPECT_EQ(host->polls(), polls) << "and never polls it";
+  EXPECT_GT(run_some(host, 20), 0u);
+  EXPECT_GT(host->polls(), 0u);
   EnvGuard off("GPUBATCH_CALLER_AWAITS", "off");
   EXPECT_EQ(run_some(std::make_shared<FakeDevice>(), 20), 0u);
 }

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe own graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: probe own final graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -89,6 +89,27 @@ if on own; then
   done
   load own-crowd-sync gpubatch-load --sync --threads 16 --requests 400000 --op relu --size 256
   load own-crowd-sync-prev gpubatch-load-prev --sync --threads 16 --requests 400000 --op relu --size 256
+fi
+
+# The final build's crowd beside the build without the queue's prefetch and the previous build,
+# three interleaved rounds, and the lone caller once more (session of 2026-11-25, call 4).
+if on final; then
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  for rep in 1 2 3; do
+    load final-crowd-$rep gpubatch-load $crowd
+    load final-crowd-noprefetch-$rep gpubatch-load-noprefetch $crowd
+    load final-crowd-prev-$rep gpubatch-load-prev $crowd
+  done
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for rep in 1 2; do
+    load final-sync-$rep gpubatch-load --sync $lone --idle-ms 1000
+    load final-sync-prev-$rep gpubatch-load-prev --sync $lone
+  done
+  load final-future gpubatch-load $lone
+  load final-future-prev gpubatch-load-prev $lone
+  load final-unbatched gpubatch-load --unbatched $lone
+  load final-unbatched-prev gpubatch-load-prev --unbatched $lone
+  load final-realtime-sync gpubatch-load --preset realtime --sync $lone
 fi
 
 if on crowd; then

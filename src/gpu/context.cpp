@@ -403,7 +403,10 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
   return ctx;
 }
 
+GpuContext::GpuContext() { live_.fetch_add(1, std::memory_order_relaxed); }
+
 GpuContext::~GpuContext() {
+  live_.fetch_sub(1, std::memory_order_relaxed);
   if (device_) vkDeviceWaitIdle(device_);
   kernels_.reset();
   memory_.reset();

@@ -35,6 +35,9 @@ class GpuContext {
                                             std::shared_ptr<AtomicCounters> counters = nullptr);
   static std::vector<DeviceInfo> enumerate();
   ~GpuContext();
+  // Contexts alive in this process (each one a VkInstance and a VkDevice): a test's check that
+  // closing a Device gives its device back.
+  static std::size_t live() noexcept { return live_.load(std::memory_order_relaxed); }
   GpuContext(const GpuContext&) = delete;
   GpuContext& operator=(const GpuContext&) = delete;
 
@@ -88,7 +91,8 @@ class GpuContext {
   enum class WaitMode { serial, concurrent };
 
  private:
-  GpuContext() = default;
+  GpuContext();
+  static inline std::atomic<std::size_t> live_{0};
   static std::uint32_t resident_queue_plan(GpuContext& ctx, VkDeviceQueueCreateInfo* infos,
                                            const float* priorities);
   bool wait_serial(std::uint64_t value, std::chrono::steady_clock::time_point deadline);

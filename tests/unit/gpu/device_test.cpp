@@ -8,6 +8,8 @@
 #include <iterator>
 
 #include "gpubatch/device.hpp"
+#include "gpubatch/graph.hpp"
+#include "gpu/context.hpp"
 #include "gpubatch/error.hpp"
 #include "test_device.hpp"
 
@@ -143,4 +145,38 @@ TEST(PipelineCache, NoneDisablesIt) {
   Device device(options);
   device.run(Request::relu({1}));
   EXPECT_EQ(device.counters().pipeline_cache_hits, 0u);
+}
+
+namespace {
+std::size_t entries(const char* dir) {
+  std::size_t n = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) (void)e, ++n;
+  return n;
+}
+}  // namespace
+
+// A Device closed gives back everything it opened: opening and closing many, each used on the
+// direct path, the copy-engine path and by a graph, leaves no threads or file descriptors behind
+// (a VkDevice that outlived its Device keeps its driver's threads and files; NVIDIA refused new
+// devices after some dozens).
+TEST(DeviceLifetime, ClosingADeviceLeavesNothingBehind) {
+  auto use = [](int i) {
+    DeviceOptions options;
+    if (i % 2) options.copy_engine_bytes = 0;
+    Device device(options);
+    EXPECT_EQ(device.run(Request::relu({1.0f, -1.0f})).values, (std::vector<float>{1.0f, 0.0f}));
+    EXPECT_EQ(device.run(Request::relu(std::vector<float>(300000, -1.0f))).values.at(299999), 0.0f);
+    GpuCommandBatch g(device);
+    auto y = g.relu(g.upload(std::vector<float>(300000, 2.0f)));
+    g.execute();
+    EXPECT_EQ(g.read(y).at(7), 2.0f);
+  };
+  use(0);
+  use(1);  // warm: whatever the driver keeps per process is there now
+  const std::size_t threads = entries("/proc/self/task"), fds = entries("/proc/self/fd");
+  const std::size_t contexts = detail::GpuContext::live();
+  for (int i = 0; i < 12; ++i) use(i);
+  EXPECT_EQ(detail::GpuContext::live(), contexts) << "a closed Device's VkDevice outlived it";
+  EXPECT_LE(entries("/proc/self/task"), threads);
+  EXPECT_LE(entries("/proc/self/fd"), fds);
 }

@@ -133,7 +133,6 @@ class MpscQueue {
     const std::uint64_t head = head_.load(std::memory_order_relaxed);
     Slot& s = slot(head);
     if (s.seq.load(std::memory_order_acquire) != full_seq(head)) return false;
-    prefetch_slot(head + kPrefetchAhead);
     struct Release {
       MpscQueue* q;
       Slot* s;
@@ -231,20 +230,6 @@ class MpscQueue {
     alignas(T) unsigned char storage[sizeof(T)];
     T* item() noexcept { return std::launder(reinterpret_cast<T*>(storage)); }
   };
-
-  // An item crosses from a producer's core: every cache line of its slot misses in the
-  // consumer's caches (a request is ~300 bytes; the strand's largest cost per request after the
-  // former's hand-over, by perf on the H100). Asking for the slot a few positions ahead while
-  // this one is consumed overlaps those misses; a slot not yet written costs a line fetched twice.
-  static constexpr std::uint64_t kPrefetchAhead = 4;
-  void prefetch_slot(std::uint64_t pos) const noexcept {
-#if defined(__GNUC__)
-    const char* p = reinterpret_cast<const char*>(&slot(pos));
-    for (std::size_t off = 0; off < sizeof(Slot); off += kCacheLine) __builtin_prefetch(p + off, 1, 3);
-#else
-    (void)pos;
-#endif
-  }
 
   Slot& slot(std::uint64_t pos) const noexcept {
     return slots_[pow2_ ? (pos & mask_) : (pos % capacity_)];

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -221,14 +222,45 @@ bool validation_layer_installed() {
   });
 }
 
+namespace {
+// One VkInstance per process and validation setting, made on first use and kept until the process
+// ends (never destroyed: its messenger's logging must not run during static destruction, and the
+// driver keeps what it needs of it anyway). NVIDIA's driver 580 lets a process create about 29
+// instances, destroyed or not: on the H100 a plain Vulkan program got 28-29, then
+// VK_ERROR_INITIALIZATION_FAILED, while 100 devices opened and closed on one kept instance were
+// fine (build/churn's vkchurn, 2026-11-25). With an instance per Device, the thirtieth Device of a
+// process (or the thirtieth recover()) failed with no_device.
+struct ProcessInstance {
+  VkInstance instance = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+};
+
+const ProcessInstance& process_instance(bool validation) {
+  // Keyed by what the loader reads when an instance is made, as well: a program (or a test) that
+  // points the loader at other drivers gets an instance that sees them.
+  std::string key = validation ? "v" : "-";
+  for (const char* name : {"VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_ADD_DRIVER_FILES"}) {
+    const char* value = std::getenv(name);
+    key += '|';
+    if (value) key += value;
+  }
+  static std::mutex mutex;
+  static auto* kept = new std::map<std::string, ProcessInstance>;  // reachable: not a leak to LSan
+  std::lock_guard lock(mutex);
+  auto found = kept->find(key);
+  if (found != kept->end()) return found->second;
+  ProcessInstance made;
+  made.instance = create_instance(validation, &made.messenger);  // throws: nothing kept
+  detail::GpuContext::instances_made_.fetch_add(1, std::memory_order_relaxed);
+  return kept->emplace(std::move(key), made).first->second;
+}
+}  // namespace
+
 namespace detail {
 
 std::vector<DeviceInfo> GpuContext::enumerate() {
-  VkDebugUtilsMessengerEXT none = VK_NULL_HANDLE;
-  VkInstance instance = create_instance(false, &none);
   std::vector<DeviceInfo> out;
-  for (auto& c : candidates(instance)) out.push_back(c.info);
-  vkDestroyInstance(instance, nullptr);
+  for (auto& c : candidates(process_instance(false).instance)) out.push_back(c.info);
   return out;
 }
 
@@ -293,7 +325,7 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
   std::shared_ptr<GpuContext> ctx(new GpuContext());
   ctx->counters_ = counters ? std::move(counters) : std::make_shared<AtomicCounters>();
   const bool validation = options.validation.value_or(env_flag("GPUBATCH_VALIDATION"));
-  ctx->instance_ = create_instance(validation, &ctx->messenger_);
+  ctx->instance_ = process_instance(validation).instance;  // the process's, not this context's
 
   std::string selector = options.selector;
   if (selector.empty())
@@ -413,12 +445,7 @@ GpuContext::~GpuContext() {
   if (timeline_) vkDestroySemaphore(device_, timeline_, nullptr);
   if (upload_timeline_) vkDestroySemaphore(device_, upload_timeline_, nullptr);
   if (device_) vkDestroyDevice(device_, nullptr);
-  if (messenger_) {
-    auto destroy = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
-        vkGetInstanceProcAddr(instance_, "vkDestroyDebugUtilsMessengerEXT"));
-    if (destroy) destroy(instance_, messenger_, nullptr);
-  }
-  if (instance_) vkDestroyInstance(instance_, nullptr);
+  // instance_ is the process's (process_instance): it stays.
 }
 
 std::uint64_t GpuContext::submit(VkCommandBuffer commands, std::uint64_t wait_upload) {

@@ -38,6 +38,10 @@ class GpuContext {
   // Contexts alive in this process (each one a VkInstance and a VkDevice): a test's check that
   // closing a Device gives its device back.
   static std::size_t live() noexcept { return live_.load(std::memory_order_relaxed); }
+  // VkInstances this process made: at most one per validation setting, whatever the number of
+  // contexts (NVIDIA 580 allows a process about 29; see process_instance in context.cpp).
+  static std::size_t instances_made() noexcept { return instances_made_.load(std::memory_order_relaxed); }
+  static inline std::atomic<std::size_t> instances_made_{0};
   GpuContext(const GpuContext&) = delete;
   GpuContext& operator=(const GpuContext&) = delete;
 
@@ -100,8 +104,7 @@ class GpuContext {
   bool reached(std::uint64_t value);  // one vkGetSemaphoreCounterValue
   void note_completed(std::uint64_t value) noexcept;
 
-  VkInstance instance_ = VK_NULL_HANDLE;
-  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  VkInstance instance_ = VK_NULL_HANDLE;  // the process's for this validation setting
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;

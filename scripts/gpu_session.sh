@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe own final graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: probe own final openab graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -110,6 +110,16 @@ if on final; then
   load final-unbatched gpubatch-load --unbatched $lone
   load final-unbatched-prev gpubatch-load-prev --unbatched $lone
   load final-realtime-sync gpubatch-load --preset realtime --sync $lone
+fi
+
+# Open loop, 16 threads of 256-float relu at fixed rates, this build beside the previous one
+# (issue 14's p99 under load; session of 2026-11-25).
+if on openab; then
+  for rate in 360000 1080000 1800000 2500000; do
+    o="--threads 16 --op relu --size 256 --rate $rate --requests $(( rate * 3 / 2 ))"
+    load openab-$rate gpubatch-load $o
+    load openab-$rate-prev gpubatch-load-prev $o
+  done
 fi
 
 if on crowd; then

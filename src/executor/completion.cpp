@@ -114,7 +114,10 @@ void ExecutorCore::completion_loop(std::size_t index) {
       ++awaiting_;
       lock.unlock();
       Batch* b = owned.release();  // from here owned by its chunks; the last one pools it
-      await_batch(*b, index);
+      // A completion thread polls only a lone caller's batch or a full one (polls_batch): a
+      // lone request is back without the blocking wait's wake-up, a saturated device gets its
+      // next batch sooner, and an idle executor spins not at all.
+      await_batch(*b, index, polls_batch(b->items.size()) ? completion_spin_ : std::chrono::microseconds(0));
       lock.lock();
       --awaiting_;
       // This thread takes the first chunk; the others go to whoever is idle.
@@ -132,22 +135,18 @@ void ExecutorCore::completion_loop(std::size_t index) {
   }
 }
 
-void ExecutorCore::await_batch(Batch& b, std::size_t thread_index) {
+void ExecutorCore::await_batch(Batch& b, std::size_t thread_index, std::chrono::microseconds spin) {
   CompletionStats& st = *completion_stats_[thread_index];
   const std::size_t n = b.items.size();
   std::exception_ptr error = b.error;
   if (!error) {
     try {
       const auto limit = b.submitted + watchdog_;
-      // Poll for up to completion_spin first (never past the watchdog's limit): a lone request
-      // is back without the blocking wait's wake-up, and a saturated device gets its next batch
-      // sooner. Only this thread, while it awaits a submitted batch of a lone caller or a full
-      // one (polls_batch), polls: an idle executor spins not at all.
+      // Poll for up to `spin` first (never past the watchdog's limit), then block.
       bool finished = false;
-      if (completion_spin_.count() > 0 && polls_batch(n))
+      if (spin.count() > 0)
         finished = poll_until(*b.inflight,
-                              std::min(limit, Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                                 completion_spin_)));
+                              std::min(limit, Clock::now() + std::chrono::duration_cast<Clock::duration>(spin)));
       while (!finished) {
         const auto now = Clock::now();
         if (now >= limit) {

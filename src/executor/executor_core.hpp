@@ -274,7 +274,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   static thread_local ExecutorCore* inline_pass_;
   static thread_local Batch* own_batch_;
   // Waits until the device has finished `batch` (or it failed) and cuts it into chunks.
-  void await_batch(Batch& batch, std::size_t thread_index);
+  // Polls for `spin` (0: not at all), then blocks, up to the watchdog's limit.
+  void await_batch(Batch& batch, std::size_t thread_index, std::chrono::microseconds spin);
   void complete_chunk(Batch& batch, std::uint32_t chunk, std::size_t thread_index);
   void take_chunk_results(Batch& batch, std::size_t first, std::size_t last, std::vector<Result>& results,
                           std::vector<std::pair<std::size_t, std::exception_ptr>>& errors);

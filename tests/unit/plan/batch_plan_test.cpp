@@ -317,6 +317,17 @@ TEST(BatchPlan, HostResultIsMarked) {
   EXPECT_EQ(p.plan.outputs()[1].offset, 16u);  // it still has its slot in the output bytes
 }
 
+// lay_out() refuses the batch with request_too_large and exactly this message.
+void expect_too_large(BatchPlan& plan, const std::vector<const Request*>& ptrs, const std::string& message) {
+  try {
+    plan.lay_out(ptrs);
+    ADD_FAILURE() << "expected request_too_large";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::request_too_large);
+    EXPECT_EQ(std::string(e.message()), message);
+  }
+}
+
 TEST(BatchPlan, AGroupOf2To32ElementsIsRefused) {
   // Two requests of 2^31 floats each (counted, never touched).
   std::vector<Request> rs(2);
@@ -327,13 +338,7 @@ TEST(BatchPlan, AGroupOf2To32ElementsIsRefused) {
   std::vector<const Request*> ptrs{&rs[0], &rs[1]};
   BatchPlan plan;
   plan.group(ptrs);
-  try {
-    plan.lay_out(ptrs);
-    FAIL() << "expected request_too_large";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::request_too_large);
-    EXPECT_EQ(std::string(e.message()), "a batch's relu request group exceeds 2^32 elements");
-  }
+  expect_too_large(plan, ptrs, "a batch's relu request group exceeds 2^32 elements");
 
   // One fewer element fits.
   rs[1].host_a = pretend_host_floats((std::size_t{1} << 31) - 1);
@@ -357,13 +362,7 @@ TEST(BatchPlan, MatmulOf2To31BlocksIsRefused) {
   std::vector<const Request*> ptrs{&r};
   BatchPlan plan;
   plan.group(ptrs);
-  try {
-    plan.lay_out(ptrs);
-    FAIL() << "expected request_too_large";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::request_too_large);
-    EXPECT_EQ(std::string(e.message()), "a batch's matmul request group exceeds 2^32 elements");
-  }
+  expect_too_large(plan, ptrs, "a batch's matmul request group exceeds 2^32 elements");
 }
 
 }  // namespace

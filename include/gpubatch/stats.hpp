@@ -104,6 +104,9 @@ struct Stats {
   // Batches that the synchronous caller who submitted them (handle.run() on an idle executor)
   // polled and completed on its own thread, with no completion thread woken.
   std::uint64_t caller_completions = 0;
+  // Batches of only requests above priority level 0, sent at once in the in-flight slot kept for
+  // them (DESIGN.md "Priorities"; GPUBATCH_EXPRESS=off: none).
+  std::uint64_t express_batches = 0;
 
   // Latencies: queue wait (accepted -> batch submitted), submit (accepted -> its batch's device
   // submission returned: inputs staged, vkQueueSubmit done), device (batch submitted ->

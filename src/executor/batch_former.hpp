@@ -10,6 +10,7 @@
 //   take(out, now)          move the next batch into `out`: aged requests first (up to a quarter
 //                           of it), then higher levels before lower ones, up to max_batch_size
 //                           and max_batch_bytes
+//   take_upper(out)         move the requests of levels above 0 only (an express batch)
 //   remove_if(drop)         the deadline and cancellation sweeps
 //
 // Priorities (DESIGN.md "Priorities"): each level holds up to max_batch_size requests, so a
@@ -94,6 +95,12 @@ class BatchFormer {
   }
 
   std::size_t size() const noexcept { return count_; }
+  // Held at levels above 0.
+  std::size_t upper_size() const noexcept {
+    std::size_t n = 0;
+    for (std::size_t l = 1; l < levels_.size(); ++l) n += levels_[l].size();
+    return n;
+  }
   bool empty() const noexcept { return count_ == 0; }
   std::size_t bytes() const noexcept { return bytes_; }
   time_point earliest_deadline() const noexcept { return earliest_deadline_; }
@@ -183,6 +190,31 @@ class BatchFormer {
     }
     for (std::size_t i = levels_.size(); i-- > 0 && !stop;) take_from(levels_[i], false);
     for (Level& l : levels_) l.compact();
+    recompute_deadline();
+  }
+
+  // Moves the requests of levels above 0 into `out` (cleared first), the highest level first,
+  // each in arrival order, up to max_batch_size and the byte limit (a request larger than that
+  // goes alone). No aged request of level 0 joins: such a batch (the executor's express batch,
+  // DESIGN.md "Priorities") has a slot of its own, so level 0's wait stays bounded by the
+  // batches take() forms.
+  void take_upper(std::vector<Item>& out) {
+    out.clear();
+    std::size_t out_bytes = 0;
+    for (std::size_t i = levels_.size(); i-- > 1;) {
+      Level& l = levels_[i];
+      while (l.size()) {
+        Item& it = l.front();
+        if (out.size() >= limits_.max_batch_size || (!out.empty() && out_bytes + it.bytes > byte_limit_)) break;
+        out_bytes += it.bytes;
+        bytes_ -= it.bytes;
+        --count_;
+        out.push_back(std::move(it));
+        ++l.head;
+      }
+      l.compact();
+      if (l.size()) break;  // the batch is full
+    }
     recompute_deadline();
   }
 

@@ -49,6 +49,7 @@ void ExecutorCore::return_batch_to_pool(std::unique_ptr<Batch> batch) {
   batch->requests.clear();
   batch->inflight.reset();
   batch->error = nullptr;
+  batch->express = false;
   std::lock_guard<std::mutex> lock(pool_mutex_);
   if (pool_.size() < 2 * max_inflight_ + 2) pool_.push_back(std::move(batch));
 }
@@ -99,7 +100,8 @@ void ExecutorCore::completion_loop(std::size_t index) {
       lock.lock();
       continue;
     }
-    if (!ready_.empty()) {
+    const bool express_next = awaiting_ < await_width_ && !inflight_queue_.empty() && inflight_queue_.front()->express;
+    if (!ready_.empty() && !express_next) {
       Batch* b = ready_.front();
       const std::uint32_t chunk = b->next_chunk++;
       if (b->next_chunk == b->chunks) ready_.pop_front();
@@ -259,6 +261,7 @@ void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thr
     b.inflight.reset();
     inflight_slots_.fetch_sub(1, std::memory_order_seq_cst);
     inflight_halves_.fetch_sub(b.slot_halves, std::memory_order_seq_cst);
+    if (b.express) express_busy_.store(false, std::memory_order_seq_cst);
     wake_if_waiting_for_slot();
   }
 

@@ -230,6 +230,8 @@ std::chrono::steady_clock::duration wait_slice() noexcept {
 
 bool inline_submit_enabled() noexcept { return !env_is("GPUBATCH_INLINE_SUBMIT", "off"); }
 bool caller_awaits_enabled() noexcept { return !env_is("GPUBATCH_CALLER_AWAITS", "off"); }
+bool future_inline_enabled() noexcept { return !env_is("GPUBATCH_FUTURE_INLINE", "off"); }
+bool express_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS", "off"); }
 
 namespace {
 BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {
@@ -358,6 +360,7 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       return;
     }
     if (resident_on_ && options.priority == 0 && try_resident(request, completion, now)) return;
+    const bool future_call = bytes <= kLoneFutureBytes && returns_future(completion);
     Pending p{std::move(request), std::move(completion), now, deadline, bytes,
               static_cast<std::uint8_t>(options.priority), false, nullptr, nullptr};
     RequestCancel* const cancel = p.cancel = cancel_state_of(p.completion);
@@ -408,7 +411,7 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       std::atomic_thread_fence(std::memory_order_seq_cst);
       if (urgent || upper || cancelled || bytes > big_request_bytes_ ||
           pos >= wake_pos_.load(std::memory_order_relaxed))
-        post_if_idle();
+        post_if_idle(future_call ? InlineAsk{&queue, pos} : InlineAsk{});
       return;
     }
     // A failed push moved nothing: p still owns the request and its completion.
@@ -443,13 +446,16 @@ void ExecutorCore::wake_if_waiting_for_slot() noexcept {
 // Whoever finds the strand idle takes it (strand_awake_). A caller that waits for its own result
 // anyway (CallerWaitsScope), on a thread that is not the executor's, then runs it right here:
 // its request goes to the device without waiting for the io thread to wake (an OS wake-up of
-// 10-30 us; on the H100 a lone caller's submit_us p50 was 22 us with the hop). The run is one
-// pass; what it leaves is posted (run_strand). Executor threads post: a completion thread must
-// not form batches while it is the one to wait for them.
-void ExecutorCore::post_if_idle() noexcept {
+// 10-30 us; on the H100 a lone caller's submit_us p50 was 22 us with the hop). So does a caller
+// of a std::future on an idle executor (lone_future_pass): it will most likely wait for the
+// future next, and the pass costs its call one submit of a lone batch (3.5-3.8 us submit_us p50
+// for handle.run() on the H100) instead of the io thread's wake-up (14.6 us for a future). The run
+// is one pass; what it leaves is posted (run_strand). Executor threads post: a completion thread
+// must not form batches while it is the one to wait for them.
+void ExecutorCore::post_if_idle(InlineAsk ask) noexcept {
   if (strand_awake_.load(std::memory_order_relaxed)) return;
   if (strand_awake_.exchange(true, std::memory_order_seq_cst)) return;
-  if (inline_runs_ && tl_caller_waits && tl_core == nullptr) {
+  if (inline_runs_ && tl_core == nullptr && (tl_caller_waits || lone_future_pass(ask))) {
     tl_core = this;  // the strand's thread for the pass: handlers it resolves are posted
     inline_pass_ = this;
     run_strand(false);
@@ -458,6 +464,17 @@ void ExecutorCore::post_if_idle() noexcept {
     return;
   }
   if (!post_strand_run()) strand_awake_.store(false, std::memory_order_seq_cst);
+}
+
+// Called holding the strand. A future's caller runs the pass only when the executor is idle: no
+// batch in flight or forming, and its request (at most kLoneFutureBytes) within the first
+// kLoneBatch of its queue: its call then waits for one lone small batch's submit. A burst
+// of futures from one thread thus pays at most its first request's submit; the rest go to the
+// io thread as before (GPUBATCH_FUTURE_INLINE=off: every future does, for side-by-side runs).
+bool ExecutorCore::lone_future_pass(const InlineAsk& ask) const noexcept {
+  if (!future_inline_ || ask.queue == nullptr) return false;
+  if (inflight_slots_.load(std::memory_order_seq_cst) != 0 || !former_.empty()) return false;
+  return ask.position < ask.queue->popped_approx() + kLoneBatch;
 }
 
 // ---------------------------------------------------------------------------------------------

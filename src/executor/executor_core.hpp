@@ -87,6 +87,7 @@ struct Batch {
   ErrorCode error_code = ErrorCode::internal;  // with `error`: its code and message
   std::string error_what;
   std::uint32_t slot_halves = 2;  // of the in-flight slots (ExecutorCore::slot_halves)
+  bool express = false;  // levels above 0 only, in the express slot (ExecutorCore::express_ready)
   std::uint32_t chunks = 1;
   std::uint32_t next_chunk = 0;                   // guarded by inflight_mutex_
   std::atomic<std::uint32_t> chunks_taking{0};    // chunks still taking results (device memory)
@@ -120,12 +121,16 @@ struct ParallelJob {
 bool inline_submit_enabled() noexcept;
 // GPUBATCH_CALLER_AWAITS is not "off" (ExecutorCore::complete_own_batch).
 bool caller_awaits_enabled() noexcept;
+// GPUBATCH_FUTURE_INLINE is not "off" (ExecutorCore::lone_future_pass).
+bool future_inline_enabled() noexcept;
+bool express_enabled() noexcept;  // GPUBATCH_EXPRESS is not "off" (ExecutorCore::express_ready)
 bool strand_spin_enabled() noexcept;  // GPUBATCH_STRAND_SPIN=on (ExecutorCore::linger)
 std::chrono::steady_clock::duration wait_slice() noexcept;  // GPUBATCH_WAIT_SLICE_US
 
 // Around the call of a caller that waits for its own result (BatchedGpuHandle::run): if its
-// request finds the strand idle, that caller runs the strand itself (post_if_idle). Calls that
-// return a future or take a handler never do: their initiation must not wait for the device.
+// request finds the strand idle, that caller runs the strand itself (post_if_idle). A call that
+// returns a future does so only on an idle executor (lone_future_pass); one that takes a handler
+// never does: its initiation must not wait for a submit (it may run on an io_context's thread).
 bool caller_waits() noexcept;  // inside a CallerWaitsScope on this thread
 
 class CallerWaitsScope {
@@ -173,7 +178,15 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
  private:
   // ---- producers ----
   void reject(Completion& completion, ErrorCode code, const std::string& message) noexcept;
-  void post_if_idle() noexcept;  // post run_strand() if the strand is idle
+  // A producer's offer to run the strand's pass itself: its queue and push position (a caller of
+  // a std::future; none for everyone else).
+  struct InlineAsk {
+    const BlockingMpscQueue<Pending>* queue = nullptr;
+    std::uint64_t position = 0;
+  };
+  void post_if_idle(InlineAsk ask) noexcept;  // post run_strand() if the strand is idle
+  void post_if_idle() noexcept { post_if_idle(InlineAsk{}); }
+  bool lone_future_pass(const InlineAsk& ask) const noexcept;
   void wake_if_waiting_for_slot() noexcept;  // fence, then post_if_idle() if it waits for a slot
 
   // ---- strand ----
@@ -185,7 +198,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void accept_into_forming(Pending&& p, Clock::time_point now);
   BatchFormer<Pending>::Decision decide(Clock::time_point now) const;
   void apply_latency_target();
-  void flush(FlushReason reason, Clock::time_point now);
+  void flush(FlushReason reason, Clock::time_point now, bool express = false);
   void expire_forming(Clock::time_point now);
   void scan_queue_deadlines(Clock::time_point now, bool from_head);
   void scan_level_deadlines(std::size_t level, Clock::time_point now, bool from_head);
@@ -221,12 +234,23 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool slot_free() const noexcept {
     return inflight_halves_.load(std::memory_order_seq_cst) < 2 * max_inflight_;
   }
+  // Priorities (DESIGN.md "Priorities"): requests of levels above 0 go out at once in an express
+  // batch of their own, in one in-flight slot kept for such batches beside max_inflight_batches.
+  // Behind a saturated device a high-priority request otherwise waited for the slots' batches
+  // and then rode in a full batch of low-priority ones (packed, run and resolved with it): on the
+  // H200 at saturation its p99 was 9-19 ms against 0.3 ms idle (BENCHMARKS.md, 2026-11-23).
+  // Level 0 keeps every other slot, so its wait stays bounded as before (aging, take()).
+  bool express_ready() const noexcept {
+    return express_on_ && level_count() > 1 && !express_busy_.load(std::memory_order_seq_cst) &&
+           former_.upper_size() > 0;
+  }
   // The strand's state its last look needs (run_strand), read while it still holds the strand.
   struct StrandLook {
     bool finished, wants_slot, closing_seen, cancel_seen;
     std::uint64_t wake;
     Clock::time_point timer_at;  // the strand's timer, if armed (else max)
     bool lone;                   // the last kLoneStreak flushes had at most kLoneBatch requests each
+    bool wants_express;          // requests above level 0 wait for the express slot
   };
   // Polling (completion threads for a batch, the strand for the next arrival) pays only for a
   // lone caller: a batch of many requests shares one wake-up, and under load the polling threads
@@ -234,6 +258,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // 360,000/s: p99 63.7 ms with both polling, 1.3 ms with only the completion threads polling,
   // 0.45 ms with neither (bench/results/session-h200-2026-11-23-s3b.jsonl).
   static constexpr std::size_t kLoneBatch = 2;
+  // A future's caller submits inline (lone_future_pass) only a request this small: its call must
+  // stay quick, and a large request's copy belongs to the strand's parallel staging.
+  static constexpr std::size_t kLoneFutureBytes = std::size_t{64} << 10;
   // Completion threads poll a lone caller's batch, and a batch at least half of max_batch_size:
   // the former was full, the device is the bottleneck, and a wake-up's delay leaves it idle
   // (with only lone batches polled, 16 threads of 256-float relu on the H200 ran 7 % slower).
@@ -346,7 +373,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<bool> upper_pushed_{false};  // a request was pushed into a level above 0
   // The idle strand waits for a free in-flight slot (its batch is due): only then does a
   // completion that frees a slot wake it (published like wake_pos_, read after the slot's fence).
-  std::atomic<bool> wants_slot_{false};
+  std::atomic<bool> wants_slot_{false};  // a freed slot (or express slot) has work: wake the strand
+  std::atomic<bool> express_busy_{false};  // an express batch is in flight (express_ready)
+  const bool express_on_ = express_enabled();  // GPUBATCH_EXPRESS is not "off"
+  std::atomic<std::uint64_t> express_batches_{0};
   // Events of the io thread, noted for whoever holds the strand: the timer fired; shutdown closed
   // the queues (read after they were closed).
   std::atomic<bool> timer_fired_{false};
@@ -356,6 +386,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // A synchronous caller completes the lone batch its inline pass submitted
   // (GPUBATCH_CALLER_AWAITS=off: a completion thread does).
   const bool caller_awaits_ = caller_awaits_enabled();
+  const bool future_inline_ = future_inline_enabled();  // GPUBATCH_FUTURE_INLINE is not "off"
   const bool strand_spin_ = strand_spin_enabled();  // GPUBATCH_STRAND_SPIN=on (linger)
   // A completion thread's blocking wait returns after this long to look again (and at the
   // watchdog): GPUBATCH_WAIT_SLICE_US, default 100 ms.
@@ -374,6 +405,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   Clock::time_point last_sweep_{};
   Clock::time_point timer_target_ = Clock::time_point::max();
   bool blocked_on_slot_ = false;
+  bool blocked_on_express_ = false;  // above level 0 waiting, the express slot taken
   std::uint32_t lone_streak_ = 0;  // flushes in a row of at most kLoneBatch requests
   bool closing_seen_ = false;
   bool cancel_seen_ = false;

@@ -88,6 +88,7 @@ Stats ExecutorCore::stats() const {
   s.strand_polls = load(strand_stats_.polls);
   s.strand_poll_hits = load(strand_stats_.poll_hits);
   s.caller_completions = load(caller_completions_);
+  s.express_batches = load(express_batches_);
   s.device_time = dt.summary();
   s.end_to_end = e2e.summary();
   class_stats(s);

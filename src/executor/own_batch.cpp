@@ -26,7 +26,10 @@ thread_local Batch* ExecutorCore::own_batch_ = nullptr;
 void ExecutorCore::hand_to_completion(std::unique_ptr<Batch> batch) {
   {
     std::lock_guard<std::mutex> lock(inflight_mutex_);
-    inflight_queue_.push_back(std::move(batch));
+    // An express batch is awaited first (completion_loop): its requests must not wait for a full
+    // batch's chunks to resolve.
+    if (batch->express) inflight_queue_.push_front(std::move(batch));
+    else inflight_queue_.push_back(std::move(batch));
   }
   inflight_cv_.notify_one();
 }

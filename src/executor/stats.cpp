@@ -185,6 +185,9 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   w.header("caller_completions_total", "counter",
            "Batches that their synchronous caller polled and completed on its own thread.");
   w.sample("caller_completions_total", "", s.caller_completions);
+  w.header("express_batches_total", "counter",
+           "Batches of requests above priority level 0 sent at once in the slot kept for them.");
+  w.sample("express_batches_total", "", s.express_batches);
   w.header("batch_size_mean", "gauge", "Mean requests per batch.");
   w.sample("batch_size_mean", "", s.mean_batch_size);
   w.header("batch_fill_mean", "gauge", "Mean batch size divided by max_batch_size.");

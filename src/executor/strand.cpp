@@ -30,9 +30,9 @@ void ExecutorCore::run_strand(bool on_io_thread) {
     // What the last look needs of the strand's state is read before the strand is let go: from
     // then on another thread may hold it.
     const StrandLook look{strand_finished_, blocked_on_slot_, closing_seen_, cancel_seen_, wake_position(),
-                          timer_target_, lone_streak_ >= kLoneStreak};
+                          timer_target_, lone_streak_ >= kLoneStreak, blocked_on_express_};
     wake_pos_.store(look.wake, std::memory_order_relaxed);
-    wants_slot_.store(look.wants_slot, std::memory_order_relaxed);
+    wants_slot_.store(look.wants_slot || look.wants_express, std::memory_order_relaxed);
     strand_awake_.store(false, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (!strand_has_work(look)) {
@@ -95,6 +95,7 @@ std::uint64_t ExecutorCore::wake_position() const noexcept {
 bool ExecutorCore::strand_has_work(const StrandLook& look) const noexcept {
   if (look.finished) return false;
   if (look.wants_slot && slot_free()) return true;
+  if (look.wants_express && !express_busy_.load(std::memory_order_seq_cst)) return true;
   if (timer_fired_.load(std::memory_order_relaxed)) return true;
   if (!look.closing_seen && closing_requested_.load(std::memory_order_relaxed)) return true;
   if (look.closing_seen && !look.cancel_seen && cancel_.load(std::memory_order_relaxed)) return true;
@@ -125,6 +126,7 @@ void ExecutorCore::process() {
   } else {
     auto now = Clock::now();
     blocked_on_slot_ = false;
+    blocked_on_express_ = false;
     if (cancels) sweep_cancelled();
     apply_latency_target();
     for (;;) {
@@ -134,6 +136,12 @@ void ExecutorCore::process() {
         expire_forming(now);
         scan_queue_deadlines(now, true);
       }
+      if (express_ready()) {  // levels above 0 go at once, in their own slot
+        flush(FlushReason::idle, now, true);
+        now = Clock::now();
+        continue;
+      }
+      blocked_on_express_ = express_on_ && level_count() > 1 && former_.upper_size() > 0;
       const auto decision = decide(now);
       if (!decision.reason) break;
       if (!slot_free()) {
@@ -271,14 +279,16 @@ void ExecutorCore::apply_latency_target() {
   former_.set_byte_limit(cost_.byte_budget(budget, 1));
 }
 
-void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
+void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express) {
   // No request whose deadline has passed reaches the device (the sweep may be rate-limited).
   expire_forming(now);
-  if (former_.empty()) return;
+  if (former_.empty() || (express && former_.upper_size() == 0)) return;
   std::unique_ptr<Batch> batch = take_batch_from_pool();
   batch->id = next_batch_id_++;
   batch->reason = reason;
-  former_.take(batch->items, now);  // the former keeps the pooled vector's capacity
+  batch->express = express;
+  if (express) former_.take_upper(batch->items);
+  else former_.take(batch->items, now);  // the former keeps the pooled vector's capacity
   claim_or_drop(batch->items);  // from here a cancellation no longer takes a request out
   const std::size_t n = batch->items.size();
   if (n == 0) {  // every request of it was cancelled
@@ -294,7 +304,11 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now) {
     batch->bytes += p.bytes;
   }
 
-  batch->slot_halves = slot_halves(batch->bytes, n);
+  batch->slot_halves = express ? 0 : slot_halves(batch->bytes, n);  // express: a slot of its own
+  if (express) {
+    express_busy_.store(true, std::memory_order_seq_cst);
+    express_batches_.fetch_add(1, std::memory_order_relaxed);
+  }
   lone_streak_ = n <= kLoneBatch ? std::min(lone_streak_ + 1, kLoneStreak) : 0;
   inflight_halves_.fetch_add(batch->slot_halves, std::memory_order_seq_cst);
   inflight_slots_.fetch_add(1, std::memory_order_seq_cst);

@@ -283,6 +283,12 @@ using Completion =
                  HandlerCompletion<std::vector<float>>, HandlerCompletion<float>,
                  HandlerCompletion<std::vector<std::uint8_t>>, HandlerCompletion<Result>>;
 
+// A std::future's promise (the caller most likely waits for it next), not a handler.
+inline bool returns_future(const Completion& completion) noexcept {
+  return completion.index() >= 1 && completion.index() <= 4;
+}
+static_assert(std::variant_size_v<Completion> == 9, "returns_future() counts the promises");
+
 // The cancellation state of a request with a connected slot, else null.
 inline RequestCancel* cancel_state_of(const Completion& completion) noexcept {
   return std::visit(

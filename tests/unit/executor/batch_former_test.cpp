@@ -166,6 +166,40 @@ TEST(BatchFormer, HigherLevelsGoFirstAndEachLevelKeepsItsOrder) {
   EXPECT_TRUE(f.empty());
 }
 
+// An express batch holds only levels above 0, highest first, each in arrival order, within the
+// batch's count and byte limits; level 0 stays (aged or not) for take().
+TEST(BatchFormer, TakeUpperLeavesLevelZeroAndKeepsOrderAndLimits) {
+  Former f(limits(3, 3));
+  f.offer({.id = 1, .enqueued = t0, .priority = 0}, t0);
+  f.offer({.id = 2, .enqueued = t0, .priority = 1}, t0);
+  f.offer({.id = 3, .enqueued = t0, .priority = 2}, t0);
+  f.offer({.id = 4, .enqueued = t0, .priority = 1}, t0);
+  f.offer({.id = 5, .enqueued = t0, .priority = 1}, t0);
+  EXPECT_EQ(f.upper_size(), 4u);
+  std::vector<Item> out;
+  f.take_upper(out);
+  EXPECT_EQ(ids(out), (std::vector<int>{3, 2, 4})) << "max_batch_size 3";
+  EXPECT_EQ(f.upper_size(), 1u);
+  EXPECT_EQ(f.size(), 2u);
+  EXPECT_EQ(f.bytes(), 16u);
+  f.take_upper(out);
+  EXPECT_EQ(ids(out), (std::vector<int>{5}));
+  f.take_upper(out);
+  EXPECT_TRUE(out.empty());
+  f.take(out, t0 + 60ms);  // aged: still only take() serves level 0
+  EXPECT_EQ(ids(out), (std::vector<int>{1}));
+  EXPECT_TRUE(f.empty());
+  // A request over the byte limit goes alone; the next waits for the next express batch.
+  Former g(limits(8, 2));
+  g.offer({.id = 7, .enqueued = t0, .bytes = 2u << 20, .priority = 1}, t0);
+  g.offer({.id = 8, .enqueued = t0, .priority = 1}, t0);
+  g.take_upper(out);
+  EXPECT_EQ(ids(out), (std::vector<int>{7}));
+  g.take_upper(out);
+  EXPECT_EQ(ids(out), (std::vector<int>{8}));
+  EXPECT_TRUE(g.empty());
+}
+
 TEST(BatchFormer, EachLevelHoldsABatchSoAHigherOneIsAlwaysInView) {
   Former f(limits(2, 2));
   f.offer({.id = 1, .enqueued = t0}, t0);

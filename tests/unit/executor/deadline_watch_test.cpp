@@ -88,7 +88,9 @@ TEST(PromptDeadline, ARequestExpiresWhileTheStrandIsBusySubmitting) {
   device->hold_submits();
   BatchExecutor executor(device, BatchConfig::adaptive());
   auto gpu = executor.handle();
-  auto first = gpu.relu({1.0f});
+  // From a thread of its own: on an idle executor a future's call submits its lone batch on the
+  // caller's thread (held here), and this thread has to go on.
+  auto first = std::async(std::launch::async, [gpu] { return gpu.relu({1.0f}).get(); });
   ASSERT_TRUE(device->wait_for_submits_entered(1));  // the strand is inside submit()
   const auto start = Clock::now();
   auto doomed = gpu.relu({2.0f}, SubmitOptions::within(30ms));
@@ -117,7 +119,9 @@ TEST(PromptDeadline, AHandlerOnTheWatchThreadMayShutTheExecutorDown) {
   device->hold_submits();  // the strand stays in its first submit: only the watch can expire
   BatchExecutor executor(device, BatchConfig::adaptive());
   auto gpu = executor.handle();
-  auto first = gpu.relu({1.0f});
+  // From a thread of its own: on an idle executor a future's call submits its lone batch on the
+  // caller's thread (held here), and this thread has to go on.
+  auto first = std::async(std::launch::async, [gpu] { return gpu.relu({1.0f}).get(); });
   ASSERT_TRUE(device->wait_for_submits_entered(1));
   std::promise<ErrorCode> seen;
   gpu.relu({2.0f}, SubmitOptions::within(20ms), [&](std::exception_ptr e, std::vector<float>) {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "config_test_util.hpp"
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/stats.hpp"
@@ -53,9 +54,12 @@ Outcome outcome(std::future<T>& f) {
   }
 }
 
+// Without the express slot (GPUBATCH_EXPRESS=off), the former's order alone: the high requests
+// lead the next batch.
 TEST(Priority, AHigherLevelGoesIntoTheNextBatchBeforeLowerOnes) {
   auto device = std::make_shared<FakeDevice>();
   device->pause();
+  EnvGuard off("GPUBATCH_EXPRESS", "off");
   BatchExecutor executor(device, two_levels(4));
   auto gpu = executor.handle();
   std::vector<std::future<std::vector<float>>> all;
@@ -80,6 +84,48 @@ TEST(Priority, AHigherLevelGoesIntoTheNextBatchBeforeLowerOnes) {
   const std::vector<std::size_t> sizes = device->batch_sizes();
   EXPECT_EQ(sizes.front(), 1u);
   EXPECT_EQ(sizes[1], 4u);  // the two high requests and the two oldest low ones
+}
+
+// The express slot: with every in-flight slot taken by level 0, requests of a higher level go to
+// the device at once, in a batch of their own (highest level first); one express batch at a
+// time, so level 0 keeps its slots. Every future resolves; Stats counts the express batches.
+TEST(Priority, HigherLevelsGoAtOnceInAnExpressBatchBesideFullSlots) {
+  auto device = std::make_shared<FakeDevice>();
+  device->pause();
+  BatchConfig c = two_levels(4);
+  c.priority_levels = 3;
+  BatchExecutor executor(device, c);
+  auto gpu = executor.handle();
+  std::vector<std::future<std::vector<float>>> all;
+  all.push_back(gpu.relu({100.0f}));  // takes the only slot and stays there (paused)
+  ASSERT_TRUE(device->wait_for_batches(1));
+  for (int i = 0; i < 6; ++i) all.push_back(gpu.relu({static_cast<float>(i)}));
+  ASSERT_TRUE(eventually([&] { return executor.stats().queue_depth == 6; }));
+  all.push_back(gpu.relu({50.0f}, high()));
+  ASSERT_TRUE(device->wait_for_batches(2)) << "the high request did not wait for the slot";
+  EXPECT_EQ(device->markers(), (std::vector<float>{100.0f, 50.0f}));
+  // The express slot is taken now: later high requests wait for it, the top level first.
+  all.push_back(gpu.relu({60.0f}, high()));
+  all.push_back(gpu.relu({70.0f}, SubmitOptions::with_priority(2)));
+  ASSERT_TRUE(eventually([&] { return executor.stats().queue_depth == 8; }));
+  EXPECT_FALSE(device->wait_for_batches(3, 20ms)) << "one express batch at a time";
+  EXPECT_EQ(device->inflight(), 2u);
+  device->resume();
+  for (auto& f : all) ASSERT_TRUE(ready_within(f, 30s));
+  const std::vector<float> order = device->markers();
+  ASSERT_EQ(order.size(), 10u);
+  const auto at = [&](float m) { return std::find(order.begin(), order.end(), m) - order.begin(); };
+  EXPECT_LT(at(70.0f), at(60.0f)) << "level 2 before level 1";
+  EXPECT_LT(at(60.0f), at(5.0f)) << "ahead of the level-0 backlog";
+  for (int i = 1; i < 6; ++i) EXPECT_LT(at(float(i - 1)), at(float(i))) << "level 0 keeps its order";
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.completed, 10u);
+  // [50], then [70, 60] in the express slot, or at the head of the next regular batch when the
+  // regular slot came free first after resume().
+  EXPECT_GE(s.express_batches, 1u);
+  EXPECT_LE(s.express_batches, 2u);
+  EXPECT_NE(to_prometheus(s).find("gpubatch_express_batches_total " + std::to_string(s.express_batches)),
+            std::string::npos);
 }
 
 TEST(Priority, ALevelTheExecutorLacksFailsAloneWithInvalidArgument) {
@@ -144,6 +190,8 @@ TEST(Priority, ALevelsTimeoutIsTheDeadlineOfItsRequestsThatNameNone) {
   auto gpu = executor.handle();
   auto first = gpu.relu({1.0f});
   ASSERT_TRUE(device->wait_for_batches(1));
+  auto express = gpu.relu({5.0f}, SubmitOptions::within(60s).prioritised(1));  // the express slot
+  ASSERT_TRUE(device->wait_for_batches(2));
   const auto start = Clock::now();
   auto timed = gpu.relu({2.0f}, high());
   auto own = gpu.relu({3.0f}, SubmitOptions::within(60s).prioritised(1));  // its own deadline wins
@@ -154,7 +202,7 @@ TEST(Priority, ALevelsTimeoutIsTheDeadlineOfItsRequestsThatNameNone) {
   EXPECT_FALSE(ready(own));
   EXPECT_FALSE(ready(low));
   device->resume();
-  for (auto* f : {&first, &own, &low}) {
+  for (auto* f : {&first, &express, &own, &low}) {
     ASSERT_TRUE(ready_within(*f, 30s));
     EXPECT_FALSE(error_code(*f));
   }

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -70,8 +71,9 @@ TEST(SyncRun, ManyCallersEachGetTheirOwnResult) {
 }
 
 // A synchronous caller that finds the executor idle submits its batch itself (no hop to the
-// strand's thread); a call that returns a future never does, so that its initiation cannot wait
-// for the device; GPUBATCH_INLINE_SUBMIT=off turns the first off for side-by-side runs.
+// strand's thread), and so does a caller of a future on an idle executor; a call that takes a
+// handler never does, so that its initiation cannot wait for a submit. GPUBATCH_INLINE_SUBMIT=off
+// turns both off, GPUBATCH_FUTURE_INLINE=off the future's, for side-by-side runs.
 TEST(SyncRun, TheCallerSubmitsItselfWhenTheExecutorIsIdle) {
   auto device = std::make_shared<FakeDevice>();
   const auto me = std::this_thread::get_id();
@@ -83,15 +85,46 @@ TEST(SyncRun, TheCallerSubmitsItselfWhenTheExecutorIsIdle) {
     EXPECT_EQ(device->submit_threads()[0], me) << "an idle executor: the caller's own thread submits";
     EXPECT_EQ(gpu.relu({3.0f}).get(), std::vector<float>{3.0f});
     ASSERT_EQ(device->submit_threads().size(), 2u);
-    EXPECT_NE(device->submit_threads()[1], me) << "a future's call never submits on the caller's thread";
+    EXPECT_EQ(device->submit_threads()[1], me) << "a future's call on an idle executor submits too";
+    std::promise<std::vector<float>> handled;
+    gpu.relu({4.0f}, [&](std::exception_ptr, std::vector<float> v) { handled.set_value(std::move(v)); });
+    EXPECT_EQ(handled.get_future().get(), std::vector<float>{4.0f});
+    ASSERT_EQ(device->submit_threads().size(), 3u);
+    EXPECT_NE(device->submit_threads()[2], me) << "a handler's call never submits on the caller's thread";
     for (int i = 0; i < 20; ++i) EXPECT_EQ(gpu.run(Request::relu({float(i)})).values, std::vector<float>{float(i)});
-    EXPECT_EQ(executor.stats().completed, 22u);
+    EXPECT_EQ(executor.stats().completed, 23u);
+  }
+  {
+    EnvGuard off("GPUBATCH_FUTURE_INLINE", "off");
+    BatchExecutor executor(device, BatchConfig::adaptive());
+    EXPECT_EQ(executor.handle().relu({6.0f}).get(), std::vector<float>{6.0f});
+    EXPECT_NE(device->submit_threads().back(), me) << "GPUBATCH_FUTURE_INLINE=off: the strand's thread submits";
   }
   EnvGuard off("GPUBATCH_INLINE_SUBMIT", "off");
   BatchExecutor executor(device, BatchConfig::adaptive());
   EXPECT_EQ(executor.handle().run(Request::relu({5.0f})).values, std::vector<float>{5.0f});
+  EXPECT_NE(device->submit_threads().back(), me) << "GPUBATCH_INLINE_SUBMIT=off: the strand's thread submits";
+  EXPECT_EQ(executor.handle().relu({7.0f}).get(), std::vector<float>{7.0f});
+  EXPECT_NE(device->submit_threads().back(), me) << "GPUBATCH_INLINE_SUBMIT=off: nor for a future";
+}
+
+// A thread that sends a burst of futures into an idle executor submits at most the first lone
+// batch itself; the rest go to the strand's thread, so the burst's calls stay quick.
+TEST(SyncRun, ABurstOfFuturesSubmitsAtMostItsFirstBatchInline) {
+  auto device = std::make_shared<FakeDevice>();
+  const auto me = std::this_thread::get_id();
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  device->pause();  // no batch completes during the burst: the executor is never idle again
+  std::vector<std::future<std::vector<float>>> futures;
+  for (int i = 0; i < 200; ++i) futures.push_back(gpu.relu({float(i)}));
+  device->resume();
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(futures[i].get(), std::vector<float>{float(i)});
   const auto threads = device->submit_threads();
-  EXPECT_NE(threads.back(), me) << "GPUBATCH_INLINE_SUBMIT=off: the strand's thread submits";
+  ASSERT_GE(threads.size(), 2u);
+  EXPECT_EQ(threads[0], me) << "the first request found the executor idle";
+  for (std::size_t i = 1; i < threads.size(); ++i)
+    EXPECT_NE(threads[i], me) << "batch " << i << ": a batch was in flight, so the strand's thread submits";
 }
 
 // A synchronous caller that submitted a lone batch itself also completes it: it waits for the

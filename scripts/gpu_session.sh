@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe own final openab graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: probe own final openab express graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -119,6 +119,37 @@ if on openab; then
     o="--threads 16 --op relu --size 256 --rate $rate --requests $(( rate * 3 / 2 ))"
     load openab-$rate gpubatch-load $o
     load openab-$rate-prev gpubatch-load-prev $o
+  done
+fi
+
+# The lone future and the express slot (second session of 2026-11-25): a future's caller that
+# submits its lone batch itself beside GPUBATCH_FUTURE_INLINE=off (the io thread submits, as
+# before) and the previous build; the 16-thread crowd beside the previous build; a 10 % priority
+# mix (gpubatch-mix) idle, at 70 % and at 100 % of this build's closed-loop rate, with the express
+# slot, GPUBATCH_EXPRESS=off and the previous build. Interleaved, so that drift hits all alike.
+if on express; then
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for rep in 1 2; do
+    load future-$rep gpubatch-load $lone --idle-ms 1000
+    load future-posted-$rep env GPUBATCH_FUTURE_INLINE=off -- gpubatch-load $lone
+    load future-prev-$rep gpubatch-load-prev $lone
+  done
+  load lone-sync gpubatch-load --sync $lone
+  load lone-unbatched gpubatch-load --unbatched $lone
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  for rep in 1 2; do
+    load crowd-$rep gpubatch-load $crowd
+    load crowd-prev-$rep gpubatch-load-prev $crowd
+  done
+  sat=$(sed -n 's/.*"name": "crowd-1".*"throughput_rps": \([0-9]*\).*/\1/p' "$out/results.jsonl" | head -1)
+  sat=${sat:-3000000}
+  mix="--threads 16 --high 0.1 --size 256"
+  for p in idle 70 100; do
+    if [ $p = idle ]; then r=10000; else r=$(( sat * p / 100 )); fi
+    n=$(( r * 3 / 2 ))
+    load mix-$p gpubatch-mix $mix --rate $r --requests $n
+    load mix-$p-noexpress env GPUBATCH_EXPRESS=off -- gpubatch-mix $mix --rate $r --requests $n
+    load mix-$p-prev gpubatch-mix-prev $mix --rate $r --requests $n
   done
 fi
 

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe own final openab express graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: probe own final openab express mixprobe graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -151,6 +151,29 @@ if on express; then
     load mix-$p-noexpress env GPUBATCH_EXPRESS=off -- gpubatch-mix $mix --rate $r --requests $n
     load mix-$p-prev gpubatch-mix-prev $mix --rate $r --requests $n
   done
+fi
+
+# Where a high-priority request's time goes (second session of 2026-11-25): the idle mix three
+# times each way (express slot on, GPUBATCH_EXPRESS=off); 1.9 M/s (below the mix's own
+# saturation) on, off and the previous build; 3.78 M/s offered with a trace (bench/trace_batches.py
+# reads it) and with 4 sender threads instead of 16 (are the senders taking the executor's cores?).
+if on mixprobe; then
+  mix="--threads 16 --high 0.1 --size 256"
+  for rep in 1 2 3; do
+    load mixidle-$rep gpubatch-mix $mix --rate 10000 --requests 15000
+    load mixidle-noexpress-$rep env GPUBATCH_EXPRESS=off -- gpubatch-mix $mix --rate 10000 --requests 15000
+  done
+  for v in "" "-noexpress" "-prev"; do
+    case $v in -noexpress) e="env GPUBATCH_EXPRESS=off --"; b=gpubatch-mix;; -prev) e=""; b=gpubatch-mix-prev;; *) e=""; b=gpubatch-mix;; esac
+    load mix1900k$v $e $b $mix --rate 1900000 --requests 2850000
+  done
+  load mix3780k-trace env GPUBATCH_TRACE=$out/trace-mix-3780k.json -- gpubatch-mix $mix --rate 3780000 --requests 5670000
+  load mix1900k-trace env GPUBATCH_TRACE=$out/trace-mix-1900k.json -- gpubatch-mix $mix --rate 1900000 --requests 2850000
+  for t in trace-mix-3780k trace-mix-1900k; do
+    [ -f "$out/$t.json" ] && python3 bench/trace_batches.py "$out/$t.json" > "$out/$t.txt" 2>&1 && gzip -f "$out/$t.json"
+  done
+  load mix3780k-4thr gpubatch-mix --threads 4 --high 0.1 --size 256 --rate 3780000 --requests 5670000
+  load mix3780k-4thr-noexpress env GPUBATCH_EXPRESS=off -- gpubatch-mix --threads 4 --high 0.1 --size 256 --rate 3780000 --requests 5670000
 fi
 
 if on crowd; then

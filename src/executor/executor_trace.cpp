@@ -29,7 +29,7 @@ void ExecutorCore::record_trace(const Batch& b) {
   TraceRecorder::BatchSpan span;
   span.id = b.id;
   span.requests = b.items.size();
-  span.reason = reason_name(b.reason);
+  span.reason = b.express ? "express" : reason_name(b.reason);  // express: DESIGN.md "Priorities"
   span.failed = b.error != nullptr;
   span.oldest_arrival = b.items.front().enqueued;
   for (const Pending& p : b.items) span.oldest_arrival = std::min(span.oldest_arrival, p.enqueued);

@@ -1,0 +1,45 @@
+#!/usr/bin/python3
+"""Per-stage times of the batches in a GPUBATCH_TRACE file (Chrome trace events, maybe .gz):
+formation (oldest arrival -> submit), submit, device (submit returned -> completion seen) and
+completion (-> every request resolved), p50 / p99 / max in us, by flush reason ("express" for
+express batches); then the slowest batches of each reason, stage by stage.
+Usage: bench/trace_batches.py TRACE.json[.gz] [--slowest N]"""
+import gzip
+import json
+import sys
+from collections import defaultdict
+
+path = sys.argv[1]
+slowest = int(sys.argv[sys.argv.index("--slowest") + 1]) if "--slowest" in sys.argv else 5
+with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
+    events = json.load(f)["traceEvents"]
+batches = defaultdict(dict)
+for e in events:
+    if e.get("ph") == "X" and e.get("name") == "submit":
+        a = e["args"]
+        b = batches[a["batch"]]
+        b.update(reason=a["reason"], requests=a["requests"], submit=(e["ts"], e["ts"] + e["dur"]))
+    elif e.get("ph") in ("b", "e") and e.get("name") in ("formation", "device", "completion"):
+        batches[e["id"]].setdefault(e["name"], [None, None])[0 if e["ph"] == "b" else 1] = e["ts"]
+stages = ("formation", "submit", "device", "completion")
+rows = defaultdict(list)
+for bid, b in batches.items():
+    if "submit" not in b or any(s not in b or None in b[s] for s in stages):
+        continue
+    t = {s: b[s][1] - b[s][0] for s in stages}
+    t["total"] = b["completion"][1] - b["formation"][0]
+    rows[b["reason"]].append((bid, b["requests"], t))
+
+
+def pct(v, p):
+    v = sorted(v)
+    return v[min(len(v) - 1, int(p * (len(v) - 1) + 0.5))] if v else 0.0
+
+
+for reason, rs in sorted(rows.items()):
+    print(f"{reason}: {len(rs)} batches, mean {sum(r[1] for r in rs) / len(rs):.1f} requests")
+    for s in stages + ("total",):
+        v = [r[2][s] for r in rs]
+        print(f"  {s:11s} p50 {pct(v, .5):9.1f}  p99 {pct(v, .99):9.1f}  max {max(v):9.1f} us")
+    for bid, n, t in sorted(rs, key=lambda r: -r[2]["total"])[:slowest]:
+        print(f"    batch {bid} ({n} requests): " + ", ".join(f"{s} {t[s]:.0f}" for s in stages + ("total",)))

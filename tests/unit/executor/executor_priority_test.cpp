@@ -89,37 +89,40 @@ TEST(Priority, AHigherLevelGoesIntoTheNextBatchBeforeLowerOnes) {
 // The express slot: with every in-flight slot taken by level 0, requests of a higher level go to
 // the device at once, in a batch of their own (highest level first); one express batch at a
 // time, so level 0 keeps its slots. Every future resolves; Stats counts the express batches.
+// On an idle executor (a slot free, few level-0 requests held) the regular batch serves them.
 TEST(Priority, HigherLevelsGoAtOnceInAnExpressBatchBesideFullSlots) {
   auto device = std::make_shared<FakeDevice>();
-  device->pause();
   BatchConfig c = two_levels(4);
   c.priority_levels = 3;
   BatchExecutor executor(device, c);
   auto gpu = executor.handle();
+  EXPECT_EQ(gpu.relu({-1.0f}, high()).get(), std::vector<float>{0.0f});
+  EXPECT_EQ(executor.stats().express_batches, 0u) << "idle: no express batch needed";
+  device->pause();
   std::vector<std::future<std::vector<float>>> all;
   all.push_back(gpu.relu({100.0f}));  // takes the only slot and stays there (paused)
-  ASSERT_TRUE(device->wait_for_batches(1));
+  ASSERT_TRUE(device->wait_for_batches(2));
   for (int i = 0; i < 6; ++i) all.push_back(gpu.relu({static_cast<float>(i)}));
   ASSERT_TRUE(eventually([&] { return executor.stats().queue_depth == 6; }));
   all.push_back(gpu.relu({50.0f}, high()));
-  ASSERT_TRUE(device->wait_for_batches(2)) << "the high request did not wait for the slot";
-  EXPECT_EQ(device->markers(), (std::vector<float>{100.0f, 50.0f}));
+  ASSERT_TRUE(device->wait_for_batches(3)) << "the high request did not wait for the slot";
+  EXPECT_EQ(device->markers(), (std::vector<float>{-1.0f, 100.0f, 50.0f}));
   // The express slot is taken now: later high requests wait for it, the top level first.
   all.push_back(gpu.relu({60.0f}, high()));
   all.push_back(gpu.relu({70.0f}, SubmitOptions::with_priority(2)));
   ASSERT_TRUE(eventually([&] { return executor.stats().queue_depth == 8; }));
-  EXPECT_FALSE(device->wait_for_batches(3, 20ms)) << "one express batch at a time";
+  EXPECT_FALSE(device->wait_for_batches(4, 20ms)) << "one express batch at a time";
   EXPECT_EQ(device->inflight(), 2u);
   device->resume();
   for (auto& f : all) ASSERT_TRUE(ready_within(f, 30s));
   const std::vector<float> order = device->markers();
-  ASSERT_EQ(order.size(), 10u);
+  ASSERT_EQ(order.size(), 11u);
   const auto at = [&](float m) { return std::find(order.begin(), order.end(), m) - order.begin(); };
   EXPECT_LT(at(70.0f), at(60.0f)) << "level 2 before level 1";
   EXPECT_LT(at(60.0f), at(5.0f)) << "ahead of the level-0 backlog";
   for (int i = 1; i < 6; ++i) EXPECT_LT(at(float(i - 1)), at(float(i))) << "level 0 keeps its order";
   const Stats s = executor.stats();
-  EXPECT_EQ(s.completed, 10u);
+  EXPECT_EQ(s.completed, 11u);
   // [50], then [70, 60] in the express slot, or at the head of the next regular batch when the
   // regular slot came free first after resume().
   EXPECT_GE(s.express_batches, 1u);

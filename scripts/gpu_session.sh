@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe own final openab express mixprobe graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: probe own final openab express mixprobe express2 graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -174,6 +174,30 @@ if on mixprobe; then
   done
   load mix3780k-4thr gpubatch-mix --threads 4 --high 0.1 --size 256 --rate 3780000 --requests 5670000
   load mix3780k-4thr-noexpress env GPUBATCH_EXPRESS=off -- gpubatch-mix --threads 4 --high 0.1 --size 256 --rate 3780000 --requests 5670000
+fi
+
+# The express slot only where it pays (second session of 2026-11-25), beside GPUBATCH_EXPRESS=off
+# and the previous build, interleaved; then one 1.9 M/s mix under `perf sched` (when .gpu/bin/perf
+# is bundled): the longest a thread of the process waited runnable for a core.
+if on express2; then
+  mix="--threads 16 --high 0.1 --size 256"
+  for rep in 1 2 3; do
+    load mixidle-$rep gpubatch-mix $mix --rate 10000 --requests 15000
+    load mixidle-noexpress-$rep env GPUBATCH_EXPRESS=off -- gpubatch-mix $mix --rate 10000 --requests 15000
+    load mixidle-prev-$rep gpubatch-mix-prev $mix --rate 10000 --requests 15000
+  done
+  for rep in 1 2; do
+    load mix1900k-$rep gpubatch-mix $mix --rate 1900000 --requests 2850000
+    load mix1900k-noexpress-$rep env GPUBATCH_EXPRESS=off -- gpubatch-mix $mix --rate 1900000 --requests 2850000
+    load mix1900k-prev-$rep gpubatch-mix-prev $mix --rate 1900000 --requests 2850000
+  done
+  if have perf; then
+    echo "== perf sched" >> "$out/log.txt"
+    timeout 120 "$run" perf sched record -o "$out/sched.data" -- "$PWD/$run" gpubatch-mix $mix --rate 1900000 \
+      --requests 2850000 > "$out/sched-mix.txt" 2>&1
+    timeout 120 "$run" perf sched latency -i "$out/sched.data" --sort max > "$out/sched-latency.txt" 2>&1
+    rm -f "$out/sched.data"
+  fi
 fi
 
 if on crowd; then

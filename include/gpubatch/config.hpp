@@ -40,13 +40,19 @@
 //   devices              "all" | "0,1" | "0,0" | "h100,a100": the devices BatchExecutor(config)
 //                        opens (indices or name substrings; DESIGN.md "Several devices"); empty
 //                        (the default): GPUBATCH_DEVICES, else one device
+//   thread_nice          -20 .. 19: the nice value of the executor's own threads (strand,
+//                        completion threads, deadline watch, resident lane); 0 (the default)
+//                        leaves them as made. Below 0 needs CAP_SYS_NICE or RLIMIT_NICE; without
+//                        it the log says so once and the threads keep their priority. Where
+//                        callers' threads take every core, it keeps the executor's threads from
+//                        waiting for one (DESIGN.md "Scheduling")
 // Environment: GPUBATCH_PRESET, GPUBATCH_MAX_BATCH_SIZE, GPUBATCH_MAX_WAIT_US, GPUBATCH_POLICY,
 // GPUBATCH_QUEUE_CAPACITY, GPUBATCH_MAX_INFLIGHT_BATCHES, GPUBATCH_OVERFLOW,
 // GPUBATCH_BLOCK_TIMEOUT_US, GPUBATCH_MAX_BATCH_BYTES, GPUBATCH_COMPLETION_THREADS,
 // GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US, GPUBATCH_RESIDENT (1/0, true/false,
 // on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_PRIORITY_LEVELS, GPUBATCH_PRIORITY_AGING_US,
 // GPUBATCH_TARGET_P99_US, GPUBATCH_LEVEL_QUEUE_CAPACITY and GPUBATCH_LEVEL_TIMEOUT_US (comma-separated, one per level),
-// GPUBATCH_DEVICES.
+// GPUBATCH_DEVICES, GPUBATCH_THREAD_NICE.
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -119,6 +125,8 @@ struct BatchConfig {
   // The devices BatchExecutor(config) opens: "all", or comma-separated indices / name substrings
   // (parse_device_list). Ignored by the constructors that are given their devices.
   std::string devices;
+  // The executor's threads' nice value (-20 .. 19; 0: unchanged).
+  int thread_nice = 0;
 
   // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,
   // adaptive (the default, BatchConfig{}) up to 4096, flushing whenever the device has a free slot.

@@ -28,6 +28,7 @@ constexpr std::int64_t kMaxWaitLimitUs = 60'000'000;  // a minute
 // Past 10 ms a blocking wait's wake-up (20-30 us) is under 0.3% of the wait: spinning longer only
 // burns a core.
 constexpr std::int64_t kMaxCompletionSpinUs = 10'000;
+constexpr std::int64_t kMinNice = -20, kMaxNice = 19;
 
 [[noreturn]] void bad(std::string_view key, const std::string& why) {
   throw Error(ErrorCode::invalid_config, std::string(key) + ": " + why);
@@ -37,7 +38,7 @@ void check(const BatchConfig& c, std::string_view prefix);
 
 // One configuration key: how to set it from an integer or a string. `where` names the source
 // in messages ("file.toml: key max_batch_size", "GPUBATCH_MAX_BATCH_SIZE").
-enum class Kind { size, micros, millis, policy, overflow, boolean, list, text };
+enum class Kind { size, micros, millis, policy, overflow, boolean, list, text, nice };
 struct Key {
   std::string_view name;
   std::string_view env;
@@ -63,6 +64,7 @@ constexpr Key kKeys[] = {
     {"level_queue_capacity", "GPUBATCH_LEVEL_QUEUE_CAPACITY", Kind::list},
     {"level_timeout_us", "GPUBATCH_LEVEL_TIMEOUT_US", Kind::list},
     {"devices", "GPUBATCH_DEVICES", Kind::text},
+    {"thread_nice", "GPUBATCH_THREAD_NICE", Kind::nice},
 };
 
 const Key* find_key(std::string_view name) {
@@ -72,6 +74,13 @@ const Key* find_key(std::string_view name) {
 }
 
 void set_integer(BatchConfig& c, const Key& key, std::int64_t v, const std::string& where) {
+  if (key.kind == Kind::nice) {  // the one key that may be negative
+    if (v < kMinNice || v > kMaxNice)
+      bad(where, "must be in [" + std::to_string(kMinNice) + ", " + std::to_string(kMaxNice) + "] (got " +
+                     std::to_string(v) + ")");
+    c.thread_nice = static_cast<int>(v);
+    return;
+  }
   if (v < 0) bad(where, "must not be negative (got " + std::to_string(v) + ")");
   const auto u = static_cast<std::uint64_t>(v);
   if (key.name == "max_batch_size") c.max_batch_size = u;
@@ -453,7 +462,7 @@ void check(const BatchConfig& c, std::string_view prefix) {
   const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
                block_timeout, max_batch_bytes, completion_threads, batch_timeout,
                completion_spin, resident, resident_idle, target_p99, priority_levels, priority_aging,
-               level_queue_capacity, level_timeout, devices] = c;
+               level_queue_capacity, level_timeout, devices, thread_nice] = c;
   auto bad = [prefix](std::string_view key, const std::string& why) {
     ::gpubatch::bad(std::string(prefix) + std::string(key), why);
   };
@@ -505,6 +514,9 @@ void check(const BatchConfig& c, std::string_view prefix) {
           "names level " + std::to_string(i) + " but priority_levels is " + std::to_string(priority_levels));
   }
   if (!devices.empty()) parse_device_list(devices, std::string(prefix) + "devices");
+  if (thread_nice < kMinNice || thread_nice > kMaxNice)
+    bad("thread_nice", "must be in [" + std::to_string(kMinNice) + ", " + std::to_string(kMaxNice) + "] (got " +
+                           std::to_string(thread_nice) + ")");
   if (policy != FlushPolicy::deadline && policy != FlushPolicy::adaptive) bad("policy", "unknown value");
   if (overflow != OverflowPolicy::block && overflow != OverflowPolicy::block_for &&
       overflow != OverflowPolicy::reject)

@@ -2,6 +2,11 @@
 // in strand.cpp, the completion threads in completion.cpp, the statistics in executor_stats.cpp;
 // executor_core.hpp has the picture and DESIGN.md the contracts.
 #include <pthread.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <cstdlib>
@@ -266,6 +271,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
                       [this] {
                         tl_core = this;
                         name_thread("gpubatch-expiry");
+                        apply_thread_nice();
                       }) {
   for (std::size_t level = 1; level < config_.priority_levels; ++level)
     upper_queues_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(config_.queue_capacity_of(level)));
@@ -294,6 +300,7 @@ void ExecutorCore::start() {
   io_thread_ = std::thread([self] {
     tl_core = self.get();
     name_thread("gpubatch-strand");
+    self->apply_thread_nice();
     for (;;) {
       try {
         self->io_.run();
@@ -307,12 +314,28 @@ void ExecutorCore::start() {
     completion_threads_.emplace_back([self, i] {
       tl_core = self.get();
       name_thread("gpubatch-done");
+      self->apply_thread_nice();
       self->completion_loop(i);
     });
   }
 }
 
 bool ExecutorCore::on_internal_thread() const noexcept { return tl_core == this; }
+
+// On each of the executor's threads, first thing (thread_nice; Linux nice values are per thread).
+// Under a crowd of callers that take every core, the executor's few threads waited for one: on
+// the H100, 16 threads of a 1.9 M/s mix, `perf sched latency` showed a completion thread waiting
+// up to 5.6 ms and the strand 2.2 ms to run (BENCHMARKS.md, second session of 2026-11-25).
+void ExecutorCore::apply_thread_nice() noexcept {
+  if (config_.thread_nice == 0) return;
+  errno = 0;
+  if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), config_.thread_nice) == 0) return;
+  const int err = errno;
+  if (!nice_refused_.exchange(true, std::memory_order_relaxed))
+    spdlog::warn("gpubatch executor: thread_nice = {} refused ({}): the executor's threads keep their "
+                 "priority (a negative value needs CAP_SYS_NICE or RLIMIT_NICE)",
+                 config_.thread_nice, std::strerror(err));
+}
 
 // ---------------------------------------------------------------------------------------------
 // Producers.

@@ -153,6 +153,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
 
   // Starts the strand and completion threads (they hold a reference to *this).
   void start();
+  // Gives the calling thread (one of the executor's) config().thread_nice.
+  void apply_thread_nice() noexcept;
 
   void enqueue(Request&& request, const SubmitOptions& options, Completion&& completion) noexcept;
   void shutdown(ShutdownMode mode);
@@ -391,7 +393,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // A synchronous caller completes the lone batch its inline pass submitted
   // (GPUBATCH_CALLER_AWAITS=off: a completion thread does).
   const bool caller_awaits_ = caller_awaits_enabled();
-  const bool future_inline_ = future_inline_enabled();  // GPUBATCH_FUTURE_INLINE is not "off"
+  const bool future_inline_ = future_inline_enabled();
+  std::atomic<bool> nice_refused_{false};  // thread_nice was refused (logged once)  // GPUBATCH_FUTURE_INLINE is not "off"
   const bool strand_spin_ = strand_spin_enabled();  // GPUBATCH_STRAND_SPIN=on (linger)
   // A completion thread's blocking wait returns after this long to look again (and at the
   // watchdog): GPUBATCH_WAIT_SLICE_US, default 100 ms.

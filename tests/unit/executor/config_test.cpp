@@ -251,6 +251,27 @@ TEST(PriorityConfig, FileAndEnvironmentSetTheLevels) {
   EXPECT_EQ(e.level_timeout[1], std::chrono::microseconds(700));
 }
 
+// thread_nice is the one key that may be negative: -20 .. 19, from a file or the environment.
+TEST(BatchConfig, ThreadNiceTakesANiceValue) {
+  EXPECT_EQ(BatchConfig{}.thread_nice, 0);
+  EXPECT_EQ(BatchConfig::from_string("thread_nice = -5").thread_nice, -5);
+  EXPECT_EQ(BatchConfig::from_string("thread_nice = 19").thread_nice, 19);
+  expect_invalid([] { BatchConfig::from_string("thread_nice = 20", "n.toml"); }, "thread_nice: must be in [-20, 19]");
+  expect_invalid([] { BatchConfig::from_string("thread_nice = -21", "n.toml"); }, "thread_nice");
+  expect_invalid([] { BatchConfig::from_string("thread_nice = \"low\"", "n.toml"); }, "thread_nice");
+  {
+    EnvGuard nice("GPUBATCH_THREAD_NICE", "-3");
+    EXPECT_EQ(BatchConfig::from_environment().thread_nice, -3);
+  }
+  {
+    EnvGuard nice("GPUBATCH_THREAD_NICE", "x");
+    expect_invalid([] { BatchConfig::from_environment(); }, "GPUBATCH_THREAD_NICE");
+  }
+  BatchConfig c;
+  c.thread_nice = 40;
+  expect_invalid([&] { c.validate(); }, "thread_nice");
+}
+
 TEST(PriorityConfig, BadValuesNameTheKey) {
   auto invalid = [](const char* text, const std::string& part) {
     expect_invalid([&] { BatchConfig::from_string(text, "p.toml"); }, part);

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe own final openab express mixprobe express2 graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: probe own final openab express mixprobe express2 nice graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -198,6 +198,24 @@ if on express2; then
     timeout 120 "$run" perf sched latency -i "$out/sched.data" --sort max > "$out/sched-latency.txt" 2>&1
     rm -f "$out/sched.data"
   fi
+fi
+
+# thread_nice (second session of 2026-11-25): the same loads with the executor's threads at nice
+# -10 (GPUBATCH_THREAD_NICE) beside the default 0, interleaved: the 10 % priority mix idle and at
+# 1.9 M/s, the deadline mix (2 ms on half the requests, 1 % of 1,000,000 floats) at 1.5 M/s, and
+# 16 threads of 256-float relu in open loop at 1.8 M/s.
+if on nice; then
+  mix="--threads 16 --high 0.1 --size 256"
+  dl="--threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 1500000 --requests 750000"
+  open="--threads 16 --op relu --size 256 --rate 1800000 --requests 2700000"
+  for rep in 1 2; do
+    for n in 0 -10; do
+      load mixidle-nice$n-$rep env GPUBATCH_THREAD_NICE=$n -- gpubatch-mix $mix --rate 10000 --requests 15000
+      load mix1900k-nice$n-$rep env GPUBATCH_THREAD_NICE=$n -- gpubatch-mix $mix --rate 1900000 --requests 2850000
+      load deadline-nice$n-$rep env GPUBATCH_THREAD_NICE=$n -- gpubatch-mix $dl
+      load open1800k-nice$n-$rep env GPUBATCH_THREAD_NICE=$n -- gpubatch-load $open
+    done
+  done
 fi
 
 if on crowd; then

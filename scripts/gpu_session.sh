@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe own final openab express mixprobe express2 nice graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: probe own final openab express mixprobe express2 nice crowdnice graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -216,6 +216,25 @@ if on nice; then
       load open1800k-nice$n-$rep env GPUBATCH_THREAD_NICE=$n -- gpubatch-load $open
     done
   done
+fi
+
+# The crowd with the executor's threads at nice -10 and -5 beside 0 (16 callers and the
+# executor's 5-6 threads share 16 cores), interleaved; then one perf profile of the crowd at 0
+# (when .gpu/bin/perf is bundled): the strand's own breakdown.
+if on crowdnice; then
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  for rep in 1 2 3; do
+    for n in 0 -10 -5; do
+      load crowd-nice$n-$rep env GPUBATCH_THREAD_NICE=$n -- gpubatch-load $crowd
+    done
+  done
+  if have perf; then
+    timeout 120 "$run" perf record -F 2999 -g -o "$out/crowd.data" -- "$PWD/$run" gpubatch-load $crowd > "$out/perf-crowd.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/crowd.data" --comm gpubatch-strand --no-children --sort sym -g none \
+      --percent-limit 0.3 > "$out/perf-strand.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/crowd.data" --no-children --sort comm -g none > "$out/perf-comm.txt" 2>&1
+    rm -f "$out/crowd.data"
+  fi
 fi
 
 if on crowd; then

@@ -230,7 +230,7 @@ if on crowdnice; then
   done
   if have perf; then
     timeout 120 "$run" perf record -F 2999 -g -o "$out/crowd.data" -- "$PWD/$run" gpubatch-load $crowd > "$out/perf-crowd.txt" 2>&1
-    timeout 120 "$run" perf report -i "$out/crowd.data" --comm gpubatch-strand --no-children --sort sym -g none \
+    timeout 120 "$run" perf report -i "$out/crowd.data" --comm gpubatch-strand --no-children --sort dso,sym -g none \
       --percent-limit 0.3 > "$out/perf-strand.txt" 2>&1
     timeout 120 "$run" perf report -i "$out/crowd.data" --no-children --sort comm -g none > "$out/perf-comm.txt" 2>&1
     rm -f "$out/crowd.data"

@@ -132,9 +132,15 @@ class DeadlineWatch {
   }
 
  private:
-  static bool later(const std::shared_ptr<ExpiryCell>& a, const std::shared_ptr<ExpiryCell>& b) {
-    return a->deadline > b->deadline;
-  }
+  // A heap entry keeps its cell's deadline beside the pointer: the heap's comparisons then read
+  // one contiguous array instead of a cell (a heap allocation of its own) per comparison. Expiring
+  // 100,000 requests due at once (an executor on the tests' fake device, under perf on the
+  // 2-core development machine) spent a third of the watch's time in those comparisons.
+  struct Entry {
+    std::int64_t due;
+    std::shared_ptr<ExpiryCell> cell;
+  };
+  static bool later(const Entry& a, const Entry& b) noexcept { return a.due > b.due; }
   static std::int64_t ticks(Clock::time_point t) noexcept { return t.time_since_epoch().count(); }
   static constexpr std::int64_t kAwake = std::numeric_limits<std::int64_t>::min();
   static constexpr std::int64_t kIdle = std::numeric_limits<std::int64_t>::max();
@@ -149,7 +155,7 @@ class DeadlineWatch {
     std::atomic<std::int64_t> sleeping_until{kAwake};
     std::mutex mutex;  // for the condition variable (and size())
     std::condition_variable cv;
-    std::vector<std::shared_ptr<ExpiryCell>> heap;  // the thread's: by deadline, earliest first
+    std::vector<Entry> heap;  // the thread's: by deadline, earliest first
     std::size_t heap_size = 0;                      // guarded by mutex, for size()
     std::atomic<std::uint64_t> pushed{0};           // cells ever added
     std::uint64_t drained = 0;                      // cells the thread took in (guarded)
@@ -170,7 +176,7 @@ class DeadlineWatch {
       for (ExpiryCell* c = inbox.exchange(nullptr, std::memory_order_seq_cst); c;) {
         ExpiryCell* next = c->next;
         c->next = nullptr;
-        heap.push_back(std::move(c->self));
+        heap.push_back({ticks(c->deadline), std::move(c->self)});
         std::push_heap(heap.begin(), heap.end(), later);
         ++since_sweep;
         ++drained;
@@ -184,7 +190,7 @@ class DeadlineWatch {
     void drop_taken_if_many() {
       if (since_sweep < std::max<std::size_t>(1024, heap.size() / 2)) return;
       since_sweep = 0;
-      std::erase_if(heap, [](const std::shared_ptr<ExpiryCell>& c) { return !c->pending(); });
+      std::erase_if(heap, [](const Entry& e) { return !e.cell->pending(); });
       std::make_heap(heap.begin(), heap.end(), later);
     }
   };
@@ -204,9 +210,10 @@ class DeadlineWatch {
       st.sleeping_until.store(kAwake, std::memory_order_seq_cst);
       st.take_inbox();
       const auto now = Clock::now();
-      while (!st.heap.empty() && st.heap.front()->deadline <= now) {
+      const std::int64_t now_ticks = ticks(now);
+      while (!st.heap.empty() && st.heap.front().due <= now_ticks) {
         std::pop_heap(st.heap.begin(), st.heap.end(), later);
-        if (st.heap.back()->pending()) due.push_back(std::move(st.heap.back()));
+        if (st.heap.back().cell->pending()) due.push_back(std::move(st.heap.back().cell));
         st.heap.pop_back();
       }
       st.heap_size = st.heap.size();
@@ -223,11 +230,11 @@ class DeadlineWatch {
       }
       // Publish the time we sleep until, then look at the inbox once more: a producer that
       // pushed before the publish is seen here; one after sees the time and wakes us if earlier.
-      const std::int64_t until = st.heap.empty() ? kIdle : ticks(st.heap.front()->deadline);
+      const std::int64_t until = st.heap.empty() ? kIdle : st.heap.front().due;
       st.sleeping_until.store(until, std::memory_order_seq_cst);
       if (st.inbox.load(std::memory_order_seq_cst) != nullptr) continue;
       if (st.heap.empty()) st.cv.wait(lock);
-      else st.cv.wait_until(lock, st.heap.front()->deadline);
+      else st.cv.wait_until(lock, st.heap.front().cell->deadline);
     }
     st.drop_inbox();
   }

@@ -141,7 +141,10 @@ void ExecutorCore::process() {
         now = Clock::now();
         continue;
       }
-      blocked_on_express_ = express_on_ && level_count() > 1 && former_.upper_size() > 0;
+      // Requests above level 0 wait for the express slot (its completion wakes the strand). Not
+      // when it is free: then they wait for what the policy decides, as level 0 does.
+      blocked_on_express_ = express_on_ && level_count() > 1 && former_.upper_size() > 0 &&
+                            express_busy_.load(std::memory_order_seq_cst);
       const auto decision = decide(now);
       if (!decision.reason) break;
       if (!slot_free()) {

@@ -131,6 +131,25 @@ TEST(Priority, HigherLevelsGoAtOnceInAnExpressBatchBesideFullSlots) {
             std::string::npos);
 }
 
+// With the express slot free and a regular slot free, a high request under the deadline policy
+// waits for max_wait like any other; the strand sleeps meanwhile (it ran thousands of times in
+// those 30 ms when a free express slot counted as something to wake it for).
+TEST(Priority, AHighRequestUnderTheDeadlinePolicyWaitsWithoutSpinningTheStrand) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchConfig c = BatchConfig::balanced();
+  c.priority_levels = 2;
+  c.max_wait = 30ms;
+  BatchExecutor executor(device, c);
+  const auto start = Clock::now();
+  auto f = executor.handle().relu({-2.0f}, high());
+  ASSERT_TRUE(ready_within(f, 30s));
+  EXPECT_EQ(f.get(), std::vector<float>{0.0f});
+  EXPECT_GE(Clock::now() - start, 30ms) << "held for max_wait";
+  const Stats s = executor.stats();
+  EXPECT_LT(s.strand_runs, 50u);
+  EXPECT_EQ(s.express_batches, 0u);
+}
+
 TEST(Priority, ALevelTheExecutorLacksFailsAloneWithInvalidArgument) {
   auto device = std::make_shared<FakeDevice>();
   BatchExecutor executor(device, two_levels(8));

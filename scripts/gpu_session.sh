@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe own final openab express mixprobe express2 nice crowdnice graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: probe own final openab express mixprobe express2 nice crowdnice final2 graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -235,6 +235,25 @@ if on crowdnice; then
     timeout 120 "$run" perf report -i "$out/crowd.data" --no-children --sort comm -g none > "$out/perf-comm.txt" 2>&1
     rm -f "$out/crowd.data"
   fi
+fi
+
+# The session's final build beside the previous one (second session of 2026-11-25), interleaved:
+# the lone future, the crowd, the 10 % priority mix idle and at 1.9 M/s.
+if on final2; then
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  mix="--threads 16 --high 0.1 --size 256"
+  for rep in 1 2; do
+    load final-future-$rep gpubatch-load $lone
+    load final-future-prev-$rep gpubatch-load-prev $lone
+    load final-crowd-$rep gpubatch-load $crowd
+    load final-crowd-prev-$rep gpubatch-load-prev $crowd
+    load final-mixidle-$rep gpubatch-mix $mix --rate 10000 --requests 15000
+    load final-mixidle-prev-$rep gpubatch-mix-prev $mix --rate 10000 --requests 15000
+    load final-mix1900k-$rep gpubatch-mix $mix --rate 1900000 --requests 2850000
+    load final-mix1900k-prev-$rep gpubatch-mix-prev $mix --rate 1900000 --requests 2850000
+  done
+  load final-sync gpubatch-load --sync $lone
 fi
 
 if on crowd; then

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe own final openab express mixprobe express2 nice crowdnice final2 graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -254,6 +254,23 @@ if on final2; then
     load final-mix1900k-prev-$rep gpubatch-mix-prev $mix --rate 1900000 --requests 2850000
   done
   load final-sync gpubatch-load --sync $lone
+fi
+
+# Deadline lateness below overload (second session of 2026-11-25): 16 threads, a 2 ms deadline on
+# half the requests, 1 % of them 1,000,000 floats, at 100 k/s and 300 k/s; and block_for with a
+# 300 us block_timeout on a 4,096-request queue at 3 M/s offered; this build beside the previous
+# one, interleaved.
+if on deadlines; then
+  for rep in 1 2; do
+    for r in 100000 300000; do
+      dl="--threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate $r --requests $(( r * 2 ))"
+      load deadline-$r-$rep gpubatch-mix $dl
+      load deadline-$r-prev-$rep gpubatch-mix-prev $dl
+    done
+    bf="--threads 16 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 3000000 --requests 4500000"
+    load blockfor-$rep gpubatch-mix $bf
+    load blockfor-prev-$rep gpubatch-mix-prev $bf
+  done
 fi
 
 if on crowd; then

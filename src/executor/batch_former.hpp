@@ -160,18 +160,9 @@ class BatchFormer {
     bool stop = false;
     auto take_from = [&](Level& l, bool aged_only) {
       while (!stop && l.size()) {
-        Item& it = l.front();
+        const Item& it = l.front();
         if (aged_only && (now - it.enqueued < limits_.aging || out.size() >= aged_quota)) return;
-        if (out.size() >= limits_.max_batch_size ||
-            (!out.empty() && out_bytes + it.bytes > byte_limit_)) {
-          stop = true;
-          return;
-        }
-        out_bytes += it.bytes;
-        bytes_ -= it.bytes;
-        --count_;
-        out.push_back(std::move(it));
-        ++l.head;
+        stop = !move_front(l, out, out_bytes);
       }
     };
     // Aged requests take at most a quarter of the batch: enough to bound a lower level's wait,
@@ -201,19 +192,11 @@ class BatchFormer {
   void take_upper(std::vector<Item>& out) {
     out.clear();
     std::size_t out_bytes = 0;
-    for (std::size_t i = levels_.size(); i-- > 1;) {
+    bool full = false;
+    for (std::size_t i = levels_.size(); i-- > 1 && !full;) {
       Level& l = levels_[i];
-      while (l.size()) {
-        Item& it = l.front();
-        if (out.size() >= limits_.max_batch_size || (!out.empty() && out_bytes + it.bytes > byte_limit_)) break;
-        out_bytes += it.bytes;
-        bytes_ -= it.bytes;
-        --count_;
-        out.push_back(std::move(it));
-        ++l.head;
-      }
+      while (!full && l.size()) full = !move_front(l, out, out_bytes);
       l.compact();
-      if (l.size()) break;  // the batch is full
     }
     recompute_deadline();
   }
@@ -283,6 +266,20 @@ class BatchFormer {
       }
     }
   };
+
+  // Moves `l`'s front into the batch `out` (holding `out_bytes`) unless that would pass
+  // max_batch_size or the byte limit (a request larger than the limit still goes alone, first);
+  // false when it did not fit: the batch is full.
+  bool move_front(Level& l, std::vector<Item>& out, std::size_t& out_bytes) {
+    Item& it = l.front();
+    if (out.size() >= limits_.max_batch_size || (!out.empty() && out_bytes + it.bytes > byte_limit_)) return false;
+    out_bytes += it.bytes;
+    bytes_ -= it.bytes;
+    --count_;
+    out.push_back(std::move(it));
+    ++l.head;
+    return true;
+  }
 
   std::size_t level_of(const Item& item) const noexcept {
     return std::min<std::size_t>(item.priority, levels_.size() - 1);

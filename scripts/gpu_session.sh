@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bus probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -294,6 +294,33 @@ if on large; then
     load large-$s-unbatched gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s
   done
   load chain-1m gpubatch-load --op chain --size 1000000 --threads 1 --inflight 1 --requests 200
+fi
+
+# What caps large requests (issue 12): the copy engine's rate beside the default, host buffers,
+# deeper pipelines, the transfer queue off and the direct path; a lone 4,194,304-float request;
+# a Chrome trace of each size with host buffers (bench/trace_batches.py reads it).
+if on bus; then
+  have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate --bytes 4194304,8388608,67108864 >> "$out/results.jsonl" 2>> "$out/log.txt"
+  for s in 65536 1048576; do
+    n=$(( s == 65536 ? 40000 : 4000 ))
+    big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+    load bus-$s-default gpubatch-load $big
+    load bus-$s-host gpubatch-load $big --host-buffers
+    load bus-$s-prev-host gpubatch-load-prev $big --host-buffers
+    load bus-$s-host-inflight8 env GPUBATCH_MAX_INFLIGHT_BATCHES=8 -- gpubatch-load $big --host-buffers
+    load bus-$s-host-bytes32m-inflight8 env GPUBATCH_MAX_BATCH_BYTES=33554432 GPUBATCH_MAX_INFLIGHT_BATCHES=8 -- gpubatch-load $big --host-buffers
+    load bus-$s-host-noxfer env GPUBATCH_TRANSFER_QUEUE=off -- gpubatch-load $big --host-buffers
+    load bus-$s-host-direct env GPUBATCH_COPY_ENGINE_BYTES=never -- gpubatch-load $big --host-buffers
+    load bus-$s-host-unbatched gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s --host-buffers
+    load bus-$s-host-trace env GPUBATCH_TRACE=$out/trace-bus-$s.json -- gpubatch-load ${big/--requests $n/--requests $((n / 4))} --host-buffers
+    gzip -f "$out/trace-bus-$s.json" 2>/dev/null || true
+  done
+  lone="--threads 1 --inflight 1 --requests 200 --op relu --size 4194304"
+  load bus-lone4m-default gpubatch-load $lone
+  load bus-lone4m-host gpubatch-load $lone --host-buffers
+  load bus-lone4m-prev-host gpubatch-load-prev $lone --host-buffers
+  load bus-lone4m-host-direct env GPUBATCH_COPY_ENGINE_BYTES=never -- gpubatch-load $lone --host-buffers
+  load bus-lone4m-unbatched gpubatch-load --unbatched $lone --host-buffers
 fi
 
 # Large requests against the batch's byte cap and in-flight depth (issue 12: choose by bytes).

@@ -1,5 +1,6 @@
 #include "gpu/transfer_path.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <string>
@@ -49,6 +50,26 @@ std::uint64_t copy_engine_threshold(const detail::GpuContext& ctx, const DeviceO
   return has_separate_device_memory(ctx.memory_properties()) ? kDefaultThreshold : kNever;
 }
 
+std::vector<VkBufferCopy> staged_regions(std::size_t total, std::span<const BufferCopy> holes,
+                                         VkDeviceSize src_base, VkDeviceSize dst_base) {
+  std::vector<const BufferCopy*> sorted;
+  sorted.reserve(holes.size());
+  for (const BufferCopy& h : holes) sorted.push_back(&h);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const BufferCopy* a, const BufferCopy* b) { return a->device_offset < b->device_offset; });
+  std::vector<VkBufferCopy> out;
+  VkDeviceSize at = 0;
+  const auto run_to = [&](VkDeviceSize end) {
+    if (end > at) out.push_back({src_base + at, dst_base + at, end - at});
+  };
+  for (const BufferCopy* h : sorted) {
+    run_to(std::min<VkDeviceSize>(h->device_offset, total));
+    at = std::max(at, h->device_offset + h->bytes);
+  }
+  run_to(total);
+  return out;
+}
+
 void TransferFrame::destroy(VkDevice device) noexcept {
   if (pool_) vkDestroyCommandPool(device, pool_, nullptr);
   pool_ = VK_NULL_HANDLE;
@@ -77,18 +98,11 @@ std::uint64_t TransferFrame::upload(detail::GpuContext& ctx, std::size_t bytes, 
   VkCommandBufferBeginInfo begin{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   begin.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   check_vk(vkBeginCommandBuffer(commands_, &begin), "vkBeginCommandBuffer");
-  if (bytes > 0) {
-    const VkBufferCopy region{staging_.offset(), device_in_.offset(), bytes};
-    vkCmdCopyBuffer(commands_, staging_.buffer(), device_in_.buffer(), 1, &region);
-  }
-  if (bytes > 0 && !extra.empty()) {
-    // The staging copy also wrote (unused) bytes where host buffers go: write after write.
-    VkMemoryBarrier ordered{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    ordered.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-    ordered.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-    vkCmdPipelineBarrier(commands_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &ordered,
-                         0, nullptr, 0, nullptr);
-  }
+  // The staged tables and inputs, around the ranges host buffers fill (no write overlaps another).
+  const auto staged = staged_regions(bytes, extra, staging_.offset(), device_in_.offset());
+  if (!staged.empty())
+    vkCmdCopyBuffer(commands_, staging_.buffer(), device_in_.buffer(), static_cast<std::uint32_t>(staged.size()),
+                    staged.data());
   for (const BufferCopy& c : extra) {
     const VkBufferCopy region{c.host_offset, device_in_.offset() + c.device_offset, c.bytes};
     vkCmdCopyBuffer(commands_, c.buffer, device_in_.buffer(), 1, &region);
@@ -105,10 +119,11 @@ void TransferFrame::record_download(VkCommandBuffer cmd, const Allocation& readb
   to_copy.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
   vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &to_copy,
                        0, nullptr, 0, nullptr);
-  if (bytes > 0) {
-    const VkBufferCopy region{device_out_.offset(), readback.offset(), bytes};
-    vkCmdCopyBuffer(cmd, device_out_.buffer(), readback.buffer(), 1, &region);
-  }
+  // Results for readback, around those delivered into host buffers.
+  const auto staged = staged_regions(bytes, extra, device_out_.offset(), readback.offset());
+  if (!staged.empty())
+    vkCmdCopyBuffer(cmd, device_out_.buffer(), readback.buffer(), static_cast<std::uint32_t>(staged.size()),
+                    staged.data());
   for (const BufferCopy& c : extra) {
     const VkBufferCopy region{device_out_.offset() + c.device_offset, c.host_offset, c.bytes};
     vkCmdCopyBuffer(cmd, device_out_.buffer(), c.buffer, 1, &region);

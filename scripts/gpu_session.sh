@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bus probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bus bus2 probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -321,6 +321,33 @@ if on bus; then
   load bus-lone4m-prev-host gpubatch-load-prev $lone --host-buffers
   load bus-lone4m-host-direct env GPUBATCH_COPY_ENGINE_BYTES=never -- gpubatch-load $lone --host-buffers
   load bus-lone4m-unbatched gpubatch-load --unbatched $lone --host-buffers
+fi
+
+# Results of copy-engine batches copied back by the engine (the default) or written by the
+# kernels straight into host memory (GPUBATCH_COPY_RESULTS=kernel), beside the direct path and
+# the previous build, from vectors and from host buffers; a lone 4,194,304-float request.
+if on bus2; then
+  for s in 65536 1048576; do
+    n=$(( s == 65536 ? 40000 : 4000 ))
+    big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+    for hb in "" --host-buffers; do
+      tag=${hb:+-host}
+      load bus2-$s-prev$tag gpubatch-load-prev $big $hb
+      load bus2-$s-default$tag gpubatch-load $big $hb
+      load bus2-$s-kernel$tag env GPUBATCH_COPY_RESULTS=kernel -- gpubatch-load $big $hb
+      load bus2-$s-direct$tag env GPUBATCH_COPY_ENGINE_BYTES=never -- gpubatch-load $big $hb
+    done
+    load bus2-$s-unbatched-host gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s --host-buffers
+  done
+  lone="--threads 1 --inflight 1 --requests 200 --op relu --size 4194304"
+  for hb in "" --host-buffers; do
+    tag=${hb:+-host}
+    load bus2-lone4m-prev$tag gpubatch-load-prev $lone $hb
+    load bus2-lone4m-default$tag gpubatch-load $lone $hb
+    load bus2-lone4m-kernel$tag env GPUBATCH_COPY_RESULTS=kernel -- gpubatch-load $lone $hb
+    load bus2-lone4m-direct$tag env GPUBATCH_COPY_ENGINE_BYTES=never -- gpubatch-load $lone $hb
+  done
+  load bus2-lone4m-unbatched-host gpubatch-load --unbatched $lone --host-buffers
 fi
 
 # Large requests against the batch's byte cap and in-flight depth (issue 12: choose by bytes).

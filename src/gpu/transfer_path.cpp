@@ -70,6 +70,15 @@ std::vector<VkBufferCopy> staged_regions(std::size_t total, std::span<const Buff
   return out;
 }
 
+bool copy_results_by_kernel() {
+  const char* env = std::getenv("GPUBATCH_COPY_RESULTS");
+  if (!env || !*env) return false;
+  const std::string v = env;
+  if (v == "engine") return false;
+  if (v == "kernel") return true;
+  throw Error(ErrorCode::invalid_config, "GPUBATCH_COPY_RESULTS='" + v + "' is neither 'engine' nor 'kernel'");
+}
+
 void TransferFrame::destroy(VkDevice device) noexcept {
   if (pool_) vkDestroyCommandPool(device, pool_, nullptr);
   pool_ = VK_NULL_HANDLE;

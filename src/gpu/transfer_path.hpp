@@ -25,6 +25,12 @@ namespace gpubatch::gpu {
 // path: options.copy_engine_bytes, else GPUBATCH_COPY_ENGINE_BYTES, else the default rule.
 std::uint64_t copy_engine_threshold(const detail::GpuContext& ctx, const DeviceOptions& options);
 
+// How copy-engine batches return results: false, copied back by vkCmdCopyBuffer after the
+// kernels (the default); true, written by the kernels straight into host memory (readback or the
+// caller's HostBuffer) over the bus, so the compute queue runs no copy. GPUBATCH_COPY_RESULTS =
+// engine | kernel; anything else is an invalid_config Error.
+bool copy_results_by_kernel();
+
 // One extra region copied by the GPU: from a caller's HostBuffer into device memory, or back.
 struct BufferCopy {
   VkBuffer buffer = VK_NULL_HANDLE;  // the host buffer

@@ -279,13 +279,15 @@ struct Staging {
   std::uint64_t up_addr = 0;      // the kernels' address of `up`
   std::uint64_t down_addr = 0;    // the kernels' address of the outputs
   bool copy_engine = false;
+  bool results_by_kernel = false;  // copy engine in only: kernels write results to host memory
 };
 
 // The frame's memory for the planned batch. Large batches through the copy engine: the CPU packs
 // host-cached staging, the GPU copies it to device memory, kernels work there (the tables'
 // addresses are device addresses) and the results are copied back into readback. Small ones:
 // kernels read staging directly.
-Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, std::uint64_t copy_engine_bytes) {
+Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, std::uint64_t copy_engine_bytes,
+                       bool results_by_kernel) {
   const plan::ByteLayout& l = frame.plan.layout();
   if (l.upload_bytes > ctx.max_allocation_bytes() || l.output_bytes > ctx.max_allocation_bytes())
     throw Error(ErrorCode::out_of_memory, "a batch of " + std::to_string(l.upload_bytes) +
@@ -296,13 +298,14 @@ Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, std::uint64_t copy
   auto& pool = ctx.memory();
   Staging st;
   st.copy_engine = l.upload_bytes >= copy_engine_bytes;
+  st.results_by_kernel = st.copy_engine && results_by_kernel;
   ensure(frame.readback, pool, MemoryKind::readback, l.output_bytes);
-  if (st.copy_engine) frame.transfer.prepare(ctx, l.upload_bytes, l.output_bytes);
+  if (st.copy_engine) frame.transfer.prepare(ctx, l.upload_bytes, st.results_by_kernel ? 0 : l.output_bytes);
   else ensure(frame.upload, pool, MemoryKind::upload, l.upload_bytes);
   if (l.scratch_floats > 0) ensure(frame.scratch, pool, MemoryKind::device_local, l.scratch_floats * 4);
   st.up = st.copy_engine ? frame.transfer.host() : frame.upload.mapped();
   st.up_addr = st.copy_engine ? frame.transfer.input_address() : frame.upload.address();
-  st.down_addr = st.copy_engine ? frame.transfer.output_address() : frame.readback.address();
+  st.down_addr = st.copy_engine && !st.results_by_kernel ? frame.transfer.output_address() : frame.readback.address();
   return st;
 }
 
@@ -371,7 +374,8 @@ class Encoder {
       const auto& m = static_cast<const VulkanHostMemory&>(*r.host_result);
       f_.host_refs.push_back(r.host_result);
       f_.host_results.push_back(&m);
-      if (st_.copy_engine) f_.host_out.push_back({m.allocation.buffer(), m.allocation.offset(), slot.offset, slot.bytes});
+      if (st_.copy_engine && !st_.results_by_kernel)
+        f_.host_out.push_back({m.allocation.buffer(), m.allocation.offset(), slot.offset, slot.bytes});
       else dst = m.allocation.address();
     }
     if (r.op == Op::chain) {
@@ -459,7 +463,7 @@ std::uint64_t record(detail::GpuContext& ctx, Frame& f, const Staging& st) {
   }
   rec.barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
               VK_ACCESS_HOST_READ_BIT);
-  if (st.copy_engine) f.transfer.record_download(rec.commands(), f.readback, f.plan.layout().output_bytes, f.host_out);
+  if (st.copy_engine && !st.results_by_kernel) f.transfer.record_download(rec.commands(), f.readback, f.plan.layout().output_bytes, f.host_out);
   if (f.timestamps) rec.timestamp(f.timestamps, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, 1);
   rec.end();
   if (reusable && !wanted.empty()) f.recorded = wanted;
@@ -528,6 +532,7 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
     : identity_(std::move(identity)) {
   auto context = identity_->context();
   copy_engine_bytes_ = copy_engine_threshold(*context, identity_->options());
+  results_by_kernel_ = copy_results_by_kernel();
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.
   const std::uint64_t device_limit = context->max_allocation_bytes() - (1u << 20);
@@ -600,7 +605,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   plan.group(requests, &foreign_on, ctx);
   resolve_kernels(ctx->kernels(), plan, requests, frame->kernels);
   plan.lay_out(requests);
-  const Staging staging = reserve_memory(*ctx, *frame, copy_engine_bytes_);
+  const Staging staging = reserve_memory(*ctx, *frame, copy_engine_bytes_, results_by_kernel_);
 
   // 2. Encode: tables into staging, the inputs copied once (on `parallel`'s threads when large).
   Encoder encoder(*frame, staging);

@@ -91,6 +91,7 @@ class VulkanBatchDevice : public detail::BatchDevice,
   detail::ResidentSettings resident_settings_;  // guarded
   std::shared_ptr<ResidentRing> ring_;          // guarded
   std::uint64_t copy_engine_bytes_ = 0;  // batches with this many upload bytes use the copy engine
+  bool results_by_kernel_ = false;       // copy-engine batches: kernels write results to the host
 };
 
 }  // namespace gpubatch::gpu

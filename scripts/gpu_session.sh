@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bus bus2 probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bus bus2 bus3 probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -350,6 +350,44 @@ if on bus2; then
   load bus2-lone4m-unbatched-host gpubatch-load --unbatched $lone --host-buffers
 fi
 
+# The default after the copy-engine rule changed (streaming ops read host memory directly at any
+# size) beside the old line for every op (GPUBATCH_COPY_ENGINE_BYTES=262144) and the previous
+# build; matmul (rereads its inputs: copy engine by default) against the direct path; the small
+# end against the previous build.
+if on bus3; then
+  for s in 65536 1048576; do
+    n=$(( s == 65536 ? 40000 : 4000 ))
+    big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+    for hb in "" --host-buffers; do
+      tag=${hb:+-host}
+      load bus3-$s-prev$tag gpubatch-load-prev $big $hb
+      load bus3-$s-default$tag gpubatch-load $big $hb
+      load bus3-$s-line256k$tag env GPUBATCH_COPY_ENGINE_BYTES=262144 -- gpubatch-load $big $hb
+    done
+    load bus3-$s-unbatched-host gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s --host-buffers
+  done
+  lone="--threads 1 --inflight 1 --requests 200 --op relu --size 4194304"
+  for hb in "" --host-buffers; do
+    tag=${hb:+-host}
+    load bus3-lone4m-prev$tag gpubatch-load-prev $lone $hb
+    load bus3-lone4m-default$tag gpubatch-load $lone $hb
+    load bus3-lone4m-line256k$tag env GPUBATCH_COPY_ENGINE_BYTES=262144 -- gpubatch-load $lone $hb
+  done
+  load bus3-lone4m-unbatched-host gpubatch-load --unbatched $lone --host-buffers
+  for m in 256 512; do
+    mm="--threads 16 --inflight 8 --requests 4000 --op matmul --size $m"
+    load bus3-matmul$m-default gpubatch-load $mm
+    load bus3-matmul$m-direct env GPUBATCH_COPY_ENGINE_BYTES=never -- gpubatch-load $mm
+    load bus3-matmul$m-prev gpubatch-load-prev $mm
+  done
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  load bus3-crowd-prev gpubatch-load-prev $crowd
+  load bus3-crowd-default gpubatch-load $crowd
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  load bus3-lone256-prev gpubatch-load-prev $lone
+  load bus3-lone256-default gpubatch-load $lone
+fi
+
 # Large requests against the batch's byte cap and in-flight depth (issue 12: choose by bytes).
 if on bytes; then
   for s in 65536 1048576; do
@@ -448,7 +486,7 @@ if on sweep && have gpubatch-copy-rate && command -v python3 >/dev/null; then
   done
   echo "== sweep" >&2
   timeout 300 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep.jsonl" --threads 16 \
-    --inflight 8 --presets adaptive,throughput --bytes-per-run 2.5e8 --max-requests 200000 > "$out/sweep.txt" 2>&1 || true
+    --inflight 8 --presets ${SWEEP_PRESETS:-adaptive,throughput} --bytes-per-run 2.5e8 --max-requests 200000 > "$out/sweep.txt" 2>&1 || true
 fi
 
 # The graph API's fused 3-op chain on 1,000,000 floats: from and into std::vectors (CPU copies)

@@ -33,21 +33,21 @@ bool has_separate_device_memory(const VkPhysicalDeviceMemoryProperties& props) {
 
 }  // namespace
 
-std::uint64_t copy_engine_threshold(const detail::GpuContext& ctx, const DeviceOptions& options) {
-  if (options.copy_engine_bytes) return *options.copy_engine_bytes;
+CopyEngineRule copy_engine_rule(const detail::GpuContext& ctx, const DeviceOptions& options) {
+  if (options.copy_engine_bytes) return {*options.copy_engine_bytes, true};
   if (const char* env = std::getenv("GPUBATCH_COPY_ENGINE_BYTES"); env && *env) {
     const std::string v = env;
-    if (v == "never" || v == "off") return kNever;
+    if (v == "never" || v == "off") return {kNever, true};
     try {
       std::size_t used = 0;
       const unsigned long long bytes = std::stoull(v, &used);
-      if (used == v.size()) return bytes;
+      if (used == v.size()) return {bytes, true};
     } catch (const std::exception&) {
     }
     throw Error(ErrorCode::invalid_config,
                 "GPUBATCH_COPY_ENGINE_BYTES='" + v + "' is neither a byte count nor 'never'");
   }
-  return has_separate_device_memory(ctx.memory_properties()) ? kDefaultThreshold : kNever;
+  return {has_separate_device_memory(ctx.memory_properties()) ? kDefaultThreshold : kNever, false};
 }
 
 std::vector<VkBufferCopy> staged_regions(std::size_t total, std::span<const BufferCopy> holes,

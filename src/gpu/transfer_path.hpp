@@ -21,9 +21,19 @@ class GpuContext;
 
 namespace gpubatch::gpu {
 
-// Batches whose upload (tables and inputs) holds at least this many bytes take the copy-engine
-// path: options.copy_engine_bytes, else GPUBATCH_COPY_ENGINE_BYTES, else the default rule.
-std::uint64_t copy_engine_threshold(const detail::GpuContext& ctx, const DeviceOptions& options);
+// Which batches take the copy-engine path: those whose upload (tables and inputs) holds at least
+// `bytes`, and, unless `streaming_too`, only those whose kernels read inputs more than once.
+struct CopyEngineRule {
+  std::uint64_t bytes = 0;
+  bool streaming_too = true;
+  bool takes(std::size_t upload_bytes, bool rereads_inputs) const noexcept {
+    return upload_bytes >= bytes && (streaming_too || rereads_inputs);
+  }
+};
+// options.copy_engine_bytes, else GPUBATCH_COPY_ENGINE_BYTES, each for every batch; else the
+// default: 256 KiB for batches that reread their inputs (matmul) on a device with memory of its
+// own, never for the others, and never anywhere on a device whose memory is host memory.
+CopyEngineRule copy_engine_rule(const detail::GpuContext& ctx, const DeviceOptions& options);
 
 // How copy-engine batches return results: false, copied back by vkCmdCopyBuffer after the
 // kernels (the default); true, written by the kernels straight into host memory (readback or the

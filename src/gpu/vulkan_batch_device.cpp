@@ -286,7 +286,7 @@ struct Staging {
 // host-cached staging, the GPU copies it to device memory, kernels work there (the tables'
 // addresses are device addresses) and the results are copied back into readback. Small ones:
 // kernels read staging directly.
-Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, std::uint64_t copy_engine_bytes,
+Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const CopyEngineRule& copy_engine,
                        bool results_by_kernel) {
   const plan::ByteLayout& l = frame.plan.layout();
   if (l.upload_bytes > ctx.max_allocation_bytes() || l.output_bytes > ctx.max_allocation_bytes())
@@ -297,7 +297,7 @@ Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, std::uint64_t copy
                                               " bytes (injected host out of memory)");
   auto& pool = ctx.memory();
   Staging st;
-  st.copy_engine = l.upload_bytes >= copy_engine_bytes;
+  st.copy_engine = copy_engine.takes(l.upload_bytes, frame.plan.rereads_inputs());
   st.results_by_kernel = st.copy_engine && results_by_kernel;
   ensure(frame.readback, pool, MemoryKind::readback, l.output_bytes);
   if (st.copy_engine) frame.transfer.prepare(ctx, l.upload_bytes, st.results_by_kernel ? 0 : l.output_bytes);
@@ -531,7 +531,7 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
                                      std::uint64_t max_request_bytes)
     : identity_(std::move(identity)) {
   auto context = identity_->context();
-  copy_engine_bytes_ = copy_engine_threshold(*context, identity_->options());
+  copy_engine_ = copy_engine_rule(*context, identity_->options());
   results_by_kernel_ = copy_results_by_kernel();
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.
@@ -605,7 +605,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   plan.group(requests, &foreign_on, ctx);
   resolve_kernels(ctx->kernels(), plan, requests, frame->kernels);
   plan.lay_out(requests);
-  const Staging staging = reserve_memory(*ctx, *frame, copy_engine_bytes_, results_by_kernel_);
+  const Staging staging = reserve_memory(*ctx, *frame, copy_engine_, results_by_kernel_);
 
   // 2. Encode: tables into staging, the inputs copied once (on `parallel`'s threads when large).
   Encoder encoder(*frame, staging);

@@ -12,6 +12,7 @@
 #include "gpubatch/batch_device.hpp"
 #include "gpu/context.hpp"
 #include "gpu/device_identity.hpp"
+#include "gpu/transfer_path.hpp"
 
 namespace gpubatch::gpu {
 
@@ -71,8 +72,10 @@ class VulkanBatchDevice : public detail::BatchDevice,
   // Frames (command pool, staging, readback) the current device has made: one per batch that
   // was ever in flight at once, reused after that.
   std::size_t frames_made() const;
-  // Upload bytes from which a batch takes the copy-engine path (copy_engine_threshold()).
-  std::uint64_t copy_engine_bytes() const { return copy_engine_bytes_; }
+  // Upload bytes from which a batch takes the copy-engine path (copy_engine_rule()).
+  std::uint64_t copy_engine_bytes() const { return copy_engine_.bytes; }
+  // Whether batches of streaming kernels (all but matmul) take it too at that size.
+  bool copy_engine_streaming() const { return copy_engine_.streaming_too; }
 
  private:
   std::shared_ptr<FrameSet> current() const;
@@ -90,7 +93,7 @@ class VulkanBatchDevice : public detail::BatchDevice,
   int resident_losses_ = 0;   // guarded
   detail::ResidentSettings resident_settings_;  // guarded
   std::shared_ptr<ResidentRing> ring_;          // guarded
-  std::uint64_t copy_engine_bytes_ = 0;  // batches with this many upload bytes use the copy engine
+  CopyEngineRule copy_engine_;            // which batches use the copy engine
   bool results_by_kernel_ = false;       // copy-engine batches: kernels write results to the host
 };
 

@@ -126,6 +126,14 @@ class BatchPlan {
   // By request index (valid after lay_out()).
   const std::vector<OutputSlot>& outputs() const noexcept { return outputs_; }
   const ByteLayout& layout() const noexcept { return layout_; }
+  // Whether a group that runs reads its input elements more than once (matmul reads each row of A
+  // and column of B once per output tile); every other kernel streams its inputs, reading each
+  // element once, and so reads host memory across the bus as fast as a copy would.
+  bool rereads_inputs() const noexcept {
+    for (const Group& g : groups_)
+      if (!g.error && g.op == Op::matmul) return true;
+    return false;
+  }
 
  private:
   std::vector<Group> groups_;

@@ -366,3 +366,13 @@ TEST(BatchPlan, MatmulOf2To31BlocksIsRefused) {
 }
 
 }  // namespace
+
+// Which batches reread their inputs (and so take the copy engine by default on a discrete GPU):
+// those with a matmul group; element-wise ops, chains, dot and states stream them.
+TEST(BatchPlan, OnlyAMatmulGroupRereadsItsInputs) {
+  Planned streaming({Request::relu(floats(100)), Request::dot(floats(50), floats(50)),
+                     chain(floats(10)).relu().scale(2.0f).build(), Request::add(floats(8), floats(8))});
+  EXPECT_FALSE(streaming.plan.rereads_inputs());
+  Planned with_matmul({Request::relu(floats(100)), Request::matmul(floats(6), floats(6), 2, 3, 2)});
+  EXPECT_TRUE(with_matmul.plan.rereads_inputs());
+}

@@ -109,8 +109,7 @@ std::size_t MemoryPool::create_block(MemoryKind kind, VkDeviceSize size) {
   auto block = std::make_unique<Block>(Block{kind, VK_NULL_HANDLE, VK_NULL_HANDLE, 0, nullptr, true, RangeAllocator(size)});
   VkBufferCreateInfo buffer_info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   buffer_info.size = size;
-  buffer_info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                      VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+  buffer_info.usage = kBufferUsage;
   // CONCURRENT across the compute and transfer families: a block's sub-ranges are written by one
   // queue and read by the other batch after batch, and NVIDIA (the device with a transfer family)
   // keeps no per-family layout for buffers, so ownership transfers would buy nothing but barriers.

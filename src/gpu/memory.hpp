@@ -28,6 +28,12 @@ enum class MemoryKind {
 };
 inline constexpr int kMemoryKinds = 4;
 
+// Every block's buffer has these (storage, copies both ways, device address), imported host
+// memory's too: the context checks that the device can import host memory into such a buffer.
+inline constexpr VkBufferUsageFlags kBufferUsage =
+    VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+    VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+
 class MemoryPool;
 struct MemoryBlock;
 

@@ -116,7 +116,7 @@ class Device {
   // memory (VK_EXT_external_memory_host: host_import_alignment() > 0). No copy is made and the
   // memory is not taken over:
   // - `memory`'s address and its size in bytes must both be multiples of host_import_alignment()
-  //   (4096 on lavapipe and NVIDIA): e.g. std::aligned_alloc(alignment, bytes rounded up to it).
+  //   (4096 on lavapipe): e.g. std::aligned_alloc(alignment, bytes rounded up to it).
   // - The buffer holds its first `floats` floats (std::dynamic_extent: all of them), so a result
   //   of any length fits: a request reads or writes exactly the buffer's size().
   // - The caller keeps the memory allocated, and never frees it, while the HostBuffer or any
@@ -126,10 +126,11 @@ class Device {
   //   read or write it, and the driver still holds it imported.
   // - The host and the device share it as with allocate_host's memory: write inputs before
   //   submitting, read results after they are reported, touch nothing in between.
-  // Throws Error(invalid_argument) where the device cannot import, for empty, misaligned or
-  // partly-asked memory, and for memory the driver refuses (one it cannot pin, such as some file
-  // mappings; importing one range twice may be refused too); Error(out_of_memory) when the
-  // device cannot take it. It keeps the device alive, like allocate_host's buffers.
+  // Throws Error(invalid_argument) where the device cannot import, for empty or misaligned
+  // memory, for `floats` of 0 or past the memory, and for memory the driver refuses (one it
+  // cannot pin, such as some file mappings; importing one range twice may be refused too);
+  // Error(out_of_memory) when the device cannot take it. It keeps the device alive, like
+  // allocate_host's buffers.
   HostBuffer import_host(std::span<float> memory, std::size_t floats = std::dynamic_extent) const;
   // What import_host needs of an address and a size, in bytes (minImportedHostPointerAlignment);
   // 0 where the device cannot import host memory.

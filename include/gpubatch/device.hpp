@@ -6,9 +6,11 @@
 // moves to the new one together.
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -108,6 +110,31 @@ class Device {
   // made. It keeps the device alive. Throws Error(invalid_argument) for 0 floats,
   // Error(out_of_memory) when the memory cannot be had.
   HostBuffer allocate_host(std::size_t floats) const;
+
+  // The caller's own memory as a HostBuffer, used in place like allocate_host's (requests, and
+  // GpuCommandBatch's upload, import_buffer and deliver_to), where the device can import host
+  // memory (VK_EXT_external_memory_host: host_import_alignment() > 0). No copy is made and the
+  // memory is not taken over:
+  // - `memory`'s address and its size in bytes must both be multiples of host_import_alignment()
+  //   (4096 on lavapipe): e.g. std::aligned_alloc(alignment, bytes rounded up to it).
+  // - The buffer holds its first `floats` floats (std::dynamic_extent: all of them), so a result
+  //   of any length fits: a request reads or writes exactly the buffer's size().
+  // - The caller keeps the memory allocated, and never frees it, while the HostBuffer or any
+  //   Request or GpuCommandBatch given it lives, and while an executor holds a request using it:
+  //   an executor drops its copy of a request a little after the request's future resolves (its
+  //   shutdown() waits for that). Freeing it earlier is undefined behaviour: the device may still
+  //   read or write it, and the driver still holds it imported.
+  // - The host and the device share it as with allocate_host's memory: write inputs before
+  //   submitting, read results after they are reported, touch nothing in between.
+  // Throws Error(invalid_argument) where the device cannot import, for empty or misaligned
+  // memory, for `floats` of 0 or past the memory, and for memory the driver refuses (one it
+  // cannot pin, such as some file mappings; importing one range twice may be refused too);
+  // Error(out_of_memory) when the device cannot take it. It keeps the device alive, like
+  // allocate_host's buffers.
+  HostBuffer import_host(std::span<float> memory, std::size_t floats = std::dynamic_extent) const;
+  // What import_host needs of an address and a size, in bytes (minImportedHostPointerAlignment);
+  // 0 where the device cannot import host memory.
+  std::size_t host_import_alignment() const;
 
   // Internal seams for the executor and the graph.
   std::shared_ptr<detail::BatchDevice> batch_device() const;

@@ -131,11 +131,11 @@ class GpuCommandBatch {
   BufferId import_buffer(std::span<const float> data);
   BufferId import_buffer(std::initializer_list<float> data) { return import_buffer(std::span<const float>(data.begin(), data.size())); }
 
-  // The same from the caller's pinned memory (Device::allocate_host on this batch's device),
-  // without a CPU copy: the next execute reads the buffer in place, so its contents must stay
-  // as they are until execute() returns; the batch holds the memory until then (the caller may
-  // drop its HostBuffer). An empty buffer, or one of another device (or of the one recover()
-  // replaced), throws Error(invalid_argument).
+  // The same from the caller's pinned memory (Device::allocate_host or import_host on this
+  // batch's device), without a CPU copy: the next execute reads the buffer in place, so its
+  // contents must stay as they are until execute() returns; the batch holds the memory until
+  // then (the caller may drop its HostBuffer). An empty buffer, or one of another device (or of
+  // the one recover() replaced), throws Error(invalid_argument).
   BufferId upload(const HostBuffer& data);
   BufferId import_buffer(const HostBuffer& data);  // copied into device memory by the next execute
   // Have the next execute write result `id` straight into `out` (no readback memory, no CPU

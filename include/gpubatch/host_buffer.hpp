@@ -3,7 +3,8 @@
 // HostBuffer the caller fills and hands to a request as its input (Request::from_host) and/or as
 // the place its result is written (Request::deliver_to). No CPU copy is made of either: small
 // batches' kernels read and write it directly, large batches' copy engine DMAs from and to it
-// (docs/DESIGN.md "Large requests"). Plain std::vector requests work as before.
+// (docs/DESIGN.md "Large requests"). Device::import_host wraps the caller's own suitably aligned
+// memory the same way, where the device can import it. Plain std::vector requests work as before.
 #include <cstddef>
 #include <memory>
 #include <span>

@@ -285,6 +285,31 @@ bool has_device_extension(VkPhysicalDevice physical, const char* name) {
   return std::any_of(exts.begin(), exts.end(),
                      [&](const auto& e) { return std::strcmp(e.extensionName, name) == 0; });
 }
+
+// Where the device can import a host allocation into a buffer of the pool's usage
+// (VK_EXT_external_memory_host, import without a dedicated allocation): its
+// minImportedHostPointerAlignment. 0 otherwise, and where a test armed host_import_unavailable.
+VkDeviceSize host_import_alignment_of(VkPhysicalDevice physical) {
+  if (gpu::FaultInjector::fire(gpu::Fault::host_import_unavailable)) return 0;
+  if (!has_device_extension(physical, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME)) return 0;
+  constexpr auto kHandle = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+  VkPhysicalDeviceExternalBufferInfo buffer{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO};
+  buffer.usage = gpu::kBufferUsage;
+  buffer.handleType = kHandle;
+  VkExternalBufferProperties external{VK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES};
+  vkGetPhysicalDeviceExternalBufferProperties(physical, &buffer, &external);
+  const auto& m = external.externalMemoryProperties;
+  // A dedicated-only import would need the allocation's size to equal the buffer's requirement,
+  // which a caller's aligned size need not: such a device counts as one without import.
+  if (!(m.externalMemoryFeatures & VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT) ||
+      (m.externalMemoryFeatures & VK_EXTERNAL_MEMORY_FEATURE_DEDICATED_ONLY_BIT) ||
+      !(m.compatibleHandleTypes & kHandle))
+    return 0;
+  VkPhysicalDeviceExternalMemoryHostPropertiesEXT host{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &host};
+  vkGetPhysicalDeviceProperties2(physical, &props);
+  return host.minImportedHostPointerAlignment;
+}
 }  // namespace
 
 // The queues to create: the batches' queue, and a second compute queue for the resident kernel
@@ -404,6 +429,9 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
       ctx->device_clock_ = false;  // resident mode needs both
     }
   }
+  // Device::import_host: a caller's own host memory used in place, where the device can import it.
+  ctx->host_import_alignment_ = host_import_alignment_of(ctx->physical_);
+  if (ctx->host_import_alignment_ > 0) extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
   VkDeviceCreateInfo device_info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &f12};
   device_info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
   device_info.ppEnabledExtensionNames = extensions.data();
@@ -415,6 +443,10 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
     vkGetDeviceQueue(ctx->device_, ctx->resident_family_,
                      ctx->resident_family_ == ctx->queue_family_ ? 1 : 0, &ctx->resident_queue_);
   vkGetDeviceQueue(ctx->device_, ctx->transfer_family_, 0, &ctx->transfer_queue_);
+  if (ctx->host_import_alignment_ > 0)
+    ctx->host_pointer_properties_ = reinterpret_cast<PFN_vkGetMemoryHostPointerPropertiesEXT>(
+        vkGetDeviceProcAddr(ctx->device_, "vkGetMemoryHostPointerPropertiesEXT"));
+  if (!ctx->host_pointer_properties_) ctx->host_import_alignment_ = 0;
 
   VkSemaphoreTypeCreateInfo type_info{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
   type_info.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
@@ -446,6 +478,12 @@ GpuContext::~GpuContext() {
   if (upload_timeline_) vkDestroySemaphore(device_, upload_timeline_, nullptr);
   if (device_) vkDestroyDevice(device_, nullptr);
   // instance_ is the process's (process_instance): it stays.
+}
+
+VkResult GpuContext::host_pointer_properties(const void* pointer,
+                                             VkMemoryHostPointerPropertiesEXT* properties) const {
+  return host_pointer_properties_(device_, VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT, pointer,
+                                  properties);
 }
 
 std::uint64_t GpuContext::submit(VkCommandBuffer commands, std::uint64_t wait_upload) {

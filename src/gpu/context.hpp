@@ -64,6 +64,13 @@ class GpuContext {
   bool creation_feedback() const { return creation_feedback_; }
   bool timestamps_supported() const { return timestamp_period_ns_ > 0; }
   double timestamp_period_ns() const { return timestamp_period_ns_; }
+  // Device::import_host (VK_EXT_external_memory_host): the alignment in bytes that an imported
+  // host pointer and its size need (minImportedHostPointerAlignment); 0 where the device cannot
+  // import host memory into buffers of the memory pool's usage.
+  std::size_t host_import_alignment() const { return host_import_alignment_; }
+  // vkGetMemoryHostPointerPropertiesEXT, an extension command the loader does not export (fetched
+  // from the device). Only where host_import_alignment() > 0.
+  VkResult host_pointer_properties(const void* pointer, VkMemoryHostPointerPropertiesEXT* properties) const;
 
   gpu::MemoryPool& memory() { return *memory_; }
   gpu::Kernels& kernels() { return *kernels_; }
@@ -136,6 +143,8 @@ class GpuContext {
   std::uint64_t max_allocation_ = 0;
   double timestamp_period_ns_ = 0;
   bool creation_feedback_ = false;
+  std::size_t host_import_alignment_ = 0;
+  PFN_vkGetMemoryHostPointerPropertiesEXT host_pointer_properties_ = nullptr;
   std::shared_ptr<AtomicCounters> counters_;
   std::unique_ptr<gpu::MemoryPool> memory_;
   std::unique_ptr<gpu::Kernels> kernels_;

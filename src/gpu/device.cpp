@@ -96,6 +96,12 @@ HostBuffer Device::allocate_host(std::size_t floats) const {
   return gpu::allocate_host(identity_->context(), floats);
 }
 
+HostBuffer Device::import_host(std::span<float> memory, std::size_t floats) const {
+  return gpu::import_host(identity_->context(), memory, floats);
+}
+
+std::size_t Device::host_import_alignment() const { return identity_->context()->host_import_alignment(); }
+
 std::shared_ptr<detail::BatchDevice> Device::batch_device() const { return batch_device_; }
 std::shared_ptr<detail::GpuContext> Device::context() const { return identity_->context(); }
 std::shared_ptr<detail::DeviceIdentity> Device::identity() const { return identity_; }

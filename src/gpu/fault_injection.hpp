@@ -17,6 +17,7 @@ enum class Fault : int {
   device_lost_check,   // VulkanBatchDevice::recover()'s check finds the device lost: it is re-created
   resident_stall,      // the resident ring fills a slot but never rings its doorbell (no progress)
   resident_unavailable,  // the resident ring cannot be set up (as on a device without ReBAR memory)
+  host_import_unavailable,  // the next device opened cannot import host memory (no VK_EXT_external_memory_host)
   count_
 };
 

@@ -28,7 +28,7 @@ GpuCommandBatch::Impl& checked(const std::unique_ptr<GpuCommandBatch::Impl>& imp
 }
 
 const char* kForeign = ": the HostBuffer belongs to another device, or to one that recover() replaced "
-                       "(allocate it with this batch's device's allocate_host)";
+                       "(take it from this batch's device's allocate_host or import_host)";
 
 }  // namespace
 

@@ -1,5 +1,6 @@
 #include "gpu/host_memory.hpp"
 
+#include <cstdint>
 #include <string>
 
 #include "gpu/context.hpp"
@@ -20,6 +21,41 @@ HostBuffer allocate_host(std::shared_ptr<detail::GpuContext> context, std::size_
   return HostBuffer(std::move(memory));
 }
 
+namespace {
+
+// Device::import_host's rules: a device that can import, memory aligned in address and size,
+// `floats` within it. Throws Error(invalid_argument) naming the rule broken.
+void check_import(const detail::GpuContext& context, std::span<float> memory, std::size_t floats) {
+  const std::size_t align = context.host_import_alignment();
+  const auto invalid = [](const std::string& what) { throw Error(ErrorCode::invalid_argument, "import_host: " + what); };
+  if (align == 0)
+    invalid("the device " + context.info().name +
+            " cannot import host memory (no VK_EXT_external_memory_host); use allocate_host");
+  const std::string rule = " is not a multiple of the device's import alignment of " + std::to_string(align) +
+                           " bytes (" + std::to_string(align / sizeof(float)) + " floats)";
+  if (memory.empty()) invalid("the memory is empty");
+  if (reinterpret_cast<std::uintptr_t>(memory.data()) % align != 0) invalid("the memory's address" + rule);
+  if (memory.size_bytes() % align != 0) invalid("the memory's size of " + std::to_string(memory.size_bytes()) + " bytes" + rule);
+  if (floats == 0 || floats > memory.size())
+    invalid(std::to_string(floats) + " floats asked of a span of " + std::to_string(memory.size()));
+  if (memory.size_bytes() > context.max_allocation_bytes())
+    throw Error(ErrorCode::out_of_memory, "import_host: " + std::to_string(memory.size_bytes()) +
+                                              " bytes exceed the device's largest allocation");
+}
+
+}  // namespace
+
+HostBuffer import_host(std::shared_ptr<detail::GpuContext> context, std::span<float> memory, std::size_t floats) {
+  if (floats == std::dynamic_extent) floats = memory.size();
+  check_import(*context, memory, floats);
+  auto host = std::make_shared<VulkanHostMemory>();
+  host->allocation = context->memory().import_host(memory.data(), memory.size_bytes());
+  host->context = std::move(context);
+  host->data = memory.data();
+  host->floats = floats;
+  return HostBuffer(std::move(host));
+}
+
 const VulkanHostMemory* host_memory_on(const std::shared_ptr<detail::HostMemory>& memory,
                                        const detail::GpuContext* context) noexcept {
   const auto* vulkan = dynamic_cast<const VulkanHostMemory*>(memory.get());
@@ -31,7 +67,7 @@ std::exception_ptr foreign_host_buffer(const Request& r, const detail::GpuContex
     if (*m && !host_memory_on(*m, context))
       return std::make_exception_ptr(Error(ErrorCode::invalid_argument,
                                            describe_op(r) + ": its host buffer belongs to another device "
-                                                            "(allocate it with this device's allocate_host)"));
+                                                            "(take it from this device's allocate_host or import_host)"));
   return nullptr;
 }
 

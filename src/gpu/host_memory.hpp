@@ -1,8 +1,11 @@
 #pragma once
 // The device side of a HostBuffer: a sub-allocation of staging memory (host-cached, pinned, with
-// a device address and a VkBuffer the copy engine can use) and the context it belongs to.
+// a device address and a VkBuffer the copy engine can use), or the caller's own memory imported
+// into a block of its own (VK_EXT_external_memory_host), and the context it belongs to.
+#include <cstddef>
 #include <exception>
 #include <memory>
+#include <span>
 
 #include "gpu/memory.hpp"
 #include "gpubatch/host_buffer.hpp"
@@ -22,6 +25,10 @@ struct VulkanHostMemory final : detail::HostMemory {
 // `floats` floats of pinned host memory on `context`. Throws Error(invalid_argument) for 0,
 // Error(out_of_memory) when the device cannot provide it.
 HostBuffer allocate_host(std::shared_ptr<detail::GpuContext> context, std::size_t floats);
+
+// The caller's `memory` imported in place, as a HostBuffer of its first `floats` floats
+// (std::dynamic_extent: all of it). Device::import_host says what it needs and throws.
+HostBuffer import_host(std::shared_ptr<detail::GpuContext> context, std::span<float> memory, std::size_t floats);
 
 // The VulkanHostMemory behind a request's host buffer when it belongs to `context`, else null.
 const VulkanHostMemory* host_memory_on(const std::shared_ptr<detail::HostMemory>& memory,

@@ -77,8 +77,13 @@ MemoryPool::~MemoryPool() {
     if (b) destroy_block(*b);
 }
 
-// Preference lists: the first memory type that has every flag of an entry wins.
 std::uint32_t MemoryPool::memory_type(MemoryKind kind) const {
+  if (auto type = find_type(kind, ~0u)) return *type;
+  throw Error(ErrorCode::no_device, "the device offers no host-visible memory");
+}
+
+// Preference lists: the first memory type that has every flag of an entry wins.
+std::optional<std::uint32_t> MemoryPool::find_type(MemoryKind kind, std::uint32_t allowed) const {
   std::vector<std::pair<VkMemoryPropertyFlags, VkMemoryPropertyFlags>> wanted;  // (must have, must not)
   switch (kind) {
     case MemoryKind::device_local:
@@ -99,56 +104,72 @@ std::uint32_t MemoryPool::memory_type(MemoryKind kind) const {
   for (auto [must, must_not] : wanted)
     for (std::uint32_t i = 0; i < props.memoryTypeCount; ++i) {
       const auto flags = props.memoryTypes[i].propertyFlags;
-      if ((flags & must) == must && (flags & must_not) == 0) return i;
+      if ((allowed & (1u << i)) && (flags & must) == must && (flags & must_not) == 0) return i;
     }
-  throw Error(ErrorCode::no_device, "the device offers no host-visible memory");
+  return std::nullopt;
 }
 
 std::size_t MemoryPool::create_block(MemoryKind kind, VkDeviceSize size) {
-  VkDevice device = context_.device();
   auto block = std::make_unique<Block>(Block{kind, VK_NULL_HANDLE, VK_NULL_HANDLE, 0, nullptr, true, RangeAllocator(size)});
-  VkBufferCreateInfo buffer_info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+  try {
+    make_buffer(*block, size, nullptr);
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(context_.device(), block->buffer, &req);
+    const std::uint32_t type = types_[static_cast<int>(kind)];
+    if (!(req.memoryTypeBits & (1u << type)))
+      throw Error(ErrorCode::internal, "chosen memory type cannot back a storage buffer");
+    back_buffer(*block, req.size, type, nullptr, "allocating a " + std::to_string(size >> 20) + " MiB memory block");
+  } catch (...) {
+    destroy_block(*block);
+    throw;
+  }
+  return keep_block(std::move(block));
+}
+
+void MemoryPool::make_buffer(Block& b, VkDeviceSize size, const void* next) const {
+  VkBufferCreateInfo buffer_info{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, next};
   buffer_info.size = size;
-  buffer_info.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                      VK_BUFFER_USAGE_TRANSFER_DST_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+  buffer_info.usage = kBufferUsage;
   // CONCURRENT across the compute and transfer families: a block's sub-ranges are written by one
   // queue and read by the other batch after batch, and NVIDIA (the device with a transfer family)
   // keeps no per-family layout for buffers, so ownership transfers would buy nothing but barriers.
   buffer_info.sharingMode = families_.empty() ? VK_SHARING_MODE_EXCLUSIVE : VK_SHARING_MODE_CONCURRENT;
   buffer_info.queueFamilyIndexCount = static_cast<std::uint32_t>(families_.size());
   buffer_info.pQueueFamilyIndices = families_.empty() ? nullptr : families_.data();
-  check_vk(vkCreateBuffer(device, &buffer_info, nullptr, &block->buffer), "vkCreateBuffer");
-  VkMemoryRequirements req;
-  vkGetBufferMemoryRequirements(device, block->buffer, &req);
-  std::uint32_t type = types_[static_cast<int>(kind)];
-  if (!(req.memoryTypeBits & (1u << type))) {
-    vkDestroyBuffer(device, block->buffer, nullptr);
-    throw Error(ErrorCode::internal, "chosen memory type cannot back a storage buffer");
-  }
-  VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO};
+  check_vk(vkCreateBuffer(context_.device(), &buffer_info, nullptr, &b.buffer), "vkCreateBuffer");
+}
+
+// Allocates `bytes` of `type` (`what`: the failure's message), binds it to the block's buffer,
+// maps it where the host needs a mapping and takes the buffer's device address.
+void MemoryPool::back_buffer(Block& b, VkDeviceSize bytes, std::uint32_t type, const void* next,
+                             const std::string& what) const {
+  VkDevice device = context_.device();
+  VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO, next};
   flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
   VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, &flags};
-  alloc.allocationSize = req.size;
+  alloc.allocationSize = bytes;
   alloc.memoryTypeIndex = type;
   const VkResult r = FaultInjector::fire(Fault::device_out_of_memory)
                          ? VK_ERROR_OUT_OF_DEVICE_MEMORY
-                         : vkAllocateMemory(device, &alloc, nullptr, &block->memory);
-  if (r != VK_SUCCESS) {
-    vkDestroyBuffer(device, block->buffer, nullptr);
-    throw Error(error_code_for(r), "allocating a " + std::to_string(size >> 20) +
-                                       " MiB memory block failed (VkResult " + std::to_string(r) + ")");
-  }
-  check_vk(vkBindBufferMemory(device, block->buffer, block->memory, 0), "vkBindBufferMemory");
+                         : vkAllocateMemory(device, &alloc, nullptr, &b.memory);
+  if (r != VK_SUCCESS) throw Error(error_code_for(r), what + " failed (VkResult " + std::to_string(r) + ")");
+  check_vk(vkBindBufferMemory(device, b.buffer, b.memory, 0), "vkBindBufferMemory");
   const auto flags_of_type = context_.memory_properties().memoryTypes[type].propertyFlags;
-  if (flags_of_type & kHostVisible) {
+  const bool host_visible = (flags_of_type & kHostVisible) != 0;
+  b.coherent = !host_visible || (flags_of_type & kCoherent) != 0;
+  // Imported memory's host view is the caller's pointer: it is mapped only where flush() and
+  // invalidate() need a mapping (a type that is not coherent).
+  if (host_visible && !(b.imported && b.coherent)) {
     void* p = nullptr;
-    check_vk(vkMapMemory(device, block->memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
-    block->mapped = static_cast<std::byte*>(p);
-    block->coherent = (flags_of_type & kCoherent) != 0;
+    check_vk(vkMapMemory(device, b.memory, 0, VK_WHOLE_SIZE, 0, &p), "vkMapMemory");
+    b.mapped = static_cast<std::byte*>(p);
   }
   VkBufferDeviceAddressInfo address_info{VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO};
-  address_info.buffer = block->buffer;
-  block->address = vkGetBufferDeviceAddress(device, &address_info);
+  address_info.buffer = b.buffer;
+  b.address = vkGetBufferDeviceAddress(device, &address_info);
+}
+
+std::size_t MemoryPool::keep_block(std::unique_ptr<Block> block) {
   for (std::size_t i = 0; i < blocks_.size(); ++i)
     if (!blocks_[i]) {
       blocks_[i] = std::move(block);
@@ -158,7 +179,18 @@ std::size_t MemoryPool::create_block(MemoryKind kind, VkDeviceSize size) {
   return blocks_.size() - 1;
 }
 
-void MemoryPool::destroy_block(Block& b) {
+Allocation MemoryPool::allocation_in(std::size_t block, VkDeviceSize offset, VkDeviceSize size) {
+  Allocation a;
+  a.pool_ = this;
+  a.block_ = blocks_[block].get();
+  a.block_index_ = block;
+  a.offset_ = offset;
+  a.size_ = size;
+  return a;
+}
+
+// Null handles (a half-made block's) are ignored by the destroy and free calls.
+void MemoryPool::destroy_block(Block& b) const {
   VkDevice device = context_.device();
   if (b.mapped) vkUnmapMemory(device, b.memory);
   vkDestroyBuffer(device, b.buffer, nullptr);
@@ -171,35 +203,23 @@ Allocation MemoryPool::allocate(MemoryKind kind, VkDeviceSize size) {
     throw Error(ErrorCode::out_of_memory, std::to_string(size) + " bytes exceed the device's largest allocation (" +
                                               std::to_string(context_.max_allocation_bytes()) + " bytes)");
   std::lock_guard lock(mutex_);
-  Allocation a;
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     auto& b = blocks_[i];
-    if (!b || b->kind != kind) continue;
-    if (auto offset = b->ranges.allocate(size, kAlignment)) {
-      a.pool_ = this;
-      a.block_ = b.get();
-      a.block_index_ = i;
-      a.offset_ = *offset;
-      a.size_ = size;
-      return a;
-    }
+    if (!b || b->kind != kind || b->imported) continue;
+    if (auto offset = b->ranges.allocate(size, kAlignment)) return allocation_in(i, *offset, size);
   }
   const VkDeviceSize block_size = size > kBlockSize ? (size + kAlignment - 1) / kAlignment * kAlignment : kBlockSize;
   const std::size_t i = create_block(kind, block_size);
-  a.pool_ = this;
-  a.block_ = blocks_[i].get();
-  a.block_index_ = i;
-  a.offset_ = *blocks_[i]->ranges.allocate(size, kAlignment);
-  a.size_ = size;
-  return a;
+  return allocation_in(i, *blocks_[i]->ranges.allocate(size, kAlignment), size);
 }
 
 void MemoryPool::release(const Allocation& a) {
   std::lock_guard lock(mutex_);
   auto& b = blocks_[a.block_index_];
   b->ranges.release(a.offset_, a.size_);
-  // Oversized blocks exist for one large request; give their memory back once it is done.
-  if (b->ranges.empty() && b->ranges.capacity() > kBlockSize) {
+  // Oversized blocks exist for one large request, an imported one for its one allocation: give
+  // their memory back once it is done.
+  if (b->ranges.empty() && (b->imported || b->ranges.capacity() > kBlockSize)) {
     destroy_block(*b);
     b.reset();
   }
@@ -209,7 +229,7 @@ MemoryStats MemoryPool::stats(MemoryKind kind) const {
   std::lock_guard lock(mutex_);
   MemoryStats s;
   for (const auto& b : blocks_)
-    if (b && b->kind == kind) {
+    if (b && b->kind == kind && !b->imported) {
       ++s.blocks;
       s.reserved_bytes += b->ranges.capacity();
       s.used_bytes += b->ranges.used();

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "gpu/range_allocator.hpp"
@@ -27,6 +29,12 @@ enum class MemoryKind {
   staging,
 };
 inline constexpr int kMemoryKinds = 4;
+
+// Every block's buffer has these (storage, copies both ways, device address), imported host
+// memory's too: the context checks that the device can import host memory into such a buffer.
+inline constexpr VkBufferUsageFlags kBufferUsage =
+    VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+    VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
 
 class MemoryPool;
 struct MemoryBlock;
@@ -73,6 +81,9 @@ struct MemoryBlock {
   std::byte* mapped = nullptr;
   bool coherent = true;
   RangeAllocator ranges;
+  // A caller's host memory (MemoryPool::import_host): one allocation spans it, no other is made
+  // in it, and it is destroyed (not the caller's memory) when that allocation is released.
+  bool imported = false;
 };
 
 class MemoryPool {
@@ -85,6 +96,12 @@ class MemoryPool {
 
   // Throws Error(out_of_memory) when the device cannot provide it.
   Allocation allocate(MemoryKind kind, VkDeviceSize size);
+  // The caller's host memory [pointer, pointer + bytes) as an allocation over a block of its own,
+  // with the usage, sharing and device address of every block (src/gpu/memory_import.cpp).
+  // Needs context.host_import_alignment() > 0, and pointer and bytes aligned to it (the caller
+  // checks). Throws Error(invalid_argument) for memory the device cannot import, else as vk_check.
+  Allocation import_host(void* pointer, VkDeviceSize bytes);
+  // The pool's own blocks of `kind` (imported memory is the caller's: not counted).
   MemoryStats stats(MemoryKind kind) const;
 
  private:
@@ -92,8 +109,16 @@ class MemoryPool {
   using Block = MemoryBlock;
   void release(const Allocation& a);
   std::size_t create_block(MemoryKind kind, VkDeviceSize size);
-  void destroy_block(Block& b);
+  // The steps of making a block, shared by create_block and import_host (`next`: what an import
+  // chains in). They throw, leaving the half-made block to destroy_block.
+  void make_buffer(Block& b, VkDeviceSize size, const void* next) const;
+  void back_buffer(Block& b, VkDeviceSize bytes, std::uint32_t type, const void* next, const std::string& what) const;
+  std::size_t keep_block(std::unique_ptr<Block> block);  // under mutex_: its index in blocks_
+  Allocation allocation_in(std::size_t block, VkDeviceSize offset, VkDeviceSize size);
+  void destroy_block(Block& b) const;
   std::uint32_t memory_type(MemoryKind kind) const;
+  // The first type of `kind`'s preference list among `allowed` (a memoryTypeBits mask).
+  std::optional<std::uint32_t> find_type(MemoryKind kind, std::uint32_t allowed) const;
 
   detail::GpuContext& context_;
   mutable std::mutex mutex_;

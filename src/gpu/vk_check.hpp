@@ -15,6 +15,8 @@ inline ErrorCode error_code_for(VkResult result) {
     case VK_ERROR_OUT_OF_DEVICE_MEMORY:
     case VK_ERROR_OUT_OF_POOL_MEMORY:
     case VK_ERROR_FRAGMENTED_POOL: return ErrorCode::out_of_memory;
+    // Only an import returns it (Device::import_host): the caller's memory cannot be imported.
+    case VK_ERROR_INVALID_EXTERNAL_HANDLE: return ErrorCode::invalid_argument;
     default: return ErrorCode::internal;
   }
 }

@@ -114,8 +114,8 @@ struct Frame {
   plan::BatchPlan plan;               // what the batch is: groups, layout, output slots
   std::vector<GroupKernels> kernels;  // by plan group
   std::vector<CopyOp> copies;         // the inputs, in staging order
-  // Caller host buffers this batch reads or writes: kept alive until the frame is reused (an
-  // abandoned batch's never are: the GPU may still use them), and their GPU copies.
+  // Caller host buffers this batch reads or writes: kept alive until the batch is done and its
+  // frame released (an abandoned batch's never are: the GPU may still use them), and their GPU copies.
   std::vector<std::shared_ptr<detail::HostMemory>> host_refs;
   std::vector<const VulkanHostMemory*> host_results;
   std::vector<BufferCopy> host_in, host_out;
@@ -523,6 +523,11 @@ Frame* FrameSet::acquire() {
 }
 
 void FrameSet::release(Frame* frame) {
+  // The batch is done with the callers' host buffers: let them go now, not when the frame is next
+  // used (maybe never). An imported one is the caller's memory, which the caller may free once no
+  // HostBuffer, request or batch holds it.
+  frame->host_refs.clear();
+  frame->host_results.clear();
   std::lock_guard lock(mutex);
   free.push_back(frame);
 }

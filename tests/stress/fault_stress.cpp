@@ -338,7 +338,7 @@ TEST(FaultStress, EveryCallResolvesExactlyOnceUnderFaultsAndShutdown) {
   std::printf("\nfault stress: faults fired:");
   const char* names[] = {"submit_device_lost", "wait_device_lost", "device_out_of_memory", "pipeline_build",
                          "hang", "host_out_of_memory", "device_lost_check", "resident_stall",
-                         "resident_unavailable"};
+                         "resident_unavailable", "host_import_unavailable"};
   static_assert(std::size(names) == static_cast<std::size_t>(Fault::count_), "a name per fault");
   std::uint64_t faults = 0;
   for (int f = 0; f < static_cast<int>(Fault::count_); ++f) {

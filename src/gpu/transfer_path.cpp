@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,24 +32,32 @@ bool has_separate_device_memory(const VkPhysicalDeviceMemoryProperties& props) {
   return false;
 }
 
+
+// A byte count from the environment variable `name`: a number, or "never"/"off" (no batch);
+// nullopt when unset. Anything else is an invalid_config Error.
+std::optional<std::uint64_t> env_bytes(const char* name) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return std::nullopt;
+  const std::string v = env;
+  if (v == "never" || v == "off") return kNever;
+  try {
+    std::size_t used = 0;
+    const unsigned long long bytes = std::stoull(v, &used);
+    if (used == v.size()) return bytes;
+  } catch (const std::exception&) {
+  }
+  throw Error(ErrorCode::invalid_config, std::string(name) + "='" + v + "' is neither a byte count nor 'never'");
+}
+
 }  // namespace
 
 CopyEngineRule copy_engine_rule(const detail::GpuContext& ctx, const DeviceOptions& options) {
   if (options.copy_engine_bytes) return {*options.copy_engine_bytes, true};
-  if (const char* env = std::getenv("GPUBATCH_COPY_ENGINE_BYTES"); env && *env) {
-    const std::string v = env;
-    if (v == "never" || v == "off") return {kNever, true};
-    try {
-      std::size_t used = 0;
-      const unsigned long long bytes = std::stoull(v, &used);
-      if (used == v.size()) return {bytes, true};
-    } catch (const std::exception&) {
-    }
-    throw Error(ErrorCode::invalid_config,
-                "GPUBATCH_COPY_ENGINE_BYTES='" + v + "' is neither a byte count nor 'never'");
-  }
+  if (const auto bytes = env_bytes("GPUBATCH_COPY_ENGINE_BYTES")) return {*bytes, true};
   return {has_separate_device_memory(ctx.memory_properties()) ? kDefaultThreshold : kNever, false};
 }
+
+std::uint64_t cached_upload_bytes() { return env_bytes("GPUBATCH_CACHED_UPLOAD_BYTES").value_or(256 * 1024); }
 
 std::vector<VkBufferCopy> staged_regions(std::size_t total, std::span<const BufferCopy> holes,
                                          VkDeviceSize src_base, VkDeviceSize dst_base) {

@@ -35,11 +35,25 @@ struct CopyEngineRule {
 // own, never for the others, and never anywhere on a device whose memory is host memory.
 CopyEngineRule copy_engine_rule(const detail::GpuContext& ctx, const DeviceOptions& options);
 
+// Direct-path batches (no copy engine) whose upload holds at least this many bytes are packed
+// into host-cached memory (MemoryKind::staging) instead of write-combined memory: the CPU's copy
+// runs at cached speed and the kernels read it across the bus all the same. On the H200 one
+// thread's memcpy into write-combined memory moved ~6 GB/s, into cached memory ~15 GB/s.
+// GPUBATCH_CACHED_UPLOAD_BYTES (bytes, or "never"), else 256 KiB.
+std::uint64_t cached_upload_bytes();
+
 // How copy-engine batches return results: false, copied back by vkCmdCopyBuffer after the
 // kernels (the default); true, written by the kernels straight into host memory (readback or the
 // caller's HostBuffer) over the bus, so the compute queue runs no copy. GPUBATCH_COPY_RESULTS =
 // engine | kernel; anything else is an invalid_config Error.
 bool copy_results_by_kernel();
+
+// A device's rules for where batches' data goes, read once when it opens.
+struct PathRules {
+  CopyEngineRule copy_engine;
+  bool results_by_kernel = false;            // copy_results_by_kernel()
+  std::uint64_t cached_upload_bytes = 0;     // cached_upload_bytes()
+};
 
 // One extra region copied by the GPU: from a caller's HostBuffer into device memory, or back.
 struct BufferCopy {

@@ -110,6 +110,7 @@ struct Frame {
   VkCommandBuffer commands = VK_NULL_HANDLE;
   VkQueryPool timestamps = VK_NULL_HANDLE;
   Allocation upload, readback, scratch;
+  Allocation upload_cached;           // large direct-path batches' tables and inputs (cached_upload_bytes())
   TransferFrame transfer;             // the copy-engine path's staging, device memory, commands
   plan::BatchPlan plan;               // what the batch is: groups, layout, output slots
   std::vector<GroupKernels> kernels;  // by plan group
@@ -280,14 +281,14 @@ struct Staging {
   std::uint64_t down_addr = 0;    // the kernels' address of the outputs
   bool copy_engine = false;
   bool results_by_kernel = false;  // copy engine in only: kernels write results to host memory
+  const Allocation* cached = nullptr;  // direct path from host-cached memory: flush after packing
 };
 
 // The frame's memory for the planned batch. Large batches through the copy engine: the CPU packs
 // host-cached staging, the GPU copies it to device memory, kernels work there (the tables'
 // addresses are device addresses) and the results are copied back into readback. Small ones:
 // kernels read staging directly.
-Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const CopyEngineRule& copy_engine,
-                       bool results_by_kernel) {
+Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const PathRules& rules) {
   const plan::ByteLayout& l = frame.plan.layout();
   if (l.upload_bytes > ctx.max_allocation_bytes() || l.output_bytes > ctx.max_allocation_bytes())
     throw Error(ErrorCode::out_of_memory, "a batch of " + std::to_string(l.upload_bytes) +
@@ -297,14 +298,22 @@ Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const CopyEngineRu
                                               " bytes (injected host out of memory)");
   auto& pool = ctx.memory();
   Staging st;
-  st.copy_engine = copy_engine.takes(l.upload_bytes, frame.plan.rereads_inputs());
-  st.results_by_kernel = st.copy_engine && results_by_kernel;
+  st.copy_engine = rules.copy_engine.takes(l.upload_bytes, frame.plan.rereads_inputs());
+  st.results_by_kernel = st.copy_engine && rules.results_by_kernel;
   ensure(frame.readback, pool, MemoryKind::readback, l.output_bytes);
-  if (st.copy_engine) frame.transfer.prepare(ctx, l.upload_bytes, st.results_by_kernel ? 0 : l.output_bytes);
-  else ensure(frame.upload, pool, MemoryKind::upload, l.upload_bytes);
   if (l.scratch_floats > 0) ensure(frame.scratch, pool, MemoryKind::device_local, l.scratch_floats * 4);
-  st.up = st.copy_engine ? frame.transfer.host() : frame.upload.mapped();
-  st.up_addr = st.copy_engine ? frame.transfer.input_address() : frame.upload.address();
+  if (st.copy_engine) {
+    frame.transfer.prepare(ctx, l.upload_bytes, st.results_by_kernel ? 0 : l.output_bytes);
+    st.up = frame.transfer.host();
+    st.up_addr = frame.transfer.input_address();
+  } else {
+    const bool cached = l.upload_bytes >= rules.cached_upload_bytes;
+    Allocation& up = cached ? frame.upload_cached : frame.upload;
+    ensure(up, pool, cached ? MemoryKind::staging : MemoryKind::upload, l.upload_bytes);
+    st.up = up.mapped();
+    st.up_addr = up.address();
+    if (cached) st.cached = &up;
+  }
   st.down_addr = st.copy_engine && !st.results_by_kernel ? frame.transfer.output_address() : frame.readback.address();
   return st;
 }
@@ -536,8 +545,7 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
                                      std::uint64_t max_request_bytes)
     : identity_(std::move(identity)) {
   auto context = identity_->context();
-  copy_engine_ = copy_engine_rule(*context, identity_->options());
-  results_by_kernel_ = copy_results_by_kernel();
+  rules_ = {copy_engine_rule(*context, identity_->options()), copy_results_by_kernel(), cached_upload_bytes()};
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.
   const std::uint64_t device_limit = context->max_allocation_bytes() - (1u << 20);
@@ -610,12 +618,13 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   plan.group(requests, &foreign_on, ctx);
   resolve_kernels(ctx->kernels(), plan, requests, frame->kernels);
   plan.lay_out(requests);
-  const Staging staging = reserve_memory(*ctx, *frame, copy_engine_, results_by_kernel_);
+  const Staging staging = reserve_memory(*ctx, *frame, rules_);
 
   // 2. Encode: tables into staging, the inputs copied once (on `parallel`'s threads when large).
   Encoder encoder(*frame, staging);
   encoder.run(requests);
   copy_inputs(frame->copies, encoder.copy_bytes(), parallel);
+  if (staging.cached) staging.cached->flush();
   const std::uint64_t upload_value =
       staging.copy_engine ? frame->transfer.upload(*ctx, encoder.end(), frame->host_in) : 0;
 

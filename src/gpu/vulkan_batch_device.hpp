@@ -73,9 +73,9 @@ class VulkanBatchDevice : public detail::BatchDevice,
   // was ever in flight at once, reused after that.
   std::size_t frames_made() const;
   // Upload bytes from which a batch takes the copy-engine path (copy_engine_rule()).
-  std::uint64_t copy_engine_bytes() const { return copy_engine_.bytes; }
+  std::uint64_t copy_engine_bytes() const { return rules_.copy_engine.bytes; }
   // Whether batches of streaming kernels (all but matmul) take it too at that size.
-  bool copy_engine_streaming() const { return copy_engine_.streaming_too; }
+  bool copy_engine_streaming() const { return rules_.copy_engine.streaming_too; }
 
  private:
   std::shared_ptr<FrameSet> current() const;
@@ -93,8 +93,7 @@ class VulkanBatchDevice : public detail::BatchDevice,
   int resident_losses_ = 0;   // guarded
   detail::ResidentSettings resident_settings_;  // guarded
   std::shared_ptr<ResidentRing> ring_;          // guarded
-  CopyEngineRule copy_engine_;            // which batches use the copy engine
-  bool results_by_kernel_ = false;       // copy-engine batches: kernels write results to the host
+  PathRules rules_;  // which memory and queues a batch's data takes (transfer_path.hpp)
 };
 
 }  // namespace gpubatch::gpu

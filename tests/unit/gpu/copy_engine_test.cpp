@@ -173,6 +173,28 @@ TEST(CopyEngine, EnvironmentKnobIsParsedAndBadValuesAreTyped) {
   ::unsetenv("GPUBATCH_COPY_ENGINE_BYTES");
 }
 
+// Direct-path batches from 256 KiB of upload on are packed into host-cached memory: results are
+// the same on either side of the line and with it moved; a bad value is a typed error.
+TEST(CopyEngine, CachedUploadLineKeepsResultsAndBadValuesAreTyped) {
+  for (const char* line : {"never", "0", "262144"}) {
+    ::setenv("GPUBATCH_CACHED_UPLOAD_BYTES", line, 1);
+    Device device = open_with_threshold(std::numeric_limits<std::uint64_t>::max());
+    std::mt19937 rng(17);
+    std::vector<Request> requests;
+    for (int i = 0; i < 6; ++i) requests.push_back(random_op(rng, 1 + rng() % 90000));
+    auto batch = device.batch_device()->submit(pointers_to(requests));
+    EXPECT_TRUE(all_match(*batch, requests)) << "GPUBATCH_CACHED_UPLOAD_BYTES=" << line;
+  }
+  ::setenv("GPUBATCH_CACHED_UPLOAD_BYTES", "big", 1);
+  try {
+    Device device;
+    ADD_FAILURE() << "a bad GPUBATCH_CACHED_UPLOAD_BYTES was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_config);
+  }
+  ::unsetenv("GPUBATCH_CACHED_UPLOAD_BYTES");
+}
+
 // A failed upload submission, a lost wait or device memory that cannot be had: the batch fails
 // with its typed error, and the next batch on the same device runs and is right.
 TEST(CopyEngine, FaultsFailTheirBatchAndTheNextOneRuns) {

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bus bus2 bus3 bus4 probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bus bus2 bus3 bus4 bus5 probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -407,6 +407,25 @@ if on bus4; then
   load bus4-lone4m-default gpubatch-load $lone
   load bus4-lone4m-wc env GPUBATCH_CACHED_UPLOAD_BYTES=never -- gpubatch-load $lone
   load bus4-lone4m-unbatched gpubatch-load --unbatched $lone
+fi
+
+# What caps large vector requests: more completion threads (they copy results out and help
+# the strand pack inputs) and glibc keeping freed 4 MiB blocks (no page faults for fresh vectors:
+# GLIBC_TUNABLES), beside the default and the unbatched path.
+if on bus5; then
+  tun="GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=4294967296"
+  for s in 65536 1048576; do
+    n=$(( s == 65536 ? 40000 : 4000 ))
+    big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+    for rep in 1 2; do
+      load bus5-$s-default-$rep gpubatch-load $big
+      load bus5-$s-threads8-$rep env GPUBATCH_COMPLETION_THREADS=8 -- gpubatch-load $big
+      load bus5-$s-threads16-$rep env GPUBATCH_COMPLETION_THREADS=16 -- gpubatch-load $big
+      load bus5-$s-tunables-$rep env $tun -- gpubatch-load $big
+      load bus5-$s-unbatched-$rep gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s
+      load bus5-$s-unbatched-tunables-$rep env $tun -- gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s
+    done
+  done
 fi
 
 # Large requests against the batch's byte cap and in-flight depth (issue 12: choose by bytes).

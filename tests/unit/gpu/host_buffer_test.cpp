@@ -158,3 +158,58 @@ TEST(HostBuffer, ForeignBufferFailsOnlyItsOwnRequestInABatch) {
   Result result;
   EXPECT_EQ(code_of([&] { batch->take_result(1, result); }), ErrorCode::invalid_argument);
 }
+
+// A large vector input is staged on the submitting thread: copied into pinned memory that the
+// batch reads in place, the vector freed; small ones, and requests that already read a host
+// buffer, are left as they are. The batch's results are those of the original data.
+TEST(HostBuffer, StagingCopiesALargeVectorInputIntoPinnedMemory) {
+  Device device;
+  auto batch_device = device.batch_device();
+  std::mt19937 rng(21);
+  const auto values = random_floats(100000, rng);
+  std::vector<Request> requests;
+  requests.push_back(Request::relu(values));
+  requests.push_back(chain(values).relu().scale(2.0f).add(random_floats(values.size(), rng)));
+  requests.push_back(Request::relu(random_floats(1000, rng)));  // below the line
+  HostBuffer x = filled(device, 80000, rng);
+  requests.push_back(Request::from_host(Op::gelu, x));
+  for (Request& r : requests) batch_device->stage(r);
+  for (int i : {0, 1}) {
+    ASSERT_TRUE(requests[i].host_a) << i;
+    EXPECT_TRUE(requests[i].host_a->staged);
+    EXPECT_TRUE(requests[i].a.empty());
+    EXPECT_TRUE(std::equal(values.begin(), values.end(), requests[i].host_a->data));
+  }
+  EXPECT_FALSE(requests[2].host_a);
+  EXPECT_EQ(requests[3].host_a, x.memory());
+  std::vector<const Request*> pointers;
+  for (const auto& r : requests) pointers.push_back(&r);
+  auto batch = batch_device->submit(pointers);
+  ASSERT_TRUE(batch->wait_for(std::chrono::seconds(60)));
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    Result result;
+    batch->take_result(i, result);
+    const auto mismatch = reference::check(requests[i], result);
+    EXPECT_FALSE(mismatch) << "request " << i << ": " << *mismatch;
+  }
+  batch.reset();
+  EXPECT_FALSE(reference::check(Request::relu(values), device.run(Request::relu(values))));
+}
+
+// A request staged on one device runs on another (a device set's other member, or the device a
+// recover() made): its staged copy is read as plain memory there, not refused like a caller's
+// foreign buffer.
+TEST(HostBuffer, AStagedInputRunsOnAnotherDevice) {
+  Device first, second;
+  std::mt19937 rng(22);
+  Request request = Request::scale(random_floats(90000, rng), -1.5f);
+  first.batch_device()->stage(request);
+  ASSERT_TRUE(request.host_a && request.host_a->staged);
+  EXPECT_TRUE(second.batch_device()->can_run(request));
+  const Request* pointer = &request;
+  auto batch = second.batch_device()->submit(std::span<const Request* const>(&pointer, 1));
+  ASSERT_TRUE(batch->wait_for(std::chrono::seconds(60)));
+  Result result;
+  batch->take_result(0, result);
+  EXPECT_FALSE(reference::check(request, result));
+}

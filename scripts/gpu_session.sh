@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bus bus2 bus3 bus4 bus5 probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bus bus2 bus3 bus4 bus5 bus6 probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -428,6 +428,26 @@ if on bus5; then
   done
 fi
 
+# Large vector inputs staged on the callers' threads (the default from 256 KiB) beside no staging
+# (GPUBATCH_STAGE_BYTES=never), the previous build and the unbatched path.
+if on bus6; then
+  for s in 65536 262144 1048576; do
+    n=$(( s == 65536 ? 40000 : s == 262144 ? 10000 : 4000 ))
+    big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+    for rep in 1 2; do
+      load bus6-$s-prev-$rep gpubatch-load-prev $big
+      load bus6-$s-default-$rep gpubatch-load $big
+      load bus6-$s-nostage-$rep env GPUBATCH_STAGE_BYTES=never -- gpubatch-load $big
+      load bus6-$s-unbatched-$rep gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s
+    done
+  done
+  lone="--threads 1 --inflight 1 --requests 200 --op relu --size 4194304"
+  load bus6-lone4m-prev gpubatch-load-prev $lone
+  load bus6-lone4m-default gpubatch-load $lone
+  load bus6-lone4m-nostage env GPUBATCH_STAGE_BYTES=never -- gpubatch-load $lone
+  load bus6-lone4m-unbatched gpubatch-load --unbatched $lone
+fi
+
 # Large requests against the batch's byte cap and in-flight depth (issue 12: choose by bytes).
 if on bytes; then
   for s in 65536 1048576; do
@@ -527,7 +547,7 @@ if on sweep && have gpubatch-copy-rate && command -v python3 >/dev/null; then
   echo "== sweep" >&2
   timeout 300 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep.jsonl" --threads 16 \
     --inflight 8 --presets ${SWEEP_PRESETS:-adaptive,throughput} --bytes-per-run ${SWEEP_BYTES:-2.5e8} --max-requests 200000 \
-    ${SWEEP_EXTRA:+--extra "$SWEEP_EXTRA"} > "$out/sweep.txt" 2>&1 || true
+    ${SWEEP_EXTRA:+--extra=$SWEEP_EXTRA} > "$out/sweep.txt" 2>&1 || true
 fi
 
 # The graph API's fused 3-op chain on 1,000,000 floats: from and into std::vectors (CPU copies)

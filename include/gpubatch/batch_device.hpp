@@ -119,11 +119,6 @@ class BatchDevice {
     return submit(requests);
   }
   virtual TransferTotals transfers() const = 0;
-  // Called on the submitting thread for each validated request before it is queued. A device may
-  // copy a large vector input into memory it reads in place (request.host_a, marked staged, `a`
-  // emptied), so that the callers' threads make those copies side by side instead of the one
-  // thread that forms batches. The request stays runnable on any device. Thread-safe.
-  virtual void stage(Request& request) const noexcept { (void)request; }
   // Whether `request` may run here: false when it reads or writes a HostBuffer that another
   // device allocated (a device set routes such requests to their owner). Cheap; thread-safe.
   virtual bool can_run(const Request& request) const {

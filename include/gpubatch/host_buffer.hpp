@@ -18,9 +18,6 @@ struct HostMemory {
   virtual ~HostMemory() = default;
   float* data = nullptr;
   std::size_t floats = 0;
-  // The library's own copy of a request's vector input (BatchDevice::stage), not a caller's
-  // buffer: a device it does not belong to reads it as plain host memory instead of refusing it.
-  bool staged = false;
 };
 }  // namespace detail
 

@@ -383,7 +383,6 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       return;
     }
     if (resident_on_ && options.priority == 0 && try_resident(request, completion, now)) return;
-    device_->stage(request);
     const bool future_call = bytes <= kLoneFutureBytes && returns_future(completion);
     Pending p{std::move(request), std::move(completion), now, deadline, bytes,
               static_cast<std::uint8_t>(options.priority), false, nullptr, nullptr};

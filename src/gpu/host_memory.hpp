@@ -35,8 +35,7 @@ const VulkanHostMemory* host_memory_on(const std::shared_ptr<detail::HostMemory>
                                        const detail::GpuContext* context) noexcept;
 
 // A request's host buffer that is not `context`'s memory (another device's, or the one a
-// recover() replaced): the error its request fails with (alone). Null when all is well, and for
-// a staged input (HostMemory::staged), which a batch elsewhere copies like a vector.
+// recover() replaced): the error its request fails with (alone). Null when all is well.
 std::exception_ptr foreign_host_buffer(const Request& request, const detail::GpuContext* context);
 
 }  // namespace gpubatch::gpu

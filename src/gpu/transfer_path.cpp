@@ -57,8 +57,6 @@ CopyEngineRule copy_engine_rule(const detail::GpuContext& ctx, const DeviceOptio
   return {has_separate_device_memory(ctx.memory_properties()) ? kDefaultThreshold : kNever, false};
 }
 
-std::uint64_t stage_bytes() { return env_bytes("GPUBATCH_STAGE_BYTES").value_or(256 * 1024); }
-
 std::uint64_t cached_upload_bytes() { return env_bytes("GPUBATCH_CACHED_UPLOAD_BYTES").value_or(256 * 1024); }
 
 std::vector<VkBufferCopy> staged_regions(std::size_t total, std::span<const BufferCopy> holes,

@@ -42,13 +42,6 @@ CopyEngineRule copy_engine_rule(const detail::GpuContext& ctx, const DeviceOptio
 // GPUBATCH_CACHED_UPLOAD_BYTES (bytes, or "never"), else 256 KiB.
 std::uint64_t cached_upload_bytes();
 
-// Vector inputs of at least this many bytes are copied on the submitting thread into pinned
-// host-cached memory that the batch reads in place (VulkanBatchDevice::stage): the callers'
-// threads make those copies side by side, not the one thread that forms batches. On the H100,
-// 16 threads of 1,048,576-float relu moved 10 GB/s batched against 12 GB/s unbatched, where each
-// caller copies its own. GPUBATCH_STAGE_BYTES (bytes, or "never"), else 256 KiB.
-std::uint64_t stage_bytes();
-
 // How copy-engine batches return results: false, copied back by vkCmdCopyBuffer after the
 // kernels (the default); true, written by the kernels straight into host memory (readback or the
 // caller's HostBuffer) over the bus, so the compute queue runs no copy. GPUBATCH_COPY_RESULTS =
@@ -60,7 +53,6 @@ struct PathRules {
   CopyEngineRule copy_engine;
   bool results_by_kernel = false;            // copy_results_by_kernel()
   std::uint64_t cached_upload_bytes = 0;     // cached_upload_bytes()
-  std::uint64_t stage_bytes = 0;             // stage_bytes()
 };
 
 // One extra region copied by the GPU: from a caller's HostBuffer into device memory, or back.

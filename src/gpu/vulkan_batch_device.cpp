@@ -323,9 +323,8 @@ Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const PathRules& r
 // buffers read in place or through the copy engine.
 class Encoder {
  public:
-  Encoder(const detail::GpuContext* ctx, Frame& frame, const Staging& staging)
-      : ctx_(ctx), f_(frame), st_(staging),
-        in_off_(frame.plan.layout().segments_bytes + frame.plan.layout().blocks_bytes) {}
+  Encoder(Frame& frame, const Staging& staging)
+      : f_(frame), st_(staging), in_off_(frame.plan.layout().segments_bytes + frame.plan.layout().blocks_bytes) {}
 
   void run(std::span<const Request* const> requests) {
     f_.copies.clear();
@@ -367,12 +366,8 @@ class Encoder {
   // Input a; from a host buffer: read in place by the kernel, or copied by the copy engine.
   std::uint64_t put_a(const Request& r) {
     if (!r.host_a) return put(r.a.data(), r.a.size() * 4);
+    const auto& m = static_cast<const VulkanHostMemory&>(*r.host_a);  // on this context: checked when grouped
     f_.host_refs.push_back(r.host_a);
-    // A staged input made on another device (or before a re-creation) is copied like a vector;
-    // any other foreign buffer failed its group when grouped.
-    const VulkanHostMemory* const own = host_memory_on(r.host_a, ctx_);
-    if (!own) return put(r.host_a->data, r.host_a->floats * 4);
-    const auto& m = *own;
     if (!st_.copy_engine) return m.allocation.address();
     const std::size_t bytes = m.floats * sizeof(float);
     f_.host_in.push_back({m.allocation.buffer(), m.allocation.offset(), in_off_, bytes});
@@ -424,7 +419,6 @@ class Encoder {
     s.b = st_.up_addr + scalar_off;
   }
 
-  const detail::GpuContext* ctx_;
   Frame& f_;
   const Staging& st_;
   std::size_t in_off_;
@@ -551,8 +545,7 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
                                      std::uint64_t max_request_bytes)
     : identity_(std::move(identity)) {
   auto context = identity_->context();
-  rules_ = {copy_engine_rule(*context, identity_->options()), copy_results_by_kernel(), cached_upload_bytes(),
-            stage_bytes()};
+  rules_ = {copy_engine_rule(*context, identity_->options()), copy_results_by_kernel(), cached_upload_bytes()};
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.
   const std::uint64_t device_limit = context->max_allocation_bytes() - (1u << 20);
@@ -603,36 +596,6 @@ bool VulkanBatchDevice::can_run(const Request& request) const {
   return !foreign_host_buffer(request, context.get());
 }
 
-void VulkanBatchDevice::stage(Request& r) const noexcept {
-  const std::size_t bytes = r.a.size() * sizeof(float);
-  if (r.host_a || bytes == 0 || bytes < rules_.stage_bytes) return;
-  try {
-    auto context = identity_->context();
-    auto fresh = std::make_unique<VulkanHostMemory>();
-    if (staged_bytes_->fetch_add(bytes) + bytes > kStageBudget) {
-      staged_bytes_->fetch_sub(bytes);
-      return;
-    }
-    // From here the deleter gives the bytes back, whatever happens (shared_ptr's constructor
-    // calls it too when it throws).
-    std::shared_ptr<VulkanHostMemory> m(fresh.release(), [counter = staged_bytes_, bytes](VulkanHostMemory* p) {
-      counter->fetch_sub(bytes);
-      delete p;
-    });
-    m->allocation = context->memory().allocate(MemoryKind::staging, bytes);
-    m->context = std::move(context);
-    m->data = reinterpret_cast<float*>(m->allocation.mapped());
-    m->floats = r.a.size();
-    m->staged = true;
-    std::memcpy(m->data, r.a.data(), bytes);
-    m->allocation.flush();
-    r.host_a = std::move(m);
-    std::vector<float>().swap(r.a);
-  } catch (...) {
-    // No pinned memory to be had (or none mapped): the batch copies the vector as before.
-  }
-}
-
 void VulkanBatchDevice::recover() { identity_->recover(current()->context); }
 
 std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const Request* const> requests) {
@@ -658,7 +621,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   const Staging staging = reserve_memory(*ctx, *frame, rules_);
 
   // 2. Encode: tables into staging, the inputs copied once (on `parallel`'s threads when large).
-  Encoder encoder(ctx, *frame, staging);
+  Encoder encoder(*frame, staging);
   encoder.run(requests);
   copy_inputs(frame->copies, encoder.copy_bytes(), parallel);
   if (staging.cached) staging.cached->flush();

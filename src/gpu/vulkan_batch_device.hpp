@@ -50,11 +50,6 @@ class VulkanBatchDevice : public detail::BatchDevice,
   detail::TransferTotals transfers() const override;
   // False for a request whose HostBuffer another device (or this one before a re-creation) made.
   bool can_run(const Request& request) const override;
-  // A vector input of rules' stage_bytes or more copied into pinned memory here, on the caller's
-  // thread, while less than kStageBudget of such copies are alive (pinned memory is scarcer than
-  // the pageable memory the vectors held); else left for the batch to copy.
-  void stage(Request& request) const noexcept override;
-  static constexpr std::uint64_t kStageBudget = std::uint64_t{1} << 30;
   bool runs_on_host_cpu() const override;
   // DeviceIdentity::recover() for the context the latest batches ran on: when that VkDevice is
   // lost, a new GpuContext (new VkDevice, memory and kernels; pipelines are rebuilt on first use)
@@ -99,8 +94,6 @@ class VulkanBatchDevice : public detail::BatchDevice,
   detail::ResidentSettings resident_settings_;  // guarded
   std::shared_ptr<ResidentRing> ring_;          // guarded
   PathRules rules_;  // which memory and queues a batch's data takes (transfer_path.hpp)
-  // Bytes of staged inputs alive; shared with their deleters, which may outlive the device.
-  std::shared_ptr<std::atomic<std::uint64_t>> staged_bytes_ = std::make_shared<std::atomic<std::uint64_t>>(0);
 };
 
 }  // namespace gpubatch::gpu

@@ -428,8 +428,8 @@ if on bus5; then
   done
 fi
 
-# Large vector inputs staged on the callers' threads (the default from 256 KiB) beside no staging
-# (GPUBATCH_STAGE_BYTES=never), the previous build and the unbatched path.
+# Large vector inputs staged on the callers' threads (the default from 256 KiB in 7af2f58, since
+# reverted) beside no staging (GPUBATCH_STAGE_BYTES=never), the previous build and the unbatched path.
 if on bus6; then
   for s in 65536 262144 1048576; do
     n=$(( s == 65536 ? 40000 : s == 262144 ? 10000 : 4000 ))

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bus bus2 bus3 bus4 bus5 bus6 probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -446,6 +446,40 @@ if on bus6; then
   load bus6-lone4m-default gpubatch-load $lone
   load bus6-lone4m-nostage env GPUBATCH_STAGE_BYTES=never -- gpubatch-load $lone
   load bus6-lone4m-unbatched gpubatch-load --unbatched $lone
+fi
+
+# The final code of 2026-11-25's third session beside the previous build: large requests from
+# vectors and from host buffers, a lone 4,194,304-float request, matmul, the lone 256-float
+# caller and the crowd, interleaved.
+if on final3; then
+  for s in 65536 1048576; do
+    n=$(( s == 65536 ? 40000 : 4000 ))
+    big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+    for hb in "" --host-buffers; do
+      tag=${hb:+-host}
+      load final3-$s-prev$tag gpubatch-load-prev $big $hb
+      load final3-$s-default$tag gpubatch-load $big $hb
+      load final3-$s-unbatched$tag gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s $hb
+    done
+  done
+  lone="--threads 1 --inflight 1 --requests 200 --op relu --size 4194304"
+  for hb in "" --host-buffers; do
+    tag=${hb:+-host}
+    load final3-lone4m-prev$tag gpubatch-load-prev $lone $hb
+    load final3-lone4m-default$tag gpubatch-load $lone $hb
+    load final3-lone4m-unbatched$tag gpubatch-load --unbatched $lone $hb
+  done
+  mm="--threads 16 --inflight 8 --requests 4000 --op matmul --size 512"
+  load final3-matmul512-prev gpubatch-load-prev $mm
+  load final3-matmul512-default gpubatch-load $mm
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for rep in 1 2; do
+    load final3-crowd-prev-$rep gpubatch-load-prev $crowd
+    load final3-crowd-default-$rep gpubatch-load $crowd
+    load final3-lone256-prev-$rep gpubatch-load-prev $lone
+    load final3-lone256-default-$rep gpubatch-load $lone
+  done
 fi
 
 # Large requests against the batch's byte cap and in-flight depth (issue 12: choose by bytes).

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -479,6 +479,24 @@ if on final3; then
     load final3-crowd-default-$rep gpubatch-load $crowd
     load final3-lone256-prev-$rep gpubatch-load-prev $lone
     load final3-lone256-default-$rep gpubatch-load $lone
+  done
+fi
+
+# Where the p99 under load goes (issue 14): the open loop and the priority mix near saturation
+# with glibc never giving memory back (no trims, no munmaps: no TLB shootdowns across the
+# process's threads) beside the default, interleaved; the host's THP settings logged.
+if on stalls; then
+  for f in /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/defrag; do
+    echo "== $f: $(cat $f 2>&1)" >> "$out/log.txt"
+  done
+  tun="GLIBC_TUNABLES=glibc.malloc.mmap_threshold=67108864:glibc.malloc.trim_threshold=4294967296"
+  open="--threads 16 --op relu --size 256 --rate 1800000 --requests 2700000"
+  mix="--threads 16 --high 0.1 --size 256 --rate 1900000 --requests 2850000"
+  for rep in 1 2 3; do
+    load stalls-open-default-$rep gpubatch-load $open
+    load stalls-open-tunables-$rep env $tun -- gpubatch-load $open
+    load stalls-mix-default-$rep gpubatch-mix $mix
+    load stalls-mix-tunables-$rep env $tun -- gpubatch-mix $mix
   done
 fi
 

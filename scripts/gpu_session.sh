@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -498,6 +498,23 @@ if on stalls; then
     load stalls-mix-default-$rep gpubatch-mix $mix
     load stalls-mix-tunables-$rep env $tun -- gpubatch-mix $mix
   done
+fi
+
+# Results taken in one pass (assign, not resize and memcpy) with vectors: this build beside
+# the previous one and the unbatched path, interleaved.
+if on assign; then
+  for rep in 1 2; do
+    for s in 65536 1048576; do
+      n=$(( s == 65536 ? 40000 : 4000 ))
+      big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+      load assign-$s-prev-$rep gpubatch-load-prev $big
+      load assign-$s-default-$rep gpubatch-load $big
+      load assign-$s-unbatched-$rep gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s
+    done
+  done
+  lone="--threads 1 --inflight 1 --requests 200 --op relu --size 4194304"
+  load assign-lone4m-prev gpubatch-load-prev $lone
+  load assign-lone4m-default gpubatch-load $lone
 fi
 
 # Large requests against the batch's byte cap and in-flight depth (issue 12: choose by bytes).

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -515,6 +515,29 @@ if on assign; then
   lone="--threads 1 --inflight 1 --requests 200 --op relu --size 4194304"
   load assign-lone4m-prev gpubatch-load-prev $lone
   load assign-lone4m-default gpubatch-load $lone
+fi
+
+# The streaming rule on another device (run it on nvidia-h200): the default (direct for relu)
+# beside the old 256 KiB line for every op and the previous build, from vectors and HostBuffers;
+# matmul through the copy engine (default) against the direct path.
+if on rule; then
+  for s in 65536 1048576; do
+    n=$(( s == 65536 ? 40000 : 4000 ))
+    big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+    for hb in "" --host-buffers; do
+      tag=${hb:+-host}
+      load rule-$s-prev$tag gpubatch-load-prev $big $hb
+      load rule-$s-default$tag gpubatch-load $big $hb
+      load rule-$s-line256k$tag env GPUBATCH_COPY_ENGINE_BYTES=262144 -- gpubatch-load $big $hb
+    done
+  done
+  lone="--threads 1 --inflight 1 --requests 200 --op relu --size 4194304 --host-buffers"
+  load rule-lone4m-prev-host gpubatch-load-prev $lone
+  load rule-lone4m-default-host gpubatch-load $lone
+  load rule-lone4m-line256k-host env GPUBATCH_COPY_ENGINE_BYTES=262144 -- gpubatch-load $lone
+  mm="--threads 16 --inflight 8 --requests 4000 --op matmul --size 512"
+  load rule-matmul512-default gpubatch-load $mm
+  load rule-matmul512-direct env GPUBATCH_COPY_ENGINE_BYTES=never -- gpubatch-load $mm
 fi
 
 # Large requests against the batch's byte cap and in-flight depth (issue 12: choose by bytes).

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -538,6 +538,18 @@ if on rule; then
   mm="--threads 16 --inflight 8 --requests 4000 --op matmul --size 512"
   load rule-matmul512-default gpubatch-load $mm
   load rule-matmul512-direct env GPUBATCH_COPY_ENGINE_BYTES=never -- gpubatch-load $mm
+fi
+
+# 1,048,576-float requests three times over, interleaved: vectors this build against the
+# previous one, HostBuffers direct (default) against the copy engine for every op.
+if on recheck; then
+  big="--threads 16 --inflight 8 --requests 4000 --op relu --size 1048576"
+  for rep in 1 2 3; do
+    load recheck-prev-$rep gpubatch-load-prev $big
+    load recheck-default-$rep gpubatch-load $big
+    load recheck-default-host-$rep gpubatch-load $big --host-buffers
+    load recheck-line256k-host-$rep env GPUBATCH_COPY_ENGINE_BYTES=262144 -- gpubatch-load $big --host-buffers
+  done
 fi
 
 # Large requests against the batch's byte cap and in-flight depth (issue 12: choose by bytes).

@@ -48,6 +48,7 @@ struct Options {
   bool sync = false;  // handle.run(): each thread waits for its result by polling it
   bool resident = false;  // resident mode on top of the preset or file
   bool host_buffers = false;  // inputs and results in Device::allocate_host memory (no CPU copy)
+  bool import = false;        // --host-buffers in the process's own memory, Device::import_host
   int idle_ms = 0;  // after the run: this long with nothing to do, its CPU cost measured
   int lose_device_ms = 0;  // this far into the timed run, a device's next wait reports device_lost
   std::string device;
@@ -103,7 +104,7 @@ class Workload {
       const float t = static_cast<float>(i * 7 % 101) / 100.0f;
       requests_.push_back(build(o.op, size, a, b, sa, sb, t, i % 2 ? InterpolationMode::slerp : InterpolationMode::lerp));
     }
-    if (o.host_buffers && device) move_into_host_buffers(*device);
+    if (o.host_buffers && device) move_into_host_buffers(*device, o.import);
   }
 
   int pool() const { return pool_; }
@@ -149,15 +150,25 @@ class Workload {
   // --host-buffers: each pool request reads x from a HostBuffer and writes its result into
   // another (requests sharing a pool slot share them: at most pool_ in flight per thread are
   // distinct; more write the same values again).
-  void move_into_host_buffers(const Device& device) {
+  // With `import`, the buffers are this process's own aligned memory, imported (Device::import_host).
+  void move_into_host_buffers(const Device& device, bool import) {
     for (Request& r : requests_) {
       if (r.op == Op::gradients || r.op == Op::interpolate) continue;
-      HostBuffer x = device.allocate_host(r.a.size()), out = device.allocate_host(output_bytes(r) / sizeof(float));
+      const auto buffer = [&](std::size_t floats) { return import ? imported(device, floats) : device.allocate_host(floats); };
+      HostBuffer x = buffer(r.a.size()), out = buffer(output_bytes(r) / sizeof(float));
       std::copy(r.a.begin(), r.a.end(), x.begin());
       r.a.clear();
       r.host_a = x.memory();
       r.deliver_to(out);
     }
+  }
+  HostBuffer imported(const Device& device, std::size_t floats) {
+    const std::size_t align = device.host_import_alignment();
+    if (align == 0) throw std::runtime_error("--import: " + device.info().name + " cannot import host memory");
+    const std::size_t bytes = (floats * sizeof(float) + align - 1) / align * align;
+    own_memory_.emplace_back(static_cast<float*>(std::aligned_alloc(align, bytes)), &std::free);
+    if (!own_memory_.back()) throw std::bad_alloc();
+    return device.import_host(std::span<float>(own_memory_.back().get(), bytes / sizeof(float)), floats);
   }
   static Request without_result_buffer(const Request& r) {
     Request copy = r;
@@ -167,6 +178,9 @@ class Workload {
 
   static constexpr std::size_t kMaxPool = 32;
   int pool_ = 2;  // distinct requests: up to kMaxPool, at most about 64 MiB of inputs
+  // --import: the memory behind the imported buffers. Declared first of these two: the requests
+  // (and their buffers) go before it.
+  std::vector<std::unique_ptr<float, decltype(&std::free)>> own_memory_;
   std::vector<Request> requests_;
   mutable std::vector<std::optional<Result>> passed_;
 };
@@ -431,6 +445,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 60000));
   app.add_flag("--host-buffers", o.host_buffers,
                "inputs and results in Device::allocate_host buffers, used in place (not gradients/interpolate)");
+  app.add_flag("--import", o.import,
+               "with --host-buffers: the buffers are this process's own aligned memory, imported "
+               "(Device::import_host) instead of allocate_host's");
   app.add_option("--device", o.device, "device index or name substring");
   app.add_option("--devices", o.devices,
                  "several devices behind one executor: all, or indices / name substrings (0,1; an index may "
@@ -440,6 +457,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   // The synchronous path blocks in the call: each thread has exactly one request outstanding.
   if (o.unbatched || o.sync) o.inflight = 1;
+  if (o.import) o.host_buffers = true;
 
   // Every built-in op but custom (user GLSL has no CPU reference to verify against).
   const auto parsed = op_from_string(o.op);
@@ -516,8 +534,10 @@ int main(int argc, char** argv) {
 
     // Warm up: kernels built, and staging grown to full batches (a burst of max_batch_size per
     // in-flight slot), so the timed run measures the steady state, not first-time allocations.
+    // Lives to the end of main, past the executors' shutdown: with --import its memory must stay
+    // allocated while an executor may still hold a request that reads it.
+    Workload w(o, 999, &device);
     {
-      Workload w(o, 999, &device);
       std::size_t burst = o.unbatched ? 8 : config.max_batch_size * config.max_inflight_batches;
       // Large requests: full batches of them would not fit in memory (2048 x 4 x 4 MiB); warm up
       // with at most 256 MiB of inputs (at least 8 requests).

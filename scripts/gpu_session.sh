@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -550,6 +550,26 @@ if on recheck; then
     load recheck-default-host-$rep gpubatch-load $big --host-buffers
     load recheck-line256k-host-$rep env GPUBATCH_COPY_ENGINE_BYTES=262144 -- gpubatch-load $big --host-buffers
   done
+fi
+
+# Imported caller memory (Device::import_host) on NVIDIA: its tests, then its rate beside
+# allocate_host's buffers, interleaved.
+if on import; then
+  if have gpubatch_tests; then
+    GPUBATCH_LOG_LEVEL=debug timeout 120 "$run" gpubatch_tests --gtest_filter='*HostImport*' --gtest_brief=1 > "$out/import-tests.txt" 2>&1
+    echo "import tests exit $?" | tee -a "$out/log.txt"
+  fi
+  for rep in 1 2; do
+    for s in 65536 1048576; do
+      n=$(( s == 65536 ? 40000 : 4000 ))
+      big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+      load import-$s-host-$rep gpubatch-load $big --host-buffers
+      load import-$s-import-$rep gpubatch-load $big --import
+    done
+  done
+  lone="--threads 1 --inflight 1 --requests 200 --op relu --size 4194304"
+  load import-lone4m-host gpubatch-load $lone --host-buffers
+  load import-lone4m-import gpubatch-load $lone --import
 fi
 
 # Large requests against the batch's byte cap and in-flight depth (issue 12: choose by bytes).

@@ -118,7 +118,7 @@ class Device {
   // memory (VK_EXT_external_memory_host: host_import_alignment() > 0). No copy is made and the
   // memory is not taken over:
   // - `memory`'s address and its size in bytes must both be multiples of host_import_alignment()
-  //   (4096 on lavapipe): e.g. std::aligned_alloc(alignment, bytes rounded up to it).
+  //   (4096 on lavapipe and on the H100): e.g. std::aligned_alloc(alignment, bytes rounded up to it).
   // - The buffer holds its first `floats` floats (std::dynamic_extent: all of them), so a result
   //   of any length fits: a request reads or writes exactly the buffer's size().
   // - The caller keeps the memory allocated, and never frees it, while the HostBuffer or any

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -570,6 +570,15 @@ if on import; then
   lone="--threads 1 --inflight 1 --requests 200 --op relu --size 4194304"
   load import-lone4m-host gpubatch-load $lone --host-buffers
   load import-lone4m-import gpubatch-load $lone --import
+fi
+
+# What the direct path's kernels get across the bus, a lone request of 4,194,304 floats from a
+# HostBuffer: relu (16 MiB read, 16 MiB written), add (32 MiB read: b is packed into host memory
+# too, 16 MiB written), dot (32 MiB read, one float written).
+if on pcie; then
+  for op in relu add dot; do
+    load pcie-$op gpubatch-load --threads 1 --inflight 1 --requests 200 --op $op --size 4194304 --host-buffers
+  done
 fi
 
 # Large requests against the batch's byte cap and in-flight depth (issue 12: choose by bytes).

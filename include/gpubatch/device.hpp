@@ -49,9 +49,10 @@ struct DeviceOptions {
   // engine: host-cached staging, vkCmdCopyBuffer to device-local memory on a transfer queue,
   // kernels on device memory, a copy back (docs/DESIGN.md "Large requests"). 0: every batch;
   // UINT64_MAX: none. Unset: GPUBATCH_COPY_ENGINE_BYTES (a number or "never"), else only batches
-  // that reread their inputs (matmul) from 256 KiB on a device with memory of its own; kernels
-  // that read each input once read host memory directly at any size, which was faster on the
-  // H100 at every size measured; none where device memory is host memory (lavapipe, iGPUs).
+  // whose kernels prefer device memory (matmul, per-segment custom kernels) from 256 KiB on a
+  // device with memory of its own; kernels that stream their inputs read host memory directly at
+  // any size, which was faster on the H100 at every size measured; none where device memory is
+  // host memory (lavapipe, iGPUs).
   std::optional<std::uint64_t> copy_engine_bytes;
 };
 

@@ -22,17 +22,18 @@ class GpuContext;
 namespace gpubatch::gpu {
 
 // Which batches take the copy-engine path: those whose upload (tables and inputs) holds at least
-// `bytes`, and, unless `streaming_too`, only those whose kernels read inputs more than once.
+// `bytes`, and, unless `streaming_too`, only those whose kernels prefer device memory
+// (BatchPlan::prefers_device_memory: matmul, per-segment custom kernels).
 struct CopyEngineRule {
   std::uint64_t bytes = 0;
   bool streaming_too = true;
-  bool takes(std::size_t upload_bytes, bool rereads_inputs) const noexcept {
-    return upload_bytes >= bytes && (streaming_too || rereads_inputs);
+  bool takes(std::size_t upload_bytes, bool prefers_device_memory) const noexcept {
+    return upload_bytes >= bytes && (streaming_too || prefers_device_memory);
   }
 };
 // options.copy_engine_bytes, else GPUBATCH_COPY_ENGINE_BYTES, each for every batch; else the
-// default: 256 KiB for batches that reread their inputs (matmul) on a device with memory of its
-// own, never for the others, and never anywhere on a device whose memory is host memory.
+// default: 256 KiB for batches that prefer device memory (matmul, per-segment custom kernels) on
+// a device with memory of its own, never for the others, and never anywhere on a device whose memory is host memory.
 CopyEngineRule copy_engine_rule(const detail::GpuContext& ctx, const DeviceOptions& options);
 
 // Direct-path batches (no copy engine) whose upload holds at least this many bytes are packed

@@ -300,7 +300,7 @@ Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const PathRules& r
                                               " bytes (injected host out of memory)");
   auto& pool = ctx.memory();
   Staging st;
-  st.copy_engine = rules.copy_engine.takes(l.upload_bytes, frame.plan.rereads_inputs());
+  st.copy_engine = rules.copy_engine.takes(l.upload_bytes, frame.plan.prefers_device_memory());
   st.results_by_kernel = st.copy_engine && rules.results_by_kernel;
   ensure(frame.readback, pool, MemoryKind::readback, l.output_bytes);
   if (l.scratch_floats > 0) ensure(frame.scratch, pool, MemoryKind::device_local, l.scratch_floats * 4);

@@ -126,12 +126,14 @@ class BatchPlan {
   // By request index (valid after lay_out()).
   const std::vector<OutputSlot>& outputs() const noexcept { return outputs_; }
   const ByteLayout& layout() const noexcept { return layout_; }
-  // Whether a group that runs reads its input elements more than once (matmul reads each row of A
-  // and column of B once per output tile); every other kernel streams its inputs, reading each
-  // element once, and so reads host memory across the bus as fast as a copy would.
-  bool rereads_inputs() const noexcept {
+  // Whether a group that runs reads its inputs in a way the bus serves badly, so that they are
+  // better copied to device memory first: matmul reads each row of A and column of B once per
+  // output tile; a per-segment custom kernel reads a request's elements one after another in one
+  // invocation (a round trip each across the bus). Every other kernel streams its inputs, each
+  // element once and many at a time, and reads host memory across the bus as fast as a copy would.
+  bool prefers_device_memory() const noexcept {
     for (const Group& g : groups_)
-      if (!g.error && g.op == Op::matmul) return true;
+      if (!g.error && (g.op == Op::matmul || g.per_segment)) return true;
     return false;
   }
 

@@ -136,7 +136,7 @@ TEST(CopyEngine, DefaultThresholdFollowsTheDevicesMemory) {
   if (device.info().type == "cpu")  // lavapipe: device memory is host memory, a copy buys nothing
     EXPECT_EQ(vulkan->copy_engine_bytes(), std::numeric_limits<std::uint64_t>::max());
   else if (device.info().type == "discrete") {
-    // Only for batches that reread their inputs (matmul): the others go direct at any size.
+    // Only for batches that prefer device memory (matmul, per-segment kernels): the others go direct.
     EXPECT_EQ(vulkan->copy_engine_bytes(), 256u * 1024);
     EXPECT_FALSE(vulkan->copy_engine_streaming());
   }
@@ -144,7 +144,7 @@ TEST(CopyEngine, DefaultThresholdFollowsTheDevicesMemory) {
 
 // The default's rule: streaming batches (every op but matmul) read host memory directly at any
 // size, because on the H100 that beat the copy engine at every size measured (DESIGN.md "Large
-// requests"); batches that reread their inputs copy them to device memory first. A threshold
+// requests"); batches that prefer device memory copy their inputs there first. A threshold
 // set by the caller applies to every batch.
 TEST(CopyEngine, RuleTakesStreamingBatchesOnlyWhenSetExplicitly) {
   const gpu::CopyEngineRule by_default{256 * 1024, false}, explicit_line{256 * 1024, true};

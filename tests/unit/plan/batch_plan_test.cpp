@@ -367,12 +367,17 @@ TEST(BatchPlan, MatmulOf2To31BlocksIsRefused) {
 
 }  // namespace
 
-// Which batches reread their inputs (and so take the copy engine by default on a discrete GPU):
-// those with a matmul group; element-wise ops, chains, dot and states stream them.
-TEST(BatchPlan, OnlyAMatmulGroupRereadsItsInputs) {
+// Which batches prefer device memory (and so take the copy engine by default on a discrete GPU):
+// those with a matmul or a per-segment custom kernel; element-wise ops (custom ones too), chains,
+// dot and states stream their inputs.
+TEST(BatchPlan, MatmulAndPerSegmentKernelsPreferDeviceMemory) {
   Planned streaming({Request::relu(floats(100)), Request::dot(floats(50), floats(50)),
                      chain(floats(10)).relu().scale(2.0f).build(), Request::add(floats(8), floats(8))});
-  EXPECT_FALSE(streaming.plan.rereads_inputs());
+  EXPECT_FALSE(streaming.plan.prefers_device_memory());
   Planned with_matmul({Request::relu(floats(100)), Request::matmul(floats(6), floats(6), 2, 3, 2)});
-  EXPECT_TRUE(with_matmul.plan.rereads_inputs());
+  EXPECT_TRUE(with_matmul.plan.prefers_device_memory());
+  Planned elementwise_custom({Request::custom(kernel("ew", KernelKind::elementwise), floats(64))});
+  EXPECT_FALSE(elementwise_custom.plan.prefers_device_memory());
+  Planned per_segment({Request::relu(floats(8)), Request::custom(kernel("seg", KernelKind::per_segment), floats(64))});
+  EXPECT_TRUE(per_segment.plan.prefers_device_memory());
 }

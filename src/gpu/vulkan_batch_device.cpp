@@ -286,10 +286,12 @@ struct Staging {
   const Allocation* cached = nullptr;  // direct path from host-cached memory: flush after packing
 };
 
-// The frame's memory for the planned batch. Large batches through the copy engine: the CPU packs
-// host-cached staging, the GPU copies it to device memory, kernels work there (the tables'
-// addresses are device addresses) and the results are copied back into readback. Small ones:
-// kernels read staging directly.
+// The frame's memory for the planned batch (DESIGN.md "Large requests"). Through the copy engine
+// (large batches whose kernels prefer device memory, by default): the CPU packs host-cached
+// staging, the GPU copies it to device memory, kernels work there (the tables' addresses are
+// device addresses) and the results are copied back into readback. Direct (the rest): kernels
+// read what the CPU packed where it lies, write-combined memory for small batches, host-cached
+// from rules.cached_upload_bytes, and write results into readback.
 Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const PathRules& rules) {
   const plan::ByteLayout& l = frame.plan.layout();
   if (l.upload_bytes > ctx.max_allocation_bytes() || l.output_bytes > ctx.max_allocation_bytes())
@@ -474,7 +476,8 @@ std::uint64_t record(detail::GpuContext& ctx, Frame& f, const Staging& st) {
   }
   rec.barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_HOST_BIT,
               VK_ACCESS_HOST_READ_BIT);
-  if (st.copy_engine && !st.results_by_kernel) f.transfer.record_download(rec.commands(), f.readback, f.plan.layout().output_bytes, f.host_out);
+  if (st.copy_engine && !st.results_by_kernel)
+    f.transfer.record_download(rec.commands(), f.readback, f.plan.layout().output_bytes, f.host_out);
   if (f.timestamps) rec.timestamp(f.timestamps, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, 1);
   rec.end();
   if (reusable && !wanted.empty()) f.recorded = wanted;

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -578,6 +578,19 @@ fi
 if on pcie; then
   for op in relu add dot; do
     load pcie-$op gpubatch-load --threads 1 --inflight 1 --requests 200 --op $op --size 4194304 --host-buffers
+  done
+fi
+
+# The small end, this build beside the previous one, four rounds interleaved: does the crowd
+# differ (calls 4 and 8 of the third session of 2026-11-25 read 2-7 % lower)?
+if on small; then
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for rep in 1 2 3 4; do
+    load small-crowd-prev-$rep gpubatch-load-prev $crowd
+    load small-crowd-default-$rep gpubatch-load $crowd
+    load small-lone-prev-$rep gpubatch-load-prev $lone
+    load small-lone-default-$rep gpubatch-load $lone
   done
 fi
 

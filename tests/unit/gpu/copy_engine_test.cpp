@@ -18,16 +18,11 @@
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
 #include "support/random_data.hpp"
+#include "test_device.hpp"
 
 using namespace gpubatch;
 
 namespace {
-
-Device open_with_threshold(std::uint64_t bytes) {
-  DeviceOptions options;
-  options.copy_engine_bytes = bytes;
-  return Device(options);
-}
 
 Request random_op(std::mt19937& rng, std::size_t n) {
   switch (rng() % 7) {

@@ -12,16 +12,11 @@
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
 #include "support/random_data.hpp"
+#include "test_device.hpp"
 
 using namespace gpubatch;
 
 namespace {
-
-Device open_with_threshold(std::uint64_t bytes) {
-  DeviceOptions options;
-  options.copy_engine_bytes = bytes;
-  return Device(options);
-}
 
 HostBuffer filled(Device& device, std::size_t n, std::mt19937& rng) {
   HostBuffer buffer = device.allocate_host(n);
@@ -46,8 +41,7 @@ class HostBufferPaths : public ::testing::TestWithParam<std::uint64_t> {};
 
 // Both paths: kernels read and write the host buffer directly (no copy engine), or through it.
 INSTANTIATE_TEST_SUITE_P(Paths, HostBufferPaths,
-                         ::testing::Values(std::numeric_limits<std::uint64_t>::max(), std::uint64_t{0}),
-                         [](const auto& info) { return info.param == 0 ? "CopyEngine" : "Direct"; });
+                         both_paths(), path_name);
 
 TEST_P(HostBufferPaths, InputsAndResultsInHostBuffersMatchTheReference) {
   Device device = open_with_threshold(GetParam());

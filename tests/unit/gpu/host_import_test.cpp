@@ -26,12 +26,6 @@ using namespace gpubatch;
 
 namespace {
 
-Device open_with_threshold(std::uint64_t bytes) {
-  DeviceOptions options;
-  options.copy_engine_bytes = bytes;
-  return Device(options);
-}
-
 template <class F>
 void expect_error(ErrorCode code, F&& f, const std::string& fragment) {
   try {
@@ -51,8 +45,7 @@ class HostImportPaths : public ::testing::TestWithParam<std::uint64_t> {};
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(Paths, HostImportPaths,
-                         ::testing::Values(std::numeric_limits<std::uint64_t>::max(), std::uint64_t{0}),
-                         [](const auto& info) { return info.param == 0 ? "CopyEngine" : "Direct"; });
+                         both_paths(), path_name);
 
 TEST(HostImport, AlignmentIsAPowerOfTwo) {
   const std::size_t align = test_device().host_import_alignment();

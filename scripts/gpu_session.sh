@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -451,6 +451,34 @@ fi
 # The final code of 2026-11-25's third session beside the previous build: large requests from
 # vectors and from host buffers, a lone 4,194,304-float request, matmul, the lone 256-float
 # caller and the crowd, interleaved.
+# Four elements per invocation in the built-in element-wise kernels (first session of
+# 2026-11-26): GPUBATCH_EW_VECTOR=on (the default) beside off (one element per invocation, the
+# kernels before), interleaved twice, with the copy engine's raw rate and the unbatched path.
+if on vec4; then
+  have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate --bytes 4194304,67108864 >> "$out/results.jsonl" 2>> "$out/log.txt"
+  for rep in 1 2; do
+    for s in 65536 1048576; do
+      n=$(( s == 65536 ? 40000 : 4000 ))
+      big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+      for hb in --host-buffers ""; do
+        tag=${hb:+-host}
+        load vec4-$s-on$tag-$rep gpubatch-load $big $hb
+        load vec4-$s-off$tag-$rep env GPUBATCH_EW_VECTOR=off -- gpubatch-load $big $hb
+      done
+      [ $rep = 1 ] && load vec4-$s-unbatched-host gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s --host-buffers
+    done
+    lone4m="--threads 1 --inflight 1 --requests 200 --op relu --size 4194304 --host-buffers"
+    load vec4-lone4m-on-$rep gpubatch-load $lone4m
+    load vec4-lone4m-off-$rep env GPUBATCH_EW_VECTOR=off -- gpubatch-load $lone4m
+    lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+    load vec4-lone256-on-$rep gpubatch-load $lone
+    load vec4-lone256-off-$rep env GPUBATCH_EW_VECTOR=off -- gpubatch-load $lone
+    crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+    load vec4-crowd-on-$rep gpubatch-load $crowd
+    load vec4-crowd-off-$rep env GPUBATCH_EW_VECTOR=off -- gpubatch-load $crowd
+  done
+fi
+
 if on final3; then
   for s in 65536 1048576; do
     n=$(( s == 65536 ? 40000 : 4000 ))

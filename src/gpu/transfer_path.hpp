@@ -49,17 +49,11 @@ std::uint64_t cached_upload_bytes();
 // engine | kernel; anything else is an invalid_config Error.
 bool copy_results_by_kernel();
 
-// Whether built-in element-wise kernels do four elements per invocation (op_kernel.glsl's
-// GPUBATCH_VECTOR; DESIGN.md "Large requests"): GPUBATCH_EW_VECTOR = on (the default) | off, for
-// side-by-side runs; anything else is an invalid_config Error.
-bool ew_vector_kernels();
-
 // A device's rules for where batches' data goes, read once when it opens.
 struct PathRules {
   CopyEngineRule copy_engine;
   bool results_by_kernel = false;            // copy_results_by_kernel()
   std::uint64_t cached_upload_bytes = 0;     // cached_upload_bytes()
-  bool ew_vector = true;                     // ew_vector_kernels()
 };
 
 // One extra region copied by the GPU: from a caller's HostBuffer into device memory, or back.

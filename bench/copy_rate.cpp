@@ -1,13 +1,20 @@
 // gpubatch-copy-rate: the raw rate of vkCmdCopyBuffer between pinned host memory (the staging
 // memory the copy-engine path and HostBuffers use) and device-local memory, each way, on the
 // transfer queue the library picked and on the compute queue. The yardstick for the request
-// size sweep (bench/size_sweep.py): batched throughput is judged as a fraction of it.
+// size sweep (bench/size_sweep.py): batched throughput is judged as a fraction of it. The
+// "both_ways" figures run an upload on the transfer queue and a download on the compute queue at
+// the same time (what a pipeline whose upload overlaps the previous batch's download can reach;
+// PCIe carries each direction on its own lanes). With --import, the cost of importing a
+// caller's own memory (Device::import_host: the driver pins its pages) and releasing it, per
+// import, beside one thread's memcpy of the same bytes into staging memory: whether a large
+// std::vector request could be read in place instead of copied.
 //
 //   gpubatch-copy-rate [--bytes N[,N...]] [--repeat R] [--device SEL]   (JSON lines on stdout)
 #include <CLI/CLI.hpp>
 #include <vulkan/vulkan.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -67,6 +74,50 @@ double rate(detail::GpuContext& ctx, bool transfer_queue, Commands& c, std::size
   return best;
 }
 
+// GB/s each way of an upload (transfer queue) and a download (compute queue) submitted together,
+// each `repeat` copies of `bytes`: bytes * repeat over the time until both are done, best of 3.
+double both_ways_rate(detail::GpuContext& ctx, Commands& up, Commands& down, std::size_t bytes, int repeat) {
+  double best = 0;
+  for (int trial = 0; trial < 4; ++trial) {
+    const auto t0 = Clock::now();
+    const auto u = ctx.submit_upload(up.cmd);
+    const auto d = ctx.submit(down.cmd);
+    ctx.wait_upload(u, std::chrono::seconds(60));
+    ctx.wait(d, std::chrono::seconds(60));
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (trial > 0) best = std::max(best, double(bytes) * repeat / s / 1e9);
+  }
+  return best;
+}
+
+// Microseconds per import_host + release of `bytes` of the process's own page-aligned memory,
+// and per memcpy of as many bytes into staging (one thread), best of 3 rounds of `rounds`.
+void import_cost(const Device& device, detail::GpuContext& ctx, std::size_t bytes, int rounds) {
+  const std::size_t align = device.host_import_alignment();
+  if (align == 0) return;
+  const std::size_t size = (bytes + align - 1) / align * align;
+  float* memory = static_cast<float*>(std::aligned_alloc(align, size));
+  std::memset(memory, 1, size);
+  auto staging = ctx.memory().allocate(gpu::MemoryKind::staging, size);
+  double import_us = 1e30, copy_us = 1e30;
+  for (int round = 0; round < 3; ++round) {
+    auto t0 = Clock::now();
+    for (int i = 0; i < rounds; ++i) {
+      HostBuffer b = device.import_host(std::span<float>(memory, size / sizeof(float)));
+      if (b.size() == 0) std::abort();
+    }
+    import_us = std::min(import_us, std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / rounds);
+    t0 = Clock::now();
+    for (int i = 0; i < rounds; ++i) std::memcpy(staging.mapped(), memory, size);
+    copy_us = std::min(copy_us, std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / rounds);
+  }
+  std::printf("{\"probe\": \"import_cost\", \"device\": \"%s\", \"bytes\": %zu, \"import_release_us\": %.2f, "
+              "\"memcpy_to_staging_us\": %.2f}\n",
+              device.info().name.c_str(), size, import_us, copy_us);
+  std::fflush(stdout);
+  std::free(memory);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -77,6 +128,8 @@ int main(int argc, char** argv) {
   app.add_option("--bytes", sizes, "bytes per copy (several: one line each)")->delimiter(',');
   app.add_option("--repeat", repeat, "copies per submission")->check(CLI::Range(1, 1000));
   app.add_option("--device", selector, "device index or name substring");
+  bool imports = false;
+  app.add_flag("--import", imports, "also the cost of importing caller memory, per size");
   CLI11_PARSE(app, argc, argv);
   try {
     DeviceOptions options;
@@ -96,13 +149,20 @@ int main(int argc, char** argv) {
         c.record(dev, host, bytes, repeat);
         r[q][1] = rate(*ctx, q == 0, c, bytes, repeat);
       }
+      // Both ways at once: a second host and device buffer pair for the download.
+      auto host2 = ctx->memory().allocate(gpu::MemoryKind::staging, bytes);
+      auto dev2 = ctx->memory().allocate(gpu::MemoryKind::device_local, bytes);
+      on_transfer.record(host, dev, bytes, repeat);
+      on_compute.record(dev2, host2, bytes, repeat);
+      const double both = both_ways_rate(*ctx, on_transfer, on_compute, bytes, repeat);
       std::printf(
           "{\"probe\": \"copy_rate\", \"device\": \"%s\", \"bytes\": %zu, \"repeat\": %d, "
           "\"dedicated_transfer_queue\": %s, \"transfer_queue\": {\"h2d_gbps\": %.3f, \"d2h_gbps\": %.3f}, "
-          "\"compute_queue\": {\"h2d_gbps\": %.3f, \"d2h_gbps\": %.3f}}\n",
+          "\"compute_queue\": {\"h2d_gbps\": %.3f, \"d2h_gbps\": %.3f}, \"both_ways_gbps_each\": %.3f}\n",
           device.info().name.c_str(), bytes, repeat, ctx->dedicated_transfer_queue() ? "true" : "false", r[0][0],
-          r[0][1], r[1][0], r[1][1]);
+          r[0][1], r[1][0], r[1][1], both);
       std::fflush(stdout);
+      if (imports) import_cost(device, *ctx, bytes, 50);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpubatch-copy-rate: %s\n", e.what());

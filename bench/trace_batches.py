@@ -2,7 +2,8 @@
 """Per-stage times of the batches in a GPUBATCH_TRACE file (Chrome trace events, maybe .gz):
 formation (oldest arrival -> submit), submit, device (submit returned -> completion seen) and
 completion (-> every request resolved), p50 / p99 / max in us, by flush reason ("express" for
-express batches); then the slowest batches of each reason, stage by stage.
+express batches); then the slowest batches of each reason, stage by stage (with
+GPUBATCH_GPU_TIMESTAMPS=on also the GPU's own time of each, inside its device span).
 Usage: bench/trace_batches.py TRACE.json[.gz] [--slowest N]"""
 import gzip
 import json
@@ -18,7 +19,7 @@ for e in events:
     if e.get("ph") == "X" and e.get("name") == "submit":
         a = e["args"]
         b = batches[a["batch"]]
-        b.update(reason=a["reason"], requests=a["requests"], submit=(e["ts"], e["ts"] + e["dur"]))
+        b.update(reason=a["reason"], requests=a["requests"], submit=(e["ts"], e["ts"] + e["dur"]), gpu=a.get("gpu_us"))
     elif e.get("ph") in ("b", "e") and e.get("name") in ("formation", "device", "completion"):
         batches[e["id"]].setdefault(e["name"], [None, None])[0 if e["ph"] == "b" else 1] = e["ts"]
 stages = ("formation", "submit", "device", "completion")
@@ -28,6 +29,8 @@ for bid, b in batches.items():
         continue
     t = {s: b[s][1] - b[s][0] for s in stages}
     t["total"] = b["completion"][1] - b["formation"][0]
+    if b.get("gpu") is not None:
+        t["gpu"] = b["gpu"]  # the GPU's own time (GPUBATCH_GPU_TIMESTAMPS=on), inside "device"
     rows[b["reason"]].append((bid, b["requests"], t))
 
 
@@ -42,4 +45,5 @@ for reason, rs in sorted(rows.items()):
         v = [r[2][s] for r in rs]
         print(f"  {s:11s} p50 {pct(v, .5):9.1f}  p99 {pct(v, .99):9.1f}  max {max(v):9.1f} us")
     for bid, n, t in sorted(rs, key=lambda r: -r[2]["total"])[:slowest]:
-        print(f"    batch {bid} ({n} requests): " + ", ".join(f"{s} {t[s]:.0f}" for s in stages + ("total",)))
+        print(f"    batch {bid} ({n} requests): " + ", ".join(f"{s} {t[s]:.0f}" for s in stages + ("total",))
+              + (f" (gpu {t['gpu']:.0f})" if "gpu" in t else ""))

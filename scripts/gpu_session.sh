@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -451,9 +451,103 @@ fi
 # The final code of 2026-11-25's third session beside the previous build: large requests from
 # vectors and from host buffers, a lone 4,194,304-float request, matmul, the lone 256-float
 # caller and the crowd, interleaved.
+# Where the p99 under load comes from (first session of 2026-11-26): gpubatch-stall-probe (4
+# threads sleeping 100 us at a time, nothing of gpubatch in that process) alone on the idle
+# machine, then beside an open-loop load and a mix in another process, and each load alone. A
+# stall every probe thread sees at once on an idle machine is the machine's.
+probe_beside() {  # probe_beside NAME SECONDS [load args...]: the probe while a load runs (or idle)
+  local name=$1 secs=$2; shift 2
+  if [ $# -gt 0 ]; then load "$name-load" "$@" & fi
+  sleep 0.5
+  timeout 60 "$run" gpubatch-stall-probe --threads 4 --seconds "$secs" | sed "s/^{/{\"name\": \"$name-probe\", /" >> "$out/results.jsonl"
+  wait
+}
+if on stalls2 && have gpubatch-stall-probe; then
+  for rep in 1 2; do
+    probe_beside stall-idle-$rep 5
+    probe_beside stall-open1080k-$rep 4 gpubatch-load --threads 16 --op relu --size 256 --rate 1080000 --requests 5400000
+    probe_beside stall-mix1900k-$rep 4 gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 1900000 --requests 9500000
+    probe_beside stall-crowd-$rep 4 gpubatch-load --threads 16 --inflight 1024 --requests 16000000 --op relu --size 256
+  done
+  cat /sys/fs/cgroup/cpu.max /sys/fs/cgroup/cpu.stat >> "$out/log.txt" 2>&1
+fi
+
+# Which threads want the cores when the probe above stalls beside a load: bench/run_queue.py
+# samples the load's runnable threads by name every millisecond (first session of 2026-11-26).
+if on runq && command -v python3 >/dev/null; then
+  for spec in "open1080k gpubatch-load --threads 16 --op relu --size 256 --rate 1080000 --requests 3240000" \
+              "mix1900k gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 1900000 --requests 5700000" \
+              "crowd gpubatch-load --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"; do
+    set -- $spec; name=$1; shift
+    echo "== runq-$name: $*" >> "$out/log.txt"
+    timeout 90 python3 bench/run_queue.py --json-out "$out/runq-$name.json" -- "$run" "$@" --json \
+      2>> "$out/log.txt" | tail -1 | sed "s/^{/{\"name\": \"runq-$name\", /" >> "$out/results.jsonl"
+    cat "$out/runq-$name.json" >&2
+  done
+fi
+
+# The open loop's p99 at 1.08 M/s (first session of 2026-11-26): 16 senders beside 4 at the same
+# total rate (do the callers' own bursts make it?), the executor's threads at nice -10, and a
+# trace of the default broken into stages (bench/trace_batches.py).
+if on openx; then
+  for rep in 1 2; do
+    for t in 16 4; do
+      o="--threads $t --op relu --size 256 --rate 1080000 --requests 3240000"
+      load openx-t$t-default-$rep gpubatch-load $o
+      load openx-t$t-nice10-$rep env GPUBATCH_THREAD_NICE=-10 -- gpubatch-load $o
+    done
+  done
+  load openx-t16-trace env GPUBATCH_TRACE=$out/trace-openx.json -- gpubatch-load --threads 16 --op relu --size 256 --rate 1080000 --requests 1620000
+  [ -f "$out/trace-openx.json" ] && python3 bench/trace_batches.py "$out/trace-openx.json" > "$out/trace-openx.txt" 2>&1 && gzip -f "$out/trace-openx.json"
+fi
+
+# The open loop's long "device" spans (first session of 2026-11-26): traced with the GPU's own
+# time per batch (GPUBATCH_GPU_TIMESTAMPS=on), with the completion threads blocking in the driver
+# (the default) and polling the timeline counter for every batch (GPUBATCH_POLL_ALL=on).
+if on spans; then
+  o="--threads 16 --op relu --size 256 --rate 1080000 --requests 2160000"
+  for rep in 1 2; do
+    for v in block poll; do
+      e=(GPUBATCH_GPU_TIMESTAMPS=on GPUBATCH_TRACE=$out/trace-spans-$v-$rep.json)
+      [ $v = poll ] && e+=(GPUBATCH_POLL_ALL=on GPUBATCH_COMPLETION_SPIN_US=10000)
+      load spans-$v-$rep env "${e[@]}" -- gpubatch-load $o
+      [ -f "$out/trace-spans-$v-$rep.json" ] && python3 bench/trace_batches.py "$out/trace-spans-$v-$rep.json" --slowest 8 > "$out/trace-spans-$v-$rep.txt" 2>&1 && gzip -f "$out/trace-spans-$v-$rep.json"
+    done
+  done
+fi
+
+# The copy engine for HostBuffers (first session of 2026-11-26): does an upload on the transfer
+# queue overlap the previous batch's download? The raw rate each way and both ways at once, then
+# the default (direct) beside the copy engine for every batch, with results copied back or
+# written by the kernels, at the default depth and at twice it; a trace of each engine variant.
+if on engine; then
+  have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate --bytes 4194304,16777216,67108864 >> "$out/results.jsonl" 2>> "$out/log.txt"
+  for s in 65536 1048576; do
+    n=$(( s == 65536 ? 40000 : 4000 ))
+    big="--threads 16 --inflight 8 --requests $n --op relu --size $s --host-buffers"
+    load engine-$s-direct gpubatch-load $big
+    load engine-$s-ce env GPUBATCH_COPY_ENGINE_BYTES=0 -- gpubatch-load $big
+    load engine-$s-ce-kernel env GPUBATCH_COPY_ENGINE_BYTES=0 GPUBATCH_COPY_RESULTS=kernel -- gpubatch-load $big
+    load engine-$s-ce-depth4 env GPUBATCH_COPY_ENGINE_BYTES=0 GPUBATCH_MAX_INFLIGHT_BATCHES=4 -- gpubatch-load $big
+    load engine-$s-ce-kernel-depth4 env GPUBATCH_COPY_ENGINE_BYTES=0 GPUBATCH_COPY_RESULTS=kernel GPUBATCH_MAX_INFLIGHT_BATCHES=4 -- gpubatch-load $big
+    load engine-$s-direct-depth4 env GPUBATCH_MAX_INFLIGHT_BATCHES=4 -- gpubatch-load $big
+    for v in ce ce-kernel; do
+      extra=(GPUBATCH_COPY_ENGINE_BYTES=0); [ $v = ce-kernel ] && extra+=(GPUBATCH_COPY_RESULTS=kernel)
+      load engine-$s-$v-trace env "${extra[@]}" GPUBATCH_TRACE=$out/trace-engine-$s-$v.json -- gpubatch-load ${big/--requests $n/--requests $((n / 8))}
+      gzip -f "$out/trace-engine-$s-$v.json" 2>/dev/null || true
+    done
+  done
+  lone="--threads 1 --inflight 1 --requests 200 --op relu --size 4194304 --host-buffers"
+  load engine-lone4m-direct gpubatch-load $lone
+  load engine-lone4m-ce env GPUBATCH_COPY_ENGINE_BYTES=0 -- gpubatch-load $lone
+  load engine-lone4m-ce-kernel env GPUBATCH_COPY_ENGINE_BYTES=0 GPUBATCH_COPY_RESULTS=kernel -- gpubatch-load $lone
+fi
+
 # Four elements per invocation in the built-in element-wise kernels (first session of
-# 2026-11-26): GPUBATCH_EW_VECTOR=on (the default) beside off (one element per invocation, the
-# kernels before), interleaved twice, with the copy engine's raw rate and the unbatched path.
+# 2026-11-26, commit 626e345, reverted after this section's call: slower from HostBuffers):
+# GPUBATCH_EW_VECTOR=on beside off (one element per invocation, the kernels before),
+# interleaved twice, with the copy engine's raw rate and the unbatched path. Only that commit's
+# build knows GPUBATCH_EW_VECTOR.
 if on vec4; then
   have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate --bytes 4194304,67108864 >> "$out/results.jsonl" 2>> "$out/log.txt"
   for rep in 1 2; do
@@ -750,6 +844,16 @@ print(f"{'run':44s} {'req/s':>12s} {'GB/s in':>8s} {'p50 us':>8s} {'p99 us':>8s}
 for line in open(os.path.join(out, "results.jsonl")):
     r = json.loads(line)
     if "name" not in r: continue
+    if r.get("probe") == "stall":
+        l = r["late_us"]
+        print(f"{r['name']:44s} late p50 {l['p50']:.0f} p99 {l['p99']:.0f} p999 {l['p999']:.0f} max {l['max']:.0f} us, "
+              f"stalls {r['stalls']} (together {r['stalls_together']}), steal {r['steal_ticks']}, invol {r['involuntary_switches']}")
+        continue
+    if r.get("tool") == "gpubatch-mix":
+        a = r["latency_us"]["all"]
+        print(f"{r['name']:44s} {r['completed_per_s']:12.0f} {'':8s} {a['p50']:8.1f} {a['p99']:8.1f} {'':8s} "
+              f"{r.get('mean_batch_size', 0):7.1f} {'':9s} {'':10s} {r['verified']}")
+        continue
     gbps = r["throughput_rps"] * 4 * r["size"] / 1e9
     print(f"{r['name']:44s} {r['throughput_rps']:12.0f} {gbps:8.2f} {r['latency_us']['p50']:8.1f} "
           f"{r['latency_us']['p99']:8.1f} {r.get('send_lag_us', {}).get('p99', 0):8.1f} {r.get('mean_batch_size', 0):7.1f} {r.get('cpu_us_per_request', float('nan')):9.2f} "

@@ -176,6 +176,7 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index, std::chrono::
     last_done_.store(b.done.time_since_epoch().count());
   } else {
     st.device_time.record(b.done - b.submitted);
+    if (trace_.on()) b.gpu_time = b.inflight->device_time();  // before the slot lets it go
     // Several completion threads may await at once (a device set): the previous completion is
     // whichever finished last, an approximation there.
     const Clock::time_point previous{Clock::duration(last_done_.exchange(b.done.time_since_epoch().count()))};

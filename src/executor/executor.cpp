@@ -233,6 +233,8 @@ std::chrono::steady_clock::duration wait_slice() noexcept {
   return std::chrono::microseconds(us);
 }
 
+bool poll_all_batches() noexcept { return env_is("GPUBATCH_POLL_ALL", "on"); }
+
 bool inline_submit_enabled() noexcept { return !env_is("GPUBATCH_INLINE_SUBMIT", "off"); }
 bool caller_awaits_enabled() noexcept { return !env_is("GPUBATCH_CALLER_AWAITS", "off"); }
 bool future_inline_enabled() noexcept { return !env_is("GPUBATCH_FUTURE_INLINE", "off"); }

@@ -84,6 +84,7 @@ struct Batch {
   Clock::time_point submit_returned{};  // the device's submit() returned (or threw); the trace
   // Completion, once the device has finished it: requests [chunk * n / chunks, ...) per chunk.
   Clock::time_point done{};
+  std::chrono::nanoseconds gpu_time{-1};  // the GPU's own time, for the trace (timestamps on)
   ErrorCode error_code = ErrorCode::internal;  // with `error`: its code and message
   std::string error_what;
   std::uint32_t slot_halves = 2;  // of the in-flight slots (ExecutorCore::slot_halves)
@@ -126,6 +127,10 @@ bool future_inline_enabled() noexcept;
 bool express_enabled() noexcept;  // GPUBATCH_EXPRESS is not "off" (ExecutorCore::express_ready)
 bool strand_spin_enabled() noexcept;  // GPUBATCH_STRAND_SPIN=on (ExecutorCore::linger)
 std::chrono::steady_clock::duration wait_slice() noexcept;  // GPUBATCH_WAIT_SLICE_US
+// GPUBATCH_POLL_ALL=on: the completion threads poll every batch for completion_spin (not only
+// lone and full ones): a diagnostic that tells a batch whose end the driver's wait reported late
+// from one the GPU finished late (the timeline counter is read directly).
+bool poll_all_batches() noexcept;
 
 // Around the call of a caller that waits for its own result (BatchedGpuHandle::run): if its
 // request finds the strand idle, that caller runs the strand itself (post_if_idle). A call that
@@ -271,7 +276,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // Completion threads poll a lone caller's batch, and a batch at least half of max_batch_size:
   // the former was full, the device is the bottleneck, and a wake-up's delay leaves it idle
   // (with only lone batches polled, 16 threads of 256-float relu on the H200 ran 7 % slower).
-  bool polls_batch(std::size_t n) const noexcept { return n <= kLoneBatch || 2 * n >= config_.max_batch_size; }
+  bool polls_batch(std::size_t n) const noexcept {
+    return poll_all_ || n <= kLoneBatch || 2 * n >= config_.max_batch_size;
+  }
   static constexpr std::uint32_t kLoneStreak = 8;
   void linger(const StrandLook& look) noexcept;
   bool strand_has_work(const StrandLook& look) const noexcept;
@@ -399,6 +406,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // A completion thread's blocking wait returns after this long to look again (and at the
   // watchdog): GPUBATCH_WAIT_SLICE_US, default 100 ms.
   const Clock::duration wait_slice_ = wait_slice();
+  const bool poll_all_ = poll_all_batches();
 
   // Strand state (touched only by the holder of strand_awake_: see run_strand()).
   boost::asio::io_context io_{1};

@@ -37,6 +37,7 @@ void ExecutorCore::record_trace(const Batch& b) {
   span.submit_end = b.submit_returned;
   span.device_done = b.done;
   span.resolved = Clock::now();
+  if (b.gpu_time.count() >= 0) span.gpu_us = std::chrono::duration<double, std::micro>(b.gpu_time).count();
   trace_.batch(span);
   const std::size_t every = trace_.sample_every();
   for (std::size_t i = 0; i < b.items.size(); i += every)

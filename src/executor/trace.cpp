@@ -87,9 +87,11 @@ void TraceRecorder::batch(const BatchSpan& s) {
     ++dropped_batches_;
     return;
   }
-  char args[160];
-  std::snprintf(args, sizeof args, R"("batch":%llu,"requests":%zu,"reason":"%s","failed":%s)",
-                static_cast<unsigned long long>(s.id), s.requests, s.reason, s.failed ? "true" : "false");
+  char args[192];
+  int n = std::snprintf(args, sizeof args, R"("batch":%llu,"requests":%zu,"reason":"%s","failed":%s)",
+                        static_cast<unsigned long long>(s.id), s.requests, s.reason, s.failed ? "true" : "false");
+  if (s.gpu_us >= 0 && n > 0 && static_cast<std::size_t>(n) < sizeof args)
+    std::snprintf(args + n, sizeof args - n, R"(,"gpu_us":%.3f)", s.gpu_us);
   char buf[320];
   std::snprintf(buf, sizeof buf, R"(,{"ph":"X","name":"submit","pid":1,"tid":%d,"ts":%.3f,"dur":%.3f,"args":{%s}})",
                 kStrandTid, us(s.submit_begin), us(s.submit_end) - us(s.submit_begin), args);

@@ -29,6 +29,9 @@ class TraceRecorder {
     const char* reason = "";
     bool failed = false;
     Clock::time_point oldest_arrival, submit_begin, submit_end, device_done, resolved;
+    // The GPU's own time for the batch (GPUBATCH_GPU_TIMESTAMPS=on), else negative: tells a
+    // long "device" span that the GPU ran late or slowly from one whose end was seen late.
+    double gpu_us = -1;
   };
 
   // Starts recording into memory for `path` (replacing an earlier recording that was not

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <chrono>
 #include <future>
@@ -115,6 +117,27 @@ TEST(CompletionSpin, OnlyLoneAndFullBatchesArePolled) {
       EXPECT_GE(device->polls(), 1u) << "a full batch is polled";
     }
   }
+}
+
+// GPUBATCH_POLL_ALL=on (a diagnostic): the batch of 32 of 256 that is otherwise waited for is
+// polled too.
+TEST(CompletionSpin, PollAllPollsEveryBatch) {
+  ::setenv("GPUBATCH_POLL_ALL", "on", 1);
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 2ms});
+  BatchConfig config = lone_config(1000us);
+  config.policy = FlushPolicy::deadline;
+  config.max_batch_size = 256;
+  config.max_wait = 200ms;
+  {
+    BatchExecutor executor(device, config);
+    ::unsetenv("GPUBATCH_POLL_ALL");  // read when the executor was made
+    auto gpu = executor.handle();
+    std::vector<std::future<std::vector<float>>> futures;
+    for (int i = 0; i < 32; ++i) futures.push_back(gpu.relu({float(i)}));
+    for (auto& f : futures) ASSERT_TRUE(ready_within(f, 30s));
+  }
+  ASSERT_EQ(device->batch_sizes(), std::vector<std::size_t>{32});
+  EXPECT_GE(device->polls(), 1u) << "every batch is polled";
 }
 
 TEST(CompletionSpin, ZeroSpinBlocksAtOnce) {

@@ -37,6 +37,7 @@ class FakeDevice : public detail::BatchDevice {
     // whose a[0] is oom_marker, fails with out_of_memory (nothing runs).
     std::size_t oom_above_requests = std::numeric_limits<std::size_t>::max();
     std::optional<float> oom_marker;
+    std::chrono::nanoseconds gpu_time{-1};  // what each batch's device_time() says (-1: unknown)
   };
 
   FakeDevice() : FakeDevice(Options{}) {}
@@ -113,7 +114,9 @@ class FakeDevice : public detail::BatchDevice {
     const auto ready = std::chrono::steady_clock::now() + state_->delay +
                        options_.delay_per_kib * static_cast<std::int64_t>((up + down) / 1024);
     state_->cv.notify_all();
-    return std::make_unique<Batch>(state_, std::move(results), std::move(errors), ready, wait_fault);
+    auto batch = std::make_unique<Batch>(state_, std::move(results), std::move(errors), ready, wait_fault);
+    batch->gpu_time_ = options_.gpu_time;
+    return batch;
   }
 
   detail::TransferTotals transfers() const override {
@@ -309,6 +312,9 @@ class FakeDevice : public detail::BatchDevice {
       if (errors_.at(index)) throw Error(ErrorCode::internal, *errors_[index]);
       out = std::move(results_.at(index));
     }
+
+    std::chrono::nanoseconds device_time() const override { return gpu_time_; }
+    std::chrono::nanoseconds gpu_time_{-1};
 
    private:
     std::shared_ptr<State> state_;

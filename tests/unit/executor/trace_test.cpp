@@ -89,6 +89,47 @@ TEST(Trace, EveryBatchAppearsWithItsFourSpansAndSampledQueueWaits) {
   std::filesystem::remove(path);
 }
 
+// A device that times its batches (GPU timestamps) has that time in each batch's arguments
+// ("gpu_us"), which tells a long device span whose GPU work was short from a slow GPU.
+TEST(Trace, TheGpusOwnTimeOfEachBatchIsInItsArguments) {
+  const auto path = temp_file("gpubatch-trace-gpu");
+  auto device = std::make_shared<FakeDevice>(
+      FakeDevice::Options{.delay = std::chrono::microseconds(100), .gpu_time = std::chrono::microseconds(37)});
+  BatchExecutor executor(device, BatchConfig::latency());
+  executor.start_trace(path, 1);
+  auto gpu = executor.handle();
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(gpu.relu({float(i)}).get().size(), 1u);
+  executor.shutdown();
+  int submits = 0;
+  const json::value trace = read_json(path);
+  for (const auto& v : trace.at("traceEvents").as_array()) {
+    const auto& e = v.as_object();
+    if (e.at("ph").as_string() != "X") continue;
+    ++submits;
+    const auto& args = e.at("args").as_object();
+    ASSERT_TRUE(args.contains("gpu_us"));
+    EXPECT_DOUBLE_EQ(args.at("gpu_us").to_number<double>(), 37.0);
+  }
+  EXPECT_EQ(submits, static_cast<int>(executor.stats().batches));
+  std::filesystem::remove(path);
+}
+
+// Without it (the default: no GPU timestamps), no "gpu_us" at all.
+TEST(Trace, NoGpuTimeWithoutTimestamps) {
+  const auto path = temp_file("gpubatch-trace-nogpu");
+  auto device = std::make_shared<FakeDevice>();
+  BatchExecutor executor(device, BatchConfig::latency());
+  executor.start_trace(path, 1);
+  ASSERT_EQ(executor.handle().relu({1.0f}).get().size(), 1u);
+  executor.shutdown();
+  const json::value trace = read_json(path);
+  for (const auto& v : trace.at("traceEvents").as_array()) {
+    const auto& e = v.as_object();
+    if (e.at("ph").as_string() == "X") EXPECT_FALSE(e.at("args").as_object().contains("gpu_us"));
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(Trace, AnUncreatableFileIsATypedErrorAndShutdownWritesARunningTrace) {
   auto device = std::make_shared<FakeDevice>();
   const auto path = temp_file("gpubatch-trace-shutdown");

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -501,6 +501,40 @@ if on openx; then
   [ -f "$out/trace-openx.json" ] && python3 bench/trace_batches.py "$out/trace-openx.json" > "$out/trace-openx.txt" 2>&1 && gzip -f "$out/trace-openx.json"
 fi
 
+# Bare submissions (gpubatch-submit-storm: no executor, one submitting thread, one waiter) at the
+# executor's batch rate under the 1.08 M/s open loop (~14,000/s) and twice it, idle and with 16
+# threads burning CPU, waiting in the driver and polling (first session of 2026-11-26).
+if on storm && have gpubatch-submit-storm; then
+  for burn in 0 16; do
+    for r in 14000 28000; do
+      for w in "" --poll; do
+        timeout 60 "$run" gpubatch-submit-storm --rate $r --seconds 3 --burn $burn $w \
+          | sed "s/^{/{\"name\": \"storm-$r-burn$burn${w:+-poll}\", /" >> "$out/results.jsonl" 2>> "$out/log.txt"
+      done
+    done
+  done
+  load storm-open1080k gpubatch-load --threads 16 --op relu --size 256 --rate 1080000 --requests 3240000
+fi
+# The same into host memory (--host, as direct-path kernels write), and a polled storm running
+# beside the executor's open loop in another process: is a long span the whole device's?
+if on storm2 && have gpubatch-submit-storm; then
+  for rep in 1 2; do
+    for w in "" --poll; do
+      timeout 60 "$run" gpubatch-submit-storm --rate 14000 --seconds 3 --host $w \
+        | sed "s/^{/{\"name\": \"storm2-host${w:+-poll}-$rep\", /" >> "$out/results.jsonl" 2>> "$out/log.txt"
+    done
+    timeout 60 "$run" gpubatch-submit-storm --rate 14000 --seconds 3 --host --poll --rerecord \
+      | sed "s/^{/{\"name\": \"storm2-host-poll-rerecord-$rep\", /" >> "$out/results.jsonl" 2>> "$out/log.txt"
+    timeout 60 "$run" gpubatch-submit-storm --rate 14000 --seconds 3 --host --poll --rerecord --burn 8 \
+      | sed "s/^{/{\"name\": \"storm2-host-poll-rerecord-burn8-$rep\", /" >> "$out/results.jsonl" 2>> "$out/log.txt"
+    load storm2-open1080k-$rep gpubatch-load --threads 16 --op relu --size 256 --rate 1080000 --requests 4320000 &
+    sleep 0.5
+    timeout 60 "$run" gpubatch-submit-storm --rate 5000 --seconds 3 --poll --host \
+      | sed "s/^{/{\"name\": \"storm2-beside-open1080k-$rep\", /" >> "$out/results.jsonl" 2>> "$out/log.txt"
+    wait
+  done
+fi
+
 # The open loop's long "device" spans (first session of 2026-11-26): traced with the GPU's own
 # time per batch (GPUBATCH_GPU_TIMESTAMPS=on), with the completion threads blocking in the driver
 # (the default) and polling the timeline counter for every batch (GPUBATCH_POLL_ALL=on).
@@ -844,6 +878,11 @@ print(f"{'run':44s} {'req/s':>12s} {'GB/s in':>8s} {'p50 us':>8s} {'p99 us':>8s}
 for line in open(os.path.join(out, "results.jsonl")):
     r = json.loads(line)
     if "name" not in r: continue
+    if r.get("probe") == "submit_storm":
+        a, b = r["submit_us"], r["span_us"]
+        print(f"{r['name']:44s} {r['achieved_rate']:8.0f}/s submit p99 {a['p99']:.0f} max {a['max']:.0f}; span p50 {b['p50']:.0f} "
+              f"p99 {b['p99']:.0f} p999 {b['p999']:.0f} max {b['max']:.0f} us; >1ms {r['spans_over_1ms']} >5ms {r['spans_over_5ms']}")
+        continue
     if r.get("probe") == "stall":
         l = r["late_us"]
         print(f"{r['name']:44s} late p50 {l['p50']:.0f} p99 {l['p99']:.0f} p999 {l['p999']:.0f} max {l['max']:.0f} us, "

@@ -243,6 +243,10 @@ void record_stamped(ThreadResult& out, const Workload& w, Stamped& s) {
 void run_open_loop(const Options& o, const Workload& w, const SubmitCallback& submit, std::uint64_t count,
                    std::atomic<std::uint64_t>& done, ThreadResult& out) {
   out.latencies_us.reserve(count);
+  // Room for every sample up front: a vector that doubles while the clock runs reallocates on
+  // every sender in the same instant (they keep pace), and the H100 traces showed the whole
+  // process stalling then (DESIGN.md "Where the p99 under load came from").
+  out.send_lag_us.reserve(count);
   std::deque<std::shared_ptr<Stamped>> pending;
   const auto interval = std::chrono::duration<double>(double(o.threads) / o.rate);
   auto next_send = Clock::now();

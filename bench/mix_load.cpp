@@ -142,6 +142,13 @@ void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, uns
   std::uniform_real_distribution<double> u(0.0, 1.0);
   std::uniform_int_distribution<int> pick(0, Pool::kEach - 1);
   std::deque<std::shared_ptr<Slot>> pending;
+  // Room for every sample up front: a vector that doubles while the clock runs reallocates on 16
+  // threads in the same instant (their sends keep pace), and the H100 traces showed the whole
+  // process stalling then (DESIGN.md "Where the p99 under load came from").
+  out.latency_us[high][0].reserve(count);
+  out.latency_us[high][1].reserve(static_cast<std::size_t>(double(count) * o.large * 2) + 64);
+  if (o.deadline_us > 0) out.deadline_late_us.reserve(static_cast<std::size_t>(double(count) * o.deadline_fraction) + 64);
+  if (o.block_for_us > 0) out.queue_full_late_us.reserve(count);
   const auto interval = std::chrono::duration<double>(1.0 / rate);
   auto next = Clock::now();
   auto reap = [&] {

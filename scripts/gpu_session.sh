@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -499,6 +499,42 @@ if on openx; then
   done
   load openx-t16-trace env GPUBATCH_TRACE=$out/trace-openx.json -- gpubatch-load --threads 16 --op relu --size 256 --rate 1080000 --requests 1620000
   [ -f "$out/trace-openx.json" ] && python3 bench/trace_batches.py "$out/trace-openx.json" > "$out/trace-openx.txt" 2>&1 && gzip -f "$out/trace-openx.json"
+fi
+
+# The load generators' sample vectors reserved up front (first session of 2026-11-26): the open
+# loop at 1.08 M/s and the mix at 1.9 M/s, this build beside the previous one (gpubatch-load-prev,
+# gpubatch-mix-prev: vectors that double while the clock runs), interleaved three times; then a
+# trace of this build (its events kept in 1 MiB chunks) with the GPU's own time per batch.
+if on reserve; then
+  o="--threads 16 --op relu --size 256 --rate 1080000 --requests 3240000"
+  m="--threads 16 --high 0.1 --size 256 --rate 1900000 --requests 5700000"
+  for rep in 1 2 3; do
+    load reserve-open1080k-$rep gpubatch-load $o
+    load reserve-open1080k-prev-$rep gpubatch-load-prev $o
+    load reserve-mix1900k-$rep gpubatch-mix $m
+    load reserve-mix1900k-prev-$rep gpubatch-mix-prev $m
+  done
+  load reserve-open1080k-trace env GPUBATCH_GPU_TIMESTAMPS=on GPUBATCH_TRACE=$out/trace-reserve.json -- gpubatch-load $o
+  [ -f "$out/trace-reserve.json" ] && python3 bench/trace_batches.py "$out/trace-reserve.json" --slowest 6 > "$out/trace-reserve.txt" 2>&1 && gzip -f "$out/trace-reserve.json"
+fi
+
+# Do the long spans need kernels that read host memory? The open loop at 1.08 M/s on the direct
+# path (the default) beside the copy engine for every batch (kernels read device memory), traced
+# (first session of 2026-11-26).
+if on spans2; then
+  o="--threads 16 --op relu --size 256 --rate 1080000 --requests 3240000"
+  for rep in 1 2; do
+    for v in direct engine; do
+      e=(GPUBATCH_GPU_TIMESTAMPS=on GPUBATCH_TRACE=$out/trace-spans2-$v-$rep.json)
+      [ $v = engine ] && e+=(GPUBATCH_COPY_ENGINE_BYTES=0)
+      load spans2-$v-$rep env "${e[@]}" -- gpubatch-load $o
+      if [ -f "$out/trace-spans2-$v-$rep.json" ]; then
+        echo "## spans2-$v-$rep" >> "$out/trace-spans2.txt"
+        python3 bench/trace_batches.py "$out/trace-spans2-$v-$rep.json" --slowest 4 >> "$out/trace-spans2.txt" 2>&1
+        rm -f "$out/trace-spans2-$v-$rep.json"
+      fi
+    done
+  done
 fi
 
 # Bare submissions (gpubatch-submit-storm: no executor, one submitting thread, one waiter) at the

@@ -2,7 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "gpubatch/error.hpp"
@@ -30,7 +32,7 @@ void TraceRecorder::start(const std::filesystem::path& path, std::uint32_t sampl
   std::lock_guard lock(mutex_);
   path_ = path;
   origin_ = Clock::now();
-  events_.clear();
+  chunks_.clear();
   count_ = 0;
   dropped_batches_ = 0;
   sample_every_.store(sample_every == 0 ? 1 : sample_every, std::memory_order_relaxed);
@@ -38,13 +40,13 @@ void TraceRecorder::start(const std::filesystem::path& path, std::uint32_t sampl
 }
 
 bool TraceRecorder::stop() {
-  std::string events;
+  std::vector<std::string> chunks;
   std::filesystem::path path;
   std::uint64_t dropped;
   {
     std::lock_guard lock(mutex_);
     if (!on_.exchange(false, std::memory_order_relaxed)) return false;
-    events.swap(events_);
+    chunks.swap(chunks_);
     path = path_;
     dropped = dropped_batches_;
     count_ = 0;
@@ -53,7 +55,7 @@ bool TraceRecorder::stop() {
   out << R"({"displayTimeUnit":"ns","otherData":{"producer":"gpubatch","dropped_batches":)" << dropped
       << R"(},"traceEvents":[)" << metadata(kStrandTid, "strand: formation and submit") << ','
       << metadata(kAsyncTid, "batches and requests (async)");
-  if (!events.empty()) out << ',' << events;
+  for (const std::string& c : chunks) out << c;  // each event brings its own leading comma
   out << "]}\n";
   out.flush();
   if (!out) {
@@ -61,6 +63,13 @@ bool TraceRecorder::stop() {
     return false;
   }
   return true;
+}
+
+std::string& TraceRecorder::room_for(std::size_t bytes) {
+  if (chunks_.empty() || chunks_.back().size() + bytes > chunks_.back().capacity()) {
+    chunks_.emplace_back().reserve(std::max(kChunkBytes, bytes));
+  }
+  return chunks_.back();
 }
 
 double TraceRecorder::us(Clock::time_point t) const noexcept {
@@ -74,8 +83,8 @@ void TraceRecorder::async_span(const char* name, std::uint64_t id, Clock::time_p
     std::snprintf(buf, sizeof buf,
                   R"(,{"ph":"%c","cat":"%s","name":"%s","id":%llu,"pid":1,"tid":%d,"ts":%.3f)", ph,
                   name, name, static_cast<unsigned long long>(id), kAsyncTid, us(ph == 'b' ? begin : end));
-    events_ += buf;
-    events_ += ph == 'b' && !args.empty() ? R"(,"args":{)" + args + "}}" : std::string("}");
+    const std::string tail = ph == 'b' && !args.empty() ? R"(,"args":{)" + args + "}}" : std::string("}");
+    room_for(std::strlen(buf) + tail.size()).append(buf).append(tail);
   }
   count_ += 2;
 }
@@ -95,12 +104,11 @@ void TraceRecorder::batch(const BatchSpan& s) {
   char buf[320];
   std::snprintf(buf, sizeof buf, R"(,{"ph":"X","name":"submit","pid":1,"tid":%d,"ts":%.3f,"dur":%.3f,"args":{%s}})",
                 kStrandTid, us(s.submit_begin), us(s.submit_end) - us(s.submit_begin), args);
-  events_ += buf;
+  room_for(std::strlen(buf)).append(buf);
   ++count_;
   async_span("formation", s.id, s.oldest_arrival, s.submit_begin, args);
   async_span("device", s.id, s.submit_end, s.device_done, args);
   async_span("completion", s.id, s.device_done, s.resolved, args);
-  if (events_.front() == ',') events_.erase(0, 1);
 }
 
 void TraceRecorder::queue_wait(std::uint64_t batch_id, Clock::time_point arrival, Clock::time_point submitted) {
@@ -108,7 +116,6 @@ void TraceRecorder::queue_wait(std::uint64_t batch_id, Clock::time_point arrival
   if (!on_.load(std::memory_order_relaxed) || count_ + 2 > kMaxEvents) return;
   async_span("queue wait", ++next_request_id_ << 20 | (batch_id & 0xfffff), arrival, submitted,
              R"("batch":)" + std::to_string(batch_id));
-  if (events_.front() == ',') events_.erase(0, 1);
 }
 
 }  // namespace gpubatch::detail

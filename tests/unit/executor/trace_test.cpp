@@ -89,6 +89,29 @@ TEST(Trace, EveryBatchAppearsWithItsFourSpansAndSampledQueueWaits) {
   std::filesystem::remove(path);
 }
 
+// Events are kept in chunks of 1 MiB (a string that doubled stalled the completion thread that
+// grew it): a trace over several chunks is one well-formed file with every batch in it.
+TEST(Trace, ATraceOverSeveralChunksIsWhole) {
+  const auto path = temp_file("gpubatch-trace-chunks");
+  auto device = std::make_shared<FakeDevice>();
+  BatchConfig config = BatchConfig::latency();
+  config.max_batch_size = 1;  // a batch per request: about 1.3 KB of events each
+  BatchExecutor executor(device, config);
+  executor.start_trace(path, 1);
+  auto gpu = executor.handle();
+  std::vector<std::future<std::vector<float>>> futures;
+  for (int i = 0; i < 3000; ++i) futures.push_back(gpu.relu({float(i)}));
+  for (auto& f : futures) ASSERT_EQ(f.get().size(), 1u);
+  executor.shutdown();
+  EXPECT_GT(std::filesystem::file_size(path), std::uintmax_t{2} << 20) << "more than two chunks";
+  const Summary s = summarise(read_json(path));
+  EXPECT_EQ(s.submits, static_cast<int>(executor.stats().batches));
+  EXPECT_EQ(s.begins.at("device"), static_cast<int>(executor.stats().batches));
+  EXPECT_EQ(s.ends.at("completion"), static_cast<int>(executor.stats().batches));
+  EXPECT_TRUE(s.ordered);
+  std::filesystem::remove(path);
+}
+
 // A device that times its batches (GPU timestamps) has that time in each batch's arguments
 // ("gpu_us"), which tells a long device span whose GPU work was short from a slow GPU.
 TEST(Trace, TheGpusOwnTimeOfEachBatchIsInItsArguments) {

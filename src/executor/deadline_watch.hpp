@@ -32,6 +32,7 @@ struct RequestShape {
   Op op = Op::relu;
   std::size_t floats = 0, states = 0;
   std::uint32_t m = 0, k = 0, n = 0;
+  bool operator==(const RequestShape&) const = default;
 };
 
 struct ExpiryCell {

@@ -502,6 +502,11 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<std::uint64_t> caller_completions_{0};
   TraceRecorder trace_;
   DeadlineWatch deadline_watch_;  // its thread runs on_deadline()
+  // The watch thread's last deadline error and the shape it describes: requests of one shape
+  // expiring together share one exception (the same message) instead of formatting and
+  // allocating one each (gpubatch-expiry-rate: DESIGN.md "Deadlines").
+  RequestShape expiry_shape_;
+  std::exception_ptr expiry_error_;
   std::atomic<std::uint64_t> watch_expired_{0};  // requests the deadline watch failed
   alignas(kCacheLine) std::atomic<std::uint64_t> rejected_{0};
   std::atomic<std::uint64_t> handler_exceptions_{0};

@@ -369,10 +369,12 @@ void ExecutorCore::on_deadline(ExpiryCell& cell) noexcept {
   if (cell.expire()) {
     watch_expired_.fetch_add(1, std::memory_order_relaxed);
     try {
-      resolve_error(cell.completion,
-                    make_error(ErrorCode::deadline_exceeded,
-                               describe(cell.shape) + ": its deadline passed before it was submitted"),
-                    false, this);
+      if (!expiry_error_ || !(cell.shape == expiry_shape_)) {
+        expiry_error_ = make_error(ErrorCode::deadline_exceeded,
+                                   describe(cell.shape) + ": its deadline passed before it was submitted");
+        expiry_shape_ = cell.shape;
+      }
+      resolve_error(cell.completion, expiry_error_, false, this);
     } catch (...) {
       resolve_error(cell.completion, std::current_exception(), false, this);
     }

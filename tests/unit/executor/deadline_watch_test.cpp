@@ -197,3 +197,40 @@ TEST(PromptDeadline, EveryRequestResolvesOnceWhateverTakesIt) {
 
 }  // namespace
 }  // namespace gpubatch::testing
+
+namespace gpubatch::testing {
+namespace {
+std::string error_text(std::future<std::vector<float>>& f) {
+  try {
+    f.get();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+// Requests of one shape that expire together share one deadline error (the watch formats and
+// allocates it once); each still gets its own shape's message, in any order of shapes.
+TEST(PromptDeadline, EachExpiredRequestNamesItsOwnShape) {
+  auto device = std::make_shared<FakeDevice>();
+  device->hold_submits();  // the strand stays in its first submit: only the watch can expire
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  auto first = std::async(std::launch::async, [gpu] { return gpu.relu({1.0f}).get(); });
+  ASSERT_TRUE(device->wait_for_submits_entered(1));
+  const auto when = SubmitOptions::within(20ms);
+  std::vector<std::future<std::vector<float>>> ones, threes;
+  for (int i = 0; i < 3; ++i) {
+    ones.push_back(gpu.relu({1.0f}, when));
+    threes.push_back(gpu.relu({1.0f, 2.0f, 3.0f}, when));
+  }
+  for (auto& f : ones) ASSERT_TRUE(ready_within(f, 30s));
+  for (auto& f : threes) ASSERT_TRUE(ready_within(f, 30s));
+  device->release_submits();
+  for (auto& f : ones) EXPECT_NE(error_text(f).find("relu request (1 floats)"), std::string::npos);
+  for (auto& f : threes) EXPECT_NE(error_text(f).find("relu request (3 floats)"), std::string::npos);
+  ASSERT_TRUE(ready_within(first, 30s));
+  EXPECT_EQ(executor.stats().expired, 6u);
+}
+}  // namespace gpubatch::testing

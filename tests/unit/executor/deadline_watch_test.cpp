@@ -112,17 +112,23 @@ TEST(PromptDeadline, ARequestExpiresWhileTheStrandIsBusySubmitting) {
   EXPECT_EQ(device->requests_seen(), 2u) << "the expired request never reached the device";
 }
 
+// Holds the strand inside the device's first submit, that of a lone request made from a thread of
+// its own (on an idle executor a future's call submits its batch on the caller's thread, held
+// here): until device.release_submits() only the deadline watch can expire requests.
+static std::future<std::vector<float>> hold_the_strand(FakeDevice& device, const BatchedGpuHandle& gpu) {
+  device.hold_submits();
+  auto first = std::async(std::launch::async, [gpu] { return gpu.relu({1.0f}).get(); });
+  EXPECT_TRUE(device.wait_for_submits_entered(1));
+  return first;
+}
+
 // The watch runs a handler inline, as a completion thread does: a handler that shuts the executor
 // down there must not wait for itself.
 TEST(PromptDeadline, AHandlerOnTheWatchThreadMayShutTheExecutorDown) {
   auto device = std::make_shared<FakeDevice>();
-  device->hold_submits();  // the strand stays in its first submit: only the watch can expire
   BatchExecutor executor(device, BatchConfig::adaptive());
   auto gpu = executor.handle();
-  // From a thread of its own: on an idle executor a future's call submits its lone batch on the
-  // caller's thread (held here), and this thread has to go on.
-  auto first = std::async(std::launch::async, [gpu] { return gpu.relu({1.0f}).get(); });
-  ASSERT_TRUE(device->wait_for_submits_entered(1));
+  auto first = hold_the_strand(*device, gpu);
   std::promise<ErrorCode> seen;
   gpu.relu({2.0f}, SubmitOptions::within(20ms), [&](std::exception_ptr e, std::vector<float>) {
     try {
@@ -214,11 +220,9 @@ std::string error_text(std::future<std::vector<float>>& f) {
 // allocates it once); each still gets its own shape's message, in any order of shapes.
 TEST(PromptDeadline, EachExpiredRequestNamesItsOwnShape) {
   auto device = std::make_shared<FakeDevice>();
-  device->hold_submits();  // the strand stays in its first submit: only the watch can expire
   BatchExecutor executor(device, BatchConfig::adaptive());
   auto gpu = executor.handle();
-  auto first = std::async(std::launch::async, [gpu] { return gpu.relu({1.0f}).get(); });
-  ASSERT_TRUE(device->wait_for_submits_entered(1));
+  auto first = hold_the_strand(*device, gpu);
   const auto when = SubmitOptions::within(20ms);
   std::vector<std::future<std::vector<float>>> ones, threes;
   for (int i = 0; i < 3; ++i) {

@@ -207,7 +207,7 @@ void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
   }
   if (p.deadline <= now) {
     fail_pending(p, ErrorCode::deadline_exceeded,
-                 describe(p.request) + ": its deadline passed while it waited in the queue",
+                 describe(p.request()) + ": its deadline passed while it waited in the queue",
                  strand_stats_.expired);
     return;
   }
@@ -220,7 +220,7 @@ void ExecutorCore::expire_forming(Clock::time_point now) {
     if (gone(p)) return true;
     if (p.deadline > now) return false;
     fail_pending(p, ErrorCode::deadline_exceeded,
-                 describe(p.request) + ": its deadline passed while it waited for its batch",
+                 describe(p.request()) + ": its deadline passed while it waited for its batch",
                  strand_stats_.expired);
     return true;
   });
@@ -249,7 +249,7 @@ void ExecutorCore::scan_level_deadlines(std::size_t level, Clock::time_point now
     }
     if (p->deadline <= now) {
       fail_pending(*p, ErrorCode::deadline_exceeded,
-                   describe(p->request) + ": its deadline passed while it waited in the queue",
+                   describe(p->request()) + ": its deadline passed while it waited in the queue",
                    strand_stats_.expired);
       p->resolved = true;
     } else {
@@ -303,7 +303,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   batch->requests.reserve(n);
   batch->bytes = 0;
   for (const Pending& p : batch->items) {
-    batch->requests.push_back(&p.request);
+    batch->requests.push_back(&p.body->request);
     batch->bytes += p.bytes;
   }
 
@@ -385,7 +385,7 @@ void ExecutorCore::cancel_everything() {
   auto cancel = [this](Pending& p) {
     if (gone(p)) return;
     fail_pending(p, ErrorCode::shut_down,
-                 describe(p.request) + ": cancelled by shutdown before it was submitted",
+                 describe(p.request()) + ": cancelled by shutdown before it was submitted",
                  strand_stats_.cancelled);
   };
   former_.for_each(cancel);

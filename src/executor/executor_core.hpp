@@ -398,6 +398,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool blocked_on_slot_ = false;
   bool blocked_on_express_ = false;  // above level 0 waiting, the express slot taken
   std::uint32_t lone_streak_ = 0;  // flushes in a row of at most kLoneBatch requests
+  // Requests offered to the former since it was last empty that have a cancellation slot or a
+  // deadline (counted up only): while none, a batch has nothing to claim and claim_or_drop()'s
+  // pass over it is skipped (it was a tenth of the strand's samples over a null device).
+  std::size_t forming_claimable_ = 0;
   bool closing_seen_ = false;
   bool cancel_seen_ = false;
   bool strand_finished_ = false;

@@ -211,6 +211,7 @@ void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
                  strand_stats_.expired);
     return;
   }
+  if (p.cancel || p.expiry) ++forming_claimable_;
   former_.offer(std::move(p), now);
 }
 
@@ -292,7 +293,9 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   batch->express = express;
   if (express) former_.take_upper(batch->items);
   else former_.take(batch->items, now);  // the former keeps the pooled vector's capacity
-  claim_or_drop(batch->items);  // from here a cancellation no longer takes a request out
+  // From here a cancellation no longer takes a request out.
+  if (forming_claimable_ != 0) claim_or_drop(batch->items);
+  if (former_.empty()) forming_claimable_ = 0;
   const std::size_t n = batch->items.size();
   if (n == 0) {  // every request of it was cancelled
     --next_batch_id_;
@@ -390,6 +393,7 @@ void ExecutorCore::cancel_everything() {
   };
   former_.for_each(cancel);
   former_.clear();
+  forming_claimable_ = 0;
   for (std::size_t level = 0; level < level_count(); ++level) {
     auto& queue = level_queue(level);
     for (;;) {

@@ -4,14 +4,20 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <future>
 #include <memory>
+#include <stdexcept>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
 #include "executor/mpsc_queue.hpp"
+#include "gpubatch/batch_device.hpp"
+#include "gpubatch/executor.hpp"
 
 namespace {
 
@@ -130,6 +136,63 @@ TEST(Pending, CrossesTheQueueWithItsBody) {
     std::get<1>(out.body->completion).set_value({float(i)});
     EXPECT_EQ(futures[i].get().at(0), float(i));
   }
+}
+
+// A device that computes relu in place in the result it is handed, and checks that it is the
+// very buffer it read at submit: the request stays in its body, where the producer put it, from
+// the call through the strand's submit to the completion thread's take_result.
+class InPlaceReluDevice final : public gpubatch::detail::BatchDevice {
+ public:
+  std::string name() const override { return "in-place relu"; }
+  std::size_t max_request_bytes() const override { return std::size_t{1} << 20; }
+  gpubatch::detail::TransferTotals transfers() const override { return {}; }
+  std::unique_ptr<gpubatch::detail::InFlightBatch> submit(
+      std::span<const Request* const> requests) override {
+    std::vector<const float*> seen;
+    for (const Request* r : requests) seen.push_back(r->a.data());
+    return std::make_unique<Batch>(std::move(seen));
+  }
+
+ private:
+  struct Batch final : gpubatch::detail::InFlightBatch {
+    explicit Batch(std::vector<const float*> s) : seen(std::move(s)) {}
+    bool wait_for(std::chrono::nanoseconds) override { return true; }
+    void take_result(std::size_t i, gpubatch::Result& out) override {
+      if (out.values.data() != seen.at(i)) throw std::runtime_error("not the buffer read at submit");
+      for (float& v : out.values) v = std::max(v, 0.0f);
+    }
+    std::vector<const float*> seen;
+  };
+};
+
+TEST(PendingFlow, TheBufferTheDeviceReadAtSubmitBecomesTheResult) {
+  gpubatch::BatchExecutor executor(std::make_shared<InPlaceReluDevice>(), gpubatch::BatchConfig{});
+  constexpr int kThreads = 2, kEach = 3000;
+  std::vector<std::thread> threads;
+  std::vector<int> bad(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      auto handle = executor.handle();
+      std::vector<std::future<std::vector<float>>> futures;
+      std::vector<const float*> inputs;
+      for (int i = 0; i < kEach; ++i) {
+        std::vector<float> x{float(i), -float(i), float(t)};
+        inputs.push_back(x.data());
+        futures.push_back(handle.relu(std::move(x)));
+      }
+      for (int i = 0; i < kEach; ++i) {
+        try {
+          const std::vector<float> y = futures[i].get();  // fails if the device saw another buffer
+          if (y.data() != inputs[i] || y != std::vector<float>{float(i), 0.0f, float(t)}) ++bad[t];
+        } catch (const std::exception&) {
+          ++bad[t];
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad, std::vector<int>(kThreads, 0));
+  EXPECT_EQ(executor.stats().completed, std::uint64_t{kThreads * kEach});
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -499,6 +499,68 @@ if on openx; then
   done
   load openx-t16-trace env GPUBATCH_TRACE=$out/trace-openx.json -- gpubatch-load --threads 16 --op relu --size 256 --rate 1080000 --requests 1620000
   [ -f "$out/trace-openx.json" ] && python3 bench/trace_batches.py "$out/trace-openx.json" > "$out/trace-openx.txt" 2>&1 && gzip -f "$out/trace-openx.json"
+fi
+
+# Issue 11's and 14's targets with this session's final code (first session of 2026-11-26):
+# the crowd and the lone caller beside the previous build (gpubatch-load-prev: the session's
+# start, 100f68b), interleaved; a latency target of 500 us at rising rates; priorities idle and
+# at saturation; deadlines with large requests; block_for; mixed sizes from 64 threads.
+if on targets; then
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  crowd="--threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  for rep in 1 2 3; do
+    load targets-crowd-$rep gpubatch-load $crowd
+    load targets-crowd-prev-$rep gpubatch-load-prev $crowd
+  done
+  for rep in 1 2; do
+    load targets-lone-$rep gpubatch-load $lone --idle-ms 1000
+    load targets-lone-prev-$rep gpubatch-load-prev $lone
+    load targets-lone-sync-$rep gpubatch-load --sync $lone
+    load targets-lone-realtime-$rep gpubatch-load --preset realtime --sync $lone --idle-ms 1000
+  done
+  load targets-lone-unbatched gpubatch-load --unbatched $lone
+  for r in 500000 1000000 1500000 2000000; do
+    load targets-p99t500-$r gpubatch-mix --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3))
+  done
+  load targets-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000
+  load targets-mixsat gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 9000000
+  load targets-deadline-large gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000
+  load targets-blockfor gpubatch-mix --threads 16 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 3000000 --requests 4500000
+  load targets-mixed64 gpubatch-mix --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000
+fi
+
+# Why the deadline mix collapses at 1 M/s (first session of 2026-11-26): perf of
+# gpubatch-mix with half the requests on a 2 ms deadline, by thread and by symbol per thread.
+if on dlperf && have perf; then
+  dl="--threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate 1000000 --requests 3000000"
+  load dlperf-mixdl1000000 gpubatch-mix $dl
+  load dlperf-mix1000000 gpubatch-mix --threads 16 --size 256 --rate 1000000 --requests 3000000
+  timeout 120 "$run" perf record -F 999 -g -o "$out/dl.data" -- "$PWD/$run" gpubatch-mix $dl --json > "$out/perf-dl-run.txt" 2>&1
+  timeout 120 "$run" perf report -i "$out/dl.data" --no-children --sort comm -g none > "$out/perf-dl-comm.txt" 2>&1
+  for c in gpubatch-strand gpubatch-done gpubatch-expiry gpubatch-mix; do
+    timeout 120 "$run" perf report -i "$out/dl.data" --comm $c --no-children --sort sym -g none --percent-limit 0.5 \
+      > "$out/perf-dl-$c.txt" 2>&1
+  done
+  rm -f "$out/dl.data"
+fi
+
+# The open loop from light load to past saturation with the reserved generators (first session
+# of 2026-11-26): p99 and p99/p50 per offered rate, the crowd's closed-loop rate as saturation,
+# the mix at two rates, and deadline lateness (half the requests with a 2 ms deadline).
+if on sweep14; then
+  crowd="--threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  load sweep14-crowd-1 gpubatch-load $crowd
+  for rate in 500000 1080000 1800000 2500000 3200000 4000000; do
+    for rep in 1 2; do
+      load sweep14-open$rate-$rep gpubatch-load --threads 16 --op relu --size 256 --rate $rate --requests $((rate * 3))
+    done
+  done
+  load sweep14-crowd-2 gpubatch-load $crowd
+  for rate in 1000000 1900000; do
+    load sweep14-mix$rate gpubatch-mix --threads 16 --high 0.1 --size 256 --rate $rate --requests $((rate * 3))
+    load sweep14-mixdl$rate gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate $rate --requests $((rate * 3))
+  done
+  load sweep14-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000
 fi
 
 # The load generators' sample vectors reserved up front (first session of 2026-11-26): the open

@@ -187,7 +187,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool pull(Clock::time_point now);
   void accept_into_forming(Pending&& p, Clock::time_point now);
   BatchFormer<Pending>::Decision decide(Clock::time_point now) const;
-  void apply_latency_target();
+  void apply_latency_target(Clock::time_point now);
+  void note_arrivals(Clock::time_point now);
   void flush(FlushReason reason, Clock::time_point now, bool express = false);
   void expire_forming(Clock::time_point now);
   void scan_queue_deadlines(Clock::time_point now, bool from_head);
@@ -430,6 +431,17 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // submission or there, whichever is later.
   std::atomic<Clock::rep> last_done_{0};
   CostModel cost_;
+  // The latency target's view of the offered load (strand only): positions claimed in the queues
+  // (every push, accepted or waiting) times the mean bytes of the requests the strand took, per
+  // second, smoothed over windows of at least 1 ms. Offered, not taken: under a cap that serves
+  // less than arrives, the taken rate would follow the cap down.
+  std::uint64_t arrival_positions_ = 0;
+  std::uint64_t taken_bytes_ = 0, taken_requests_ = 0;
+  Clock::time_point arrival_window_{};
+  double arriving_bytes_per_s_ = 0.0;
+  std::uint64_t queued_before_ = 0;   // requests in the queues at the last window
+  std::uint32_t growing_windows_ = 0;  // windows in a row in which the queues grew
+  std::atomic<std::size_t> target_cap_{0};  // the cap the strand set last (0: none yet), for stats
   bool stop_completion_ = false;
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Batch>> pool_;

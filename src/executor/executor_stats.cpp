@@ -96,7 +96,8 @@ Stats ExecutorCore::stats() const {
   s.cost_ns_per_byte = cost_.ns_per_byte();
   if (config_.target_p99.count() > 0) {
     const auto budget = batch_time_budget(config_);
-    const std::size_t cap = std::min(cost_.byte_budget(budget, 1), config_.max_batch_bytes);
+    const std::size_t set = target_cap_.load(std::memory_order_relaxed);  // the strand's, with its arrival rate
+    const std::size_t cap = std::min(set ? set : cost_.byte_budget(budget, 1), config_.max_batch_bytes);
     s.target_batch_bytes = cap;
   }
   try {

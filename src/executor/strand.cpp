@@ -128,7 +128,7 @@ void ExecutorCore::process() {
     blocked_on_slot_ = false;
     blocked_on_express_ = false;
     if (cancels) sweep_cancelled();
-    apply_latency_target();
+    apply_latency_target(now);
     for (;;) {
       pull(now);
       if (next_deadline() <= now && now - last_sweep_ >= kSweepInterval) {
@@ -212,6 +212,8 @@ void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
     return;
   }
   if (p.cancel || p.expiry) ++forming_claimable_;
+  taken_bytes_ += p.bytes;
+  ++taken_requests_;
   former_.offer(std::move(p), now);
 }
 
@@ -275,12 +277,44 @@ BatchFormer<Pending>::Decision ExecutorCore::decide(Clock::time_point now) const
 }
 
 // With a latency target: cap the next batches at what the device serves in target /
-// (max_inflight_batches + 1) (cost_model.hpp says why). At least one byte's worth, so that a
-// batch always goes.
-void ExecutorCore::apply_latency_target() {
+// (max_inflight_batches + 1), but not below what keeps up with the offered load (cost_model.hpp
+// says why). At least one byte's worth, so that a batch always goes.
+void ExecutorCore::apply_latency_target(Clock::time_point now) {
   if (config_.target_p99.count() <= 0) return;
-  const auto budget = batch_time_budget(config_);
-  former_.set_byte_limit(cost_.byte_budget(budget, 1));
+  note_arrivals(now);
+  // The offered load counts only while the queues keep growing: a closed loop (callers waiting for
+  // their results) never outruns the device, and there the cap is what bounds a batch.
+  const double arriving = growing_windows_ >= 2 ? arriving_bytes_per_s_ : 0.0;
+  const std::size_t cap = cost_.byte_budget(batch_time_budget(config_), 1, arriving);
+  former_.set_byte_limit(cap);
+  target_cap_.store(cap, std::memory_order_relaxed);
+}
+
+void ExecutorCore::note_arrivals(Clock::time_point now) {
+  std::uint64_t positions = 0, popped = 0;
+  for (std::size_t level = 0; level < level_count(); ++level) {
+    positions += level_queue(level).pushed_approx();
+    popped += level_queue(level).popped_approx();
+  }
+  if (arrival_window_ == Clock::time_point{}) {
+    arrival_window_ = now;
+    arrival_positions_ = positions;
+    return;
+  }
+  const double seconds = std::chrono::duration<double>(now - arrival_window_).count();
+  if (seconds < 1e-3 || taken_requests_ == 0) return;
+  const double bytes_each = static_cast<double>(taken_bytes_) / static_cast<double>(taken_requests_);
+  const double sample = static_cast<double>(positions - arrival_positions_) * bytes_each / seconds;
+  arriving_bytes_per_s_ = arriving_bytes_per_s_ == 0.0 ? sample : 0.7 * arriving_bytes_per_s_ + 0.3 * sample;
+  // Growing: the queues hold more than a window ago, by more than a quarter of what was taken
+  // meanwhile (and 64 requests): what arrives outruns what is served.
+  const std::uint64_t depth = positions - std::min(positions, popped);
+  const bool growing = depth > queued_before_ + std::max<std::uint64_t>(64, taken_requests_ / 4);
+  growing_windows_ = growing ? growing_windows_ + 1 : 0;
+  queued_before_ = depth;
+  arrival_window_ = now;
+  arrival_positions_ = positions;
+  taken_bytes_ = taken_requests_ = 0;
 }
 
 void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express) {

@@ -48,7 +48,27 @@ TEST(CostModel, LearnsFixedAndPerByteCostFromNoisyBatches) {
   EXPECT_NEAR(static_cast<double>(m.predict(4 << 20).count()), 20000.0 + (4 << 20), 10000.0);
   // 1 ms leaves 980 us for bytes: about 980,000 bytes.
   EXPECT_NEAR(static_cast<double>(m.byte_budget(1ms, 1)), 980000.0, 20000.0);
-  EXPECT_EQ(m.byte_budget(10us, 4096), 4096u);  // below the fixed cost: the floor
+  // Below the fixed cost no batch meets the budget: uncapped (capping would only cut throughput).
+  EXPECT_EQ(m.byte_budget(10us, 4096), std::numeric_limits<std::size_t>::max());
+}
+
+// With the offered load known, a cap never goes below the batch size at which the device serves
+// 1.25 times what arrives: batches of B bytes are served at B / (fixed + per_byte B).
+TEST(CostModel, TheCapKeepsUpWithWhatArrives) {
+  CostModel m;
+  for (int i = 0; i < 200; ++i) {  // 20 us + 1 ns per byte, sizes 1-8 MiB
+    const std::size_t bytes = std::size_t(1 + i % 8) << 20;
+    m.observe(bytes, std::chrono::nanoseconds(20000 + static_cast<std::int64_t>(bytes)));
+  }
+  ASSERT_TRUE(m.warm());
+  const double budget_bytes = static_cast<double>(m.byte_budget(100us, 1));  // 80 us of bytes
+  EXPECT_NEAR(budget_bytes, 80000.0, 2000.0);
+  // 0.5 GB/s arriving: 1.25x needs B >= 0.625 * 20000 / 0.375 = 33,333: the budget binds.
+  EXPECT_NEAR(static_cast<double>(m.byte_budget(100us, 1, 0.5e9)), budget_bytes, 1.0);
+  // 0.7 GB/s: B >= 0.875 * 20000 / 0.125 = 140,000 bytes, above the budget's 80,000.
+  EXPECT_NEAR(static_cast<double>(m.byte_budget(100us, 1, 0.7e9)), 140000.0, 3000.0);
+  // 0.9 GB/s: 1.25x that is more than the device moves per byte at any size; no size keeps up.
+  EXPECT_EQ(m.byte_budget(100us, 1, 0.9e9), std::numeric_limits<std::size_t>::max());
 }
 
 TEST(CostModel, FollowsADeviceThatSlowsDown) {
@@ -119,4 +139,29 @@ TEST(LatencyTarget, CapsBatchesAtWhatTheDeviceServesInAThirdOfTheTarget) {
 }
 
 }  // namespace
+}  // namespace gpubatch::testing
+
+namespace gpubatch::testing {
+// A target no batch can meet (the device's fixed cost per batch, 400 us, is above a batch's
+// share of it, 500 / 3 us): batches are not capped. Capped at one request, as they once were,
+// 4,000 requests waiting would go out one or two at a time.
+TEST(LatencyTarget, AnUnreachableTargetDoesNotShrinkBatches) {
+  FakeDevice::Options o;
+  o.delay = 400us;
+  o.delay_per_kib = 1us;
+  auto device = std::make_shared<FakeDevice>(o);
+  BatchConfig c = BatchConfig::adaptive();
+  c.target_p99 = 500us;
+  BatchExecutor executor(device, c);
+  auto gpu = executor.handle();
+  // Sizes that differ, so that the model can tell the fixed cost from the per-byte one.
+  for (int i = 0; i < 40; ++i) ASSERT_EQ(gpu.relu(std::vector<float>(64 + 256 * (i % 8), 1.0f)).get().size(), 64u + 256 * (i % 8));
+  const std::uint64_t before = executor.stats().batches;
+  std::vector<std::future<std::vector<float>>> all;
+  for (int i = 0; i < 4000; ++i) all.push_back(gpu.relu(std::vector<float>(256, 1.0f)));
+  for (auto& f : all) ASSERT_EQ(f.get().size(), 256u);
+  const Stats s = executor.stats();
+  EXPECT_GT(s.cost_fixed, std::chrono::nanoseconds(c.target_p99) / 3) << "the model saw the fixed cost";
+  EXPECT_LT(s.batches - before, 400u) << "4,000 requests went in batches of ten or more";
+}
 }  // namespace gpubatch::testing

@@ -206,7 +206,7 @@ void ExecutorCore::take_chunk_results(Batch& b, std::size_t first, std::size_t l
       // (fault stress saw "interpolate: result has 58 values" from such a leftover).
       r.values.clear();
       r.states.clear();
-      reuse_input_buffer(b.items[i].request(), r);
+      reuse_input_buffer(b.items[i].request, r);
       b.inflight->take_result(i, r);
     } catch (...) {
       errors.emplace_back(i, fresh_current_exception());
@@ -227,7 +227,7 @@ void ExecutorCore::resolve_chunk(Batch& b, std::size_t first, std::size_t last, 
       Pending& p = b.items[i];
       std::exception_ptr e;
       try {
-        e = make_error(b.error_code, describe(p.request()) + suffix);
+        e = make_error(b.error_code, describe(p.request) + suffix);
       } catch (...) {
         e = b.error;
       }

@@ -386,19 +386,15 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
     }
     if (resident_on_ && options.priority == 0 && try_resident(request, completion, now)) return;
     const bool future_call = bytes <= kLoneFutureBytes && returns_future(completion);
-    Pending p = make_pending(std::move(request), std::move(completion));
-    p.enqueued = now;
-    p.deadline = deadline;
-    p.bytes = bytes;
-    p.priority = static_cast<std::uint8_t>(options.priority);
-    RequestCancel* const cancel = p.cancel = cancel_state_of(p.body->completion);
+    Pending p{std::move(request), std::move(completion), now, deadline, bytes,
+              static_cast<std::uint8_t>(options.priority), false, nullptr, nullptr};
+    RequestCancel* const cancel = p.cancel = cancel_state_of(p.completion);
     std::shared_ptr<ExpiryCell> expiry;
     if (deadline != Clock::time_point::max()) {
-      expiry = p.body->expiry = std::make_shared<ExpiryCell>();
-      p.expiry = expiry.get();
+      expiry = p.expiry = std::make_shared<ExpiryCell>();
       expiry->deadline = deadline;
-      expiry->completion = std::move(p.body->completion);
-      expiry->shape = shape_of(p.request());  // described only if it expires
+      expiry->completion = std::move(p.completion);
+      expiry->shape = shape_of(p.request);  // described only if it expires
     }
     auto& queue = level_queue(options.priority);
     PushResult r = PushResult::full;
@@ -446,13 +442,13 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
     // A failed push moved nothing: p still owns the request and its completion.
     if (r == PushResult::closed) {
       reject(completion_of(p), ErrorCode::shut_down,
-             describe(p.request()) + ": the executor has shut down");
+             describe(p.request) + ": the executor has shut down");
     } else if (deadline_first) {
       reject(completion_of(p), ErrorCode::deadline_exceeded,
-             describe(p.request()) + ": its deadline passed while it waited for room in the queue");
+             describe(p.request) + ": its deadline passed while it waited for room in the queue");
     } else {
       reject(completion_of(p), ErrorCode::queue_full,
-             describe(p.request()) + ": the queue is full (" + std::to_string(queue.capacity()) +
+             describe(p.request) + ": the queue is full (" + std::to_string(queue.capacity()) +
                  " requests" + (level_count() > 1 ? " at priority " + std::to_string(options.priority) : std::string()) +
                  ", overflow = " + std::string(to_string(config_.overflow)) + ")");
     }

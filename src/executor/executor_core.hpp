@@ -42,7 +42,6 @@
 #include "gpubatch/batch_device.hpp"
 #include "executor/histogram.hpp"
 #include "executor/mpsc_queue.hpp"
-#include "executor/pending.hpp"
 #include "executor/trace.hpp"
 #include "gpubatch/config.hpp"
 #include "gpubatch/error.hpp"
@@ -53,7 +52,25 @@ namespace gpubatch::detail {
 
 using Clock = std::chrono::steady_clock;
 
-// Pending (one accepted request: a small handle and its body) and its helpers: pending.hpp.
+// One accepted request as it waits in the queue and the forming batch.
+struct Pending {
+  Request request;
+  Completion completion;
+  Clock::time_point enqueued{};
+  Clock::time_point deadline = Clock::time_point::max();
+  std::size_t bytes = 0;  // input + output bytes
+  std::uint8_t priority = 0;  // its level (SubmitOptions::priority)
+  bool resolved = false;  // already failed while still in the queue (deadline): skip it
+  // A handler with a connected cancellation slot: claimed by flush(), or cancelled first.
+  RequestCancel* cancel = nullptr;
+  // A request with a deadline: its completion lives here instead, taken by the strand or expired
+  // by the deadline watch (deadline_watch.hpp).
+  std::shared_ptr<ExpiryCell> expiry;
+};
+
+inline Completion& completion_of(Pending& p) noexcept { return p.expiry ? p.expiry->completion : p.completion; }
+// Resolved already: failed in the queue by the strand, or expired by the deadline watch.
+inline bool gone(const Pending& p) noexcept { return p.resolved || (p.expiry && p.expiry->expired()); }
 
 struct Batch {
   std::uint64_t id = 0;
@@ -407,10 +424,6 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool blocked_on_slot_ = false;
   bool blocked_on_express_ = false;  // above level 0 waiting, the express slot taken
   std::uint32_t lone_streak_ = 0;  // flushes in a row of at most kLoneBatch requests
-  // Requests offered to the former since it was last empty that have a cancellation slot or a
-  // deadline (counted up only): while none, a batch has nothing to claim and claim_or_drop()'s
-  // pass over it is skipped (it was a tenth of the strand's samples over a null device).
-  std::size_t forming_claimable_ = 0;
   bool closing_seen_ = false;
   bool cancel_seen_ = false;
   bool strand_finished_ = false;
@@ -480,7 +493,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     std::unique_ptr<LatencyHistogram[]> by_op;
     std::unique_ptr<LatencyHistogram[]> by_level;
     void record(const Pending& p, Clock::duration e2e) noexcept {
-      by_op[static_cast<std::size_t>(p.request().op)].record(e2e);
+      by_op[static_cast<std::size_t>(p.request.op)].record(e2e);
       by_level[p.priority].record(e2e);
     }
   };

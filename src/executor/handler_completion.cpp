@@ -93,7 +93,7 @@ void ExecutorCore::on_request_cancelled() noexcept {
 bool ExecutorCore::drop_cancelled(Pending& p) noexcept {
   std::string why;
   try {
-    why = describe(p.request()) +
+    why = describe(p.request) +
           ": its cancellation slot was signalled before it was submitted (operation_aborted)";
   } catch (...) {
   }

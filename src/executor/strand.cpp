@@ -207,11 +207,10 @@ void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
   }
   if (p.deadline <= now) {
     fail_pending(p, ErrorCode::deadline_exceeded,
-                 describe(p.request()) + ": its deadline passed while it waited in the queue",
+                 describe(p.request) + ": its deadline passed while it waited in the queue",
                  strand_stats_.expired);
     return;
   }
-  if (p.cancel || p.expiry) ++forming_claimable_;
   taken_bytes_ += p.bytes;
   ++taken_requests_;
   former_.offer(std::move(p), now);
@@ -223,7 +222,7 @@ void ExecutorCore::expire_forming(Clock::time_point now) {
     if (gone(p)) return true;
     if (p.deadline > now) return false;
     fail_pending(p, ErrorCode::deadline_exceeded,
-                 describe(p.request()) + ": its deadline passed while it waited for its batch",
+                 describe(p.request) + ": its deadline passed while it waited for its batch",
                  strand_stats_.expired);
     return true;
   });
@@ -252,7 +251,7 @@ void ExecutorCore::scan_level_deadlines(std::size_t level, Clock::time_point now
     }
     if (p->deadline <= now) {
       fail_pending(*p, ErrorCode::deadline_exceeded,
-                   describe(p->request()) + ": its deadline passed while it waited in the queue",
+                   describe(p->request) + ": its deadline passed while it waited in the queue",
                    strand_stats_.expired);
       p->resolved = true;
     } else {
@@ -327,9 +326,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   batch->express = express;
   if (express) former_.take_upper(batch->items);
   else former_.take(batch->items, now);  // the former keeps the pooled vector's capacity
-  // From here a cancellation no longer takes a request out.
-  if (forming_claimable_ != 0) claim_or_drop(batch->items);
-  if (former_.empty()) forming_claimable_ = 0;
+  claim_or_drop(batch->items);  // from here a cancellation no longer takes a request out
   const std::size_t n = batch->items.size();
   if (n == 0) {  // every request of it was cancelled
     --next_batch_id_;
@@ -340,7 +337,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   batch->requests.reserve(n);
   batch->bytes = 0;
   for (const Pending& p : batch->items) {
-    batch->requests.push_back(&p.body->request);
+    batch->requests.push_back(&p.request);
     batch->bytes += p.bytes;
   }
 
@@ -424,12 +421,11 @@ void ExecutorCore::cancel_everything() {
   auto cancel = [this](Pending& p) {
     if (gone(p)) return;
     fail_pending(p, ErrorCode::shut_down,
-                 describe(p.request()) + ": cancelled by shutdown before it was submitted",
+                 describe(p.request) + ": cancelled by shutdown before it was submitted",
                  strand_stats_.cancelled);
   };
   former_.for_each(cancel);
   former_.clear();
-  forming_claimable_ = 0;
   for (std::size_t level = 0; level < level_count(); ++level) {
     auto& queue = level_queue(level);
     for (;;) {

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -499,6 +499,54 @@ if on openx; then
   done
   load openx-t16-trace env GPUBATCH_TRACE=$out/trace-openx.json -- gpubatch-load --threads 16 --op relu --size 256 --rate 1080000 --requests 1620000
   [ -f "$out/trace-openx.json" ] && python3 bench/trace_batches.py "$out/trace-openx.json" > "$out/trace-openx.txt" 2>&1 && gzip -f "$out/trace-openx.json"
+fi
+
+# Deadlines with large requests in the mix near the vector path's capacity (1 % of 1,000,000-float
+# requests at 300,000/s: about 12 GB/s of vectors), this build beside the previous one, interleaved
+# three times (first session of 2026-11-26): is a collapse one build's or the load's?
+if on dlab; then
+  dl="--threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000"
+  for rep in 1 2 3; do
+    load dlab-$rep gpubatch-mix $dl
+    load dlab-prev-$rep gpubatch-mix-prev $dl
+  done
+  dl2="--threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 150000 --requests 450000"
+  for rep in 1 2; do
+    load dlab150k-$rep gpubatch-mix $dl2
+    load dlab150k-prev-$rep gpubatch-mix-prev $dl2
+  done
+fi
+
+# The final code of the first session of 2026-11-26 after the crowd merge was reverted (with the
+# latency target's limits): the crowd beside the previous build (gpubatch-load-prev: 100f68b), interleaved, and in
+# resident mode; the lone caller; the latency target at rising rates; the open loop near
+# saturation; priorities at saturation.
+if on final5; then
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  crowd="--threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  for rep in 1 2 3; do
+    load final5-crowd-$rep gpubatch-load $crowd
+    load final5-crowd-prev-$rep gpubatch-load-prev $crowd
+  done
+  load final5-crowd-resident gpubatch-load --resident $crowd
+  load final5-crowd-realtime gpubatch-load --preset realtime $crowd
+  load final5-lone gpubatch-load $lone --idle-ms 1000
+  load final5-lone-prev gpubatch-load-prev $lone
+  load final5-lone-sync gpubatch-load --sync $lone
+  load final5-lone-realtime gpubatch-load --preset realtime --sync $lone --idle-ms 1000
+  load final5-lone-unbatched gpubatch-load --unbatched $lone
+  for r in 500000 1000000 1500000 2000000 2500000; do
+    load final5-p99t500-$r gpubatch-mix --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3))
+    load final5-p99t500-$r-prev gpubatch-mix-prev --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3))
+  done
+  for r in 1800000 2500000; do
+    load final5-open$r gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3))
+  done
+  load final5-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000
+  load final5-mixsat gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 9000000
+  load final5-mixsat-prev gpubatch-mix-prev --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 9000000
+  load final5-deadline-large gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000
+  load final5-deadline-large-prev gpubatch-mix-prev --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000
 fi
 
 # The final code of the first session of 2026-11-26 (the crowd branch merged, the latency target's

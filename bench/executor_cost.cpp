@@ -1,0 +1,157 @@
+// The executor's own cost per request, without a GPU: a closed-loop crowd (like gpubatch-load
+// --threads N --inflight M --op relu) over a null device that does no per-request work on the
+// strand, and the CPU time of the executor's threads per request, read from their per-thread
+// CPU clocks. The strand ("gpubatch-strand") is one thread: its time per request caps the
+// executor's rate (issue 11: 16 threads of 256-float relu on the H100).
+//
+//   gpubatch-executor-cost --threads 2 --inflight 1024 --requests 2000000 --size 256 --reps 5
+//
+// Prints one line per repetition: requests/s, strand ns per request, completion threads' ns per
+// request, mean batch size. The null device completes a batch `--delay-us` after its submit, so
+// that batches form as they do behind a busy GPU; take_result fills the result (reusing the
+// input's buffer, as the executor hands it over) on the completion threads.
+#include <pthread.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <dirent.h>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "gpubatch/batch_device.hpp"
+#include "gpubatch/executor.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class NullBatch final : public gpubatch::detail::InFlightBatch {
+ public:
+  NullBatch(Clock::time_point done, std::vector<std::size_t> sizes) : done_(done), sizes_(std::move(sizes)) {}
+  bool wait_for(std::chrono::nanoseconds timeout) override {
+    const auto until = std::min(done_, Clock::now() + timeout);
+    while (Clock::now() < until) std::this_thread::sleep_until(until);
+    return Clock::now() >= done_;
+  }
+  void take_result(std::size_t index, gpubatch::Result& out) override { out.values.resize(sizes_[index]); }
+
+ private:
+  Clock::time_point done_;
+  std::vector<std::size_t> sizes_;
+};
+
+// Reads only what a planner reads of each request (its op and length); no copies.
+class NullDevice final : public gpubatch::detail::BatchDevice {
+ public:
+  explicit NullDevice(std::chrono::microseconds delay) : delay_(delay) {}
+  std::string name() const override { return "null device"; }
+  std::size_t max_request_bytes() const override { return std::size_t{1} << 30; }
+  gpubatch::detail::TransferTotals transfers() const override { return {}; }
+  std::unique_ptr<gpubatch::detail::InFlightBatch> submit(
+      std::span<const gpubatch::Request* const> requests) override {
+    std::vector<std::size_t> sizes(requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i) sizes[i] = requests[i]->a.size();
+    return std::make_unique<NullBatch>(Clock::now() + delay_, std::move(sizes));
+  }
+
+ private:
+  std::chrono::microseconds delay_;
+};
+
+// CPU time (ns) of every thread of this process named `name` (this program's own name is not an
+// executor thread's: comm keeps 15 characters, "gpubatch-execut").
+double threads_cpu_ns(const std::string& wanted) {
+  double total = 0;
+  DIR* dir = opendir("/proc/self/task");
+  if (!dir) return 0;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != wanted) continue;
+    const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
+    // Linux's per-thread CPU clock of any thread of this process (MAKE_THREAD_CPUCLOCK).
+    const clockid_t clock = static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6);
+    timespec ts{};
+    if (clock_gettime(clock, &ts) == 0) total += double(ts.tv_sec) * 1e9 + double(ts.tv_nsec);
+  }
+  closedir(dir);
+  return total;
+}
+
+struct Options {
+  std::size_t threads = 2, inflight = 1024, requests = 2000000, size = 256, reps = 3;
+  unsigned delay_us = 100;
+};
+
+double own_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) * 1e9 + double(ts.tv_nsec);
+}
+
+// One caller: keeps `inflight` futures outstanding; adds its CPU time to `cpu_ns`.
+void crowd(gpubatch::BatchedGpuHandle handle, const Options& o, std::size_t count, double& cpu_ns) {
+  const std::vector<float> x(o.size, 1.0f);
+  std::deque<std::future<std::vector<float>>> outstanding;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (outstanding.size() >= o.inflight) {
+      outstanding.front().get();
+      outstanding.pop_front();
+    }
+    outstanding.push_back(handle.relu(x));
+  }
+  for (auto& f : outstanding) f.get();
+  cpu_ns = own_cpu_ns();
+}
+
+void one_rep(const Options& o) {
+  gpubatch::BatchExecutor executor(std::make_shared<NullDevice>(std::chrono::microseconds(o.delay_us)),
+                                   gpubatch::BatchConfig{});
+  const auto before = executor.stats();
+  const double strand0 = threads_cpu_ns("gpubatch-strand"), done0 = threads_cpu_ns("gpubatch-done");
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  std::vector<double> callers(o.threads);
+  for (std::size_t t = 0; t < o.threads; ++t)
+    threads.emplace_back(crowd, executor.handle(), std::cref(o), o.requests / o.threads, std::ref(callers[t]));
+  for (auto& t : threads) t.join();
+  double caller = 0;
+  for (double c : callers) caller += c;
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double strand = threads_cpu_ns("gpubatch-strand") - strand0, done = threads_cpu_ns("gpubatch-done") - done0;
+  const auto after = executor.stats();
+  const double n = double(o.requests / o.threads * o.threads);
+  const auto batches = after.batches - before.batches;
+  std::printf("rps %.0f  strand_ns_per_req %.1f  done_ns_per_req %.1f  caller_ns_per_req %.1f  mean_batch %.0f\n",
+              n / seconds, strand / n, done / n, caller / n, batches ? n / double(batches) : 0.0);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"gpubatch-executor-cost: the executor's CPU per request over a null device"};
+  app.add_option("--threads", o.threads);
+  app.add_option("--inflight", o.inflight);
+  app.add_option("--requests", o.requests);
+  app.add_option("--size", o.size);
+  app.add_option("--reps", o.reps);
+  app.add_option("--delay-us", o.delay_us, "the null device's time per batch");
+  CLI11_PARSE(app, argc, argv);
+  for (std::size_t r = 0; r < o.reps; ++r) one_rep(o);
+  return 0;
+}

@@ -517,65 +517,47 @@ if on dlab; then
   done
 fi
 
-# The final code of the first session of 2026-11-26 after the crowd merge was reverted (with the
-# latency target's limits): the crowd beside the previous build (gpubatch-load-prev: 100f68b), interleaved, and in
-# resident mode; the lone caller; the latency target at rising rates; the open loop near
-# saturation; priorities at saturation.
-if on final5; then
-  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
-  crowd="--threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+# The final code of the first session of 2026-11-26: the crowd beside the previous build
+# (gpubatch-load-prev: 100f68b), interleaved, and in resident mode; the lone caller; the latency
+# target at rising rates; the open loop near saturation; priorities at saturation. Section final4
+# ran it with the crowd branch merged (call 18); final5 after that merge was reverted (call 19),
+# with the previous build also beside the lone caller, the saturated mix and deadlines with large
+# requests (final_runs NAME [more]).
+final_runs() {
+  local p=$1 more=${2:-}
+  local lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  local crowd="--threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
   for rep in 1 2 3; do
-    load final5-crowd-$rep gpubatch-load $crowd
-    load final5-crowd-prev-$rep gpubatch-load-prev $crowd
+    load $p-crowd-$rep gpubatch-load $crowd
+    load $p-crowd-prev-$rep gpubatch-load-prev $crowd
   done
-  load final5-crowd-resident gpubatch-load --resident $crowd
-  load final5-crowd-realtime gpubatch-load --preset realtime $crowd
-  load final5-lone gpubatch-load $lone --idle-ms 1000
-  load final5-lone-prev gpubatch-load-prev $lone
-  load final5-lone-sync gpubatch-load --sync $lone
-  load final5-lone-realtime gpubatch-load --preset realtime --sync $lone --idle-ms 1000
-  load final5-lone-unbatched gpubatch-load --unbatched $lone
+  load $p-crowd-resident gpubatch-load --resident $crowd
+  load $p-crowd-realtime gpubatch-load --preset realtime $crowd
+  load $p-lone gpubatch-load $lone --idle-ms 1000
+  [ -n "$more" ] && load $p-lone-prev gpubatch-load-prev $lone
+  load $p-lone-sync gpubatch-load --sync $lone
+  load $p-lone-realtime gpubatch-load --preset realtime --sync $lone --idle-ms 1000
+  load $p-lone-unbatched gpubatch-load --unbatched $lone
   for r in 500000 1000000 1500000 2000000 2500000; do
-    load final5-p99t500-$r gpubatch-mix --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3))
-    load final5-p99t500-$r-prev gpubatch-mix-prev --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3))
+    load $p-p99t500-$r gpubatch-mix --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3))
+    load $p-p99t500-$r-prev gpubatch-mix-prev --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3))
   done
   for r in 1800000 2500000; do
-    load final5-open$r gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3))
+    load $p-open$r gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3))
   done
-  load final5-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000
-  load final5-mixsat gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 9000000
-  load final5-mixsat-prev gpubatch-mix-prev --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 9000000
-  load final5-deadline-large gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000
-  load final5-deadline-large-prev gpubatch-mix-prev --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000
-fi
+  load $p-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000
+  local sat="--threads 16 --high 0.1 --size 256 --rate 3000000 --requests 9000000"
+  load $p-mixsat gpubatch-mix $sat
+  [ -z "$more" ] && return 0
+  load $p-mixsat-prev gpubatch-mix-prev $sat
+  local dl="--threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000"
+  load $p-deadline-large gpubatch-mix $dl
+  load $p-deadline-large-prev gpubatch-mix-prev $dl
+}
+if on final5; then final_runs final5 more; fi
+if on final4; then final_runs final4; fi
 
-# The final code of the first session of 2026-11-26 (the crowd branch merged, the latency target's
-# limits): the crowd beside the previous build (gpubatch-load-prev: 100f68b), interleaved, and in
-# resident mode; the lone caller; the latency target at rising rates; the open loop near
-# saturation; priorities at saturation.
-if on final4; then
-  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
-  crowd="--threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
-  for rep in 1 2 3; do
-    load final4-crowd-$rep gpubatch-load $crowd
-    load final4-crowd-prev-$rep gpubatch-load-prev $crowd
-  done
-  load final4-crowd-resident gpubatch-load --resident $crowd
-  load final4-crowd-realtime gpubatch-load --preset realtime $crowd
-  load final4-lone gpubatch-load $lone --idle-ms 1000
-  load final4-lone-sync gpubatch-load --sync $lone
-  load final4-lone-realtime gpubatch-load --preset realtime --sync $lone --idle-ms 1000
-  load final4-lone-unbatched gpubatch-load --unbatched $lone
-  for r in 500000 1000000 1500000 2000000 2500000; do
-    load final4-p99t500-$r gpubatch-mix --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3))
-    load final4-p99t500-$r-prev gpubatch-mix-prev --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3))
-  done
-  for r in 1800000 2500000; do
-    load final4-open$r gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3))
-  done
-  load final4-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000
-  load final4-mixsat gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 9000000
-fi
+
 
 # Issue 11's and 14's targets with this session's final code (first session of 2026-11-26):
 # the crowd and the lone caller beside the previous build (gpubatch-load-prev: the session's

@@ -234,6 +234,7 @@ std::chrono::steady_clock::duration wait_slice() noexcept {
 }
 
 bool poll_all_batches() noexcept { return env_is("GPUBATCH_POLL_ALL", "on"); }
+bool host_spin_enabled() noexcept { return !env_is("GPUBATCH_HOST_SPIN", "off"); }
 
 bool inline_submit_enabled() noexcept { return !env_is("GPUBATCH_INLINE_SUBMIT", "off"); }
 bool caller_awaits_enabled() noexcept { return !env_is("GPUBATCH_CALLER_AWAITS", "off"); }
@@ -262,7 +263,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       watchdog_(std::chrono::duration_cast<Clock::duration>(config_.batch_timeout) *
                 static_cast<long>(std::max<std::size_t>(1, device_->watchdog_periods()))),
       await_width_(std::clamp<std::size_t>(device_->inflight_multiplier(), 1, config_.completion_threads)),
-      completion_spin_(device_->runs_on_host_cpu() ? std::chrono::microseconds(0) : config_.completion_spin),
+      completion_spin_(device_->runs_on_host_cpu() && !host_spin_enabled() ? std::chrono::microseconds(0) : config_.completion_spin),
       queue_(config_.queue_capacity_of(0)),
       strand_(io_.get_executor()),
       timer_(strand_),

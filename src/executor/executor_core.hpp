@@ -131,6 +131,9 @@ std::chrono::steady_clock::duration wait_slice() noexcept;  // GPUBATCH_WAIT_SLI
 // lone and full ones): a diagnostic that tells a batch whose end the driver's wait reported late
 // from one the GPU finished late (the timeline counter is read directly).
 bool poll_all_batches() noexcept;
+// GPUBATCH_HOST_SPIN is not "off": on a device of host cores (lavapipe) the completion threads
+// poll a lone caller's batch too (ExecutorCore::polls_batch).
+bool host_spin_enabled() noexcept;
 
 // Around the call of a caller that waits for its own result (BatchedGpuHandle::run): if its
 // request finds the strand idle, that caller runs the strand itself (post_if_idle). A call that
@@ -165,8 +168,13 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void shutdown(ShutdownMode mode);
   Stats stats() const;
   const BatchConfig& config() const noexcept { return config_; }
-  // config().completion_spin, or 0 on a device that runs on the host's cores (no polling there).
-  std::chrono::microseconds completion_spin() const noexcept { return completion_spin_; }
+  // How long a caller that awaits its own batch (BatchedGpuHandle::run) polls before it blocks:
+  // config().completion_spin, or 0 on a device that runs on the host's cores (a caller that polls
+  // there takes the core the device's threads need: lavapipe, lone --sync p50 46-60 us polling
+  // against 41-42 us blocking, development machine, 2026-11-26).
+  std::chrono::microseconds caller_spin() const noexcept {
+    return device_->runs_on_host_cpu() ? std::chrono::microseconds(0) : completion_spin_;
+  }
   void start_trace(const std::filesystem::path& path, std::uint32_t sample_every) {
     trace_.start(path, sample_every);
   }
@@ -278,7 +286,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // the former was full, the device is the bottleneck, and a wake-up's delay leaves it idle
   // (with only lone batches polled, 16 threads of 256-float relu on the H200 ran 7 % slower).
   bool polls_batch(std::size_t n) const noexcept {
-    return poll_all_ || n <= kLoneBatch || 2 * n >= config_.max_batch_size;
+    // A device of host cores (lavapipe) gets no poll of a full batch: the poll would take a core
+    // its own threads need while callers keep it busy. A lone caller sleeps in its future, so
+    // its batch's poll takes a core nobody wants (and yields after 5 us).
+    return poll_all_ || n <= kLoneBatch || (!device_->runs_on_host_cpu() && 2 * n >= config_.max_batch_size);
   }
   static constexpr std::uint32_t kLoneStreak = 8;
   void linger(const StrandLook& look) noexcept;

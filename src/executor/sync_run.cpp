@@ -59,7 +59,7 @@ Result BatchedGpuHandle::run(Request request, const SubmitOptions& options) cons
   }
   // A lone batch this call submitted itself: complete it here, no completion thread woken.
   if (core_) core_->complete_own_batch();
-  waiter->wait(core_ ? core_->completion_spin() : std::chrono::microseconds(0));
+  waiter->wait(core_ ? core_->caller_spin() : std::chrono::microseconds(0));
   if (waiter->error) std::rethrow_exception(waiter->error);
   return std::move(waiter->value);
 }

@@ -30,7 +30,7 @@ class FakeDevice : public detail::BatchDevice {
   struct Options {
     std::chrono::microseconds delay{0};  // completion this long after submit
     std::chrono::nanoseconds delay_per_kib{0};  // and this much more per KiB of input + output
-    bool host_cpu = false;  // runs_on_host_cpu(): the executor does not poll it
+    bool host_cpu = false;  // runs_on_host_cpu(): the executor polls only a lone caller's batch
     std::size_t max_request_bytes = std::size_t{1} << 30;
     bool record_markers = true;  // remember a[0] of each request (NaN when a is empty)
     // Out of memory on submit: a batch of more than this many requests, or one holding a request

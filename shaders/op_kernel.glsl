@@ -1,7 +1,19 @@
-// Every built-in element-wise kernel: one invocation per element of the concatenated segments. The build
-// compiles this once per `ew` entry of include/gpubatch/op_table.hpp, with GPUBATCH_OP defined
-// to the entry's name (shaders/CMakeLists.txt); the result is the entry's body, with a and b the
-// inputs, p = the segment's p0 and q = uintBitsToFloat(u0) its scalars.
+// Every built-in element-wise kernel. The build compiles this twice per `ew` entry of
+// include/gpubatch/op_table.hpp, with GPUBATCH_OP defined to the entry's name
+// (shaders/CMakeLists.txt): <name>.comp, one invocation per element of the concatenated segments
+// (a workgroup is one block of WORKGROUP_SIZE elements), and <name>_v4.comp with GPUBATCH_VECTOR,
+// four consecutive elements per invocation (a workgroup covers four blocks; the recorder
+// dispatches a quarter as many, DispatchArgs::blocks_per_workgroup). The entry's body is the
+// result, with a and b the inputs, p = the segment's p0 and q = uintBitsToFloat(u0) its scalars.
+//
+// Why four: on the direct path the kernel reads its inputs and writes its results across the bus.
+// With one float per invocation a warp moves 128 bytes per load and store and looks its segment up
+// for each 128; with a vec4 it moves 512 bytes, and the segment's table reads (dependent round
+// trips across the bus when the tables are in host memory) are paid once per 512 bytes. That lost
+// on the H100 (from HostBuffers 10-20 % fewer GB/s: fewer, wider loads in flight across the bus),
+// so GPUs run the one-wide form; a device of host cores (lavapipe, where each lane's load of a
+// buffer reference is a scalar gather) runs this one: 1.33-1.38x the requests/s of 256-float relu
+// (src/gpu/transfer_path.hpp, ew_vector_kernels).
 #include "common.glsl"
 #include "math.glsl"
 #include "gpubatch/op_table.hpp"
@@ -18,15 +30,59 @@ GPUBATCH_OPS(GPUBATCH_KERNEL)
 
 #define GPUBATCH_CAT2(x, y) x##y
 #define GPUBATCH_CAT(x, y) GPUBATCH_CAT2(x, y)
+#define APPLY GPUBATCH_CAT(apply_, GPUBATCH_OP)
+#define ARITY GPUBATCH_CAT(arity_, GPUBATCH_OP)
 
+// Element k of segment s (k < s.len).
+void apply_one(Segment s, uint k) {
+  float b = 0.0;
+  if (ARITY == 2u) b = FloatsIn(s.b).v[k];
+  FloatsOut(s.dst).v[k] = APPLY(FloatsIn(s.a).v[k], b, s.p0, uintBitsToFloat(s.u0));
+}
+
+#ifndef GPUBATCH_VECTOR
 void main() {
   uint block = block_index();
   if (block >= pc.block_count) return;
   uint g = block * WORKGROUP_SIZE + gl_LocalInvocationID.x;
   Segment s = SegmentTable(pc.segments).s[find_segment(block, g)];
   uint k = g - s.start;
-  if (k >= s.len) return;
-  float b = 0.0;
-  if (GPUBATCH_CAT(arity_, GPUBATCH_OP) == 2u) b = FloatsIn(s.b).v[k];
-  FloatsOut(s.dst).v[k] = GPUBATCH_CAT(apply_, GPUBATCH_OP)(FloatsIn(s.a).v[k], b, s.p0, uintBitsToFloat(s.u0));
+  if (k < s.len) apply_one(s, k);
 }
+#else
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly buffer Vec4In { vec4 v[]; };
+layout(buffer_reference, std430, buffer_reference_align = 16) writeonly buffer Vec4Out { vec4 v[]; };
+
+bool aligned16(uvec2 address) { return (address.x & 15u) == 0u; }
+
+void main() {
+  // Four blocks per workgroup: invocation i takes elements g .. g+3 of block g / WORKGROUP_SIZE
+  // (g is a multiple of 4, so all four lie in one block).
+  uint g = block_index() * (WORKGROUP_SIZE * 4u) + gl_LocalInvocationID.x * 4u;
+  uint block = g / WORKGROUP_SIZE;
+  if (block >= pc.block_count) return;
+  Segment s = SegmentTable(pc.segments).s[find_segment(block, g)];
+  uint k = g - s.start;
+  if (k >= s.len) return;  // past the last segment
+  float q = uintBitsToFloat(s.u0);
+  bool whole = k + 4u <= s.len && (k & 3u) == 0u && aligned16(s.a) && aligned16(s.dst) &&
+               (ARITY == 1u || aligned16(s.b));
+  if (whole) {
+    uint i = k >> 2;
+    vec4 a = Vec4In(s.a).v[i];
+    vec4 b = vec4(0.0);
+    if (ARITY == 2u) b = Vec4In(s.b).v[i];
+    Vec4Out(s.dst).v[i] = vec4(APPLY(a.x, b.x, s.p0, q), APPLY(a.y, b.y, s.p0, q), APPLY(a.z, b.z, s.p0, q),
+                               APPLY(a.w, b.w, s.p0, q));
+    return;
+  }
+  // A segment's end, or a segment that starts off a multiple of 4 (ragged lengths): one element
+  // at a time, each in whichever segment holds it.
+  for (uint e = 0u; e < 4u; ++e) {
+    uint ge = g + e;
+    if (ge - s.start >= s.len) s = SegmentTable(pc.segments).s[find_segment(block, ge)];
+    uint ke = ge - s.start;
+    if (ke < s.len) apply_one(s, ke);
+  }
+}
+#endif

@@ -34,11 +34,12 @@ void CommandRecorder::dispatch(VkPipeline pipeline, const DispatchArgs& args) {
   pc_.blocks = args.blocks;
   pc_.scratch = args.scratch;
   pc_.block_count = args.block_count;
-  pc_.grid_x = std::min(args.block_count, max_x_);
+  const std::uint32_t groups = plan::ceil_div(args.block_count, std::max(1u, args.blocks_per_workgroup));
+  pc_.grid_x = std::min(groups, max_x_);
   pc_.segment_count = args.segment_count;
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
   vkCmdPushConstants(cmd_, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc_), &pc_);
-  vkCmdDispatch(cmd_, pc_.grid_x, plan::ceil_div(args.block_count, pc_.grid_x), 1);
+  vkCmdDispatch(cmd_, pc_.grid_x, plan::ceil_div(groups, pc_.grid_x), 1);
   ++dispatches_;
 }
 

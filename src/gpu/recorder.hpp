@@ -24,6 +24,10 @@ struct DispatchArgs {
   std::uint64_t scratch = 0;
   std::uint32_t block_count = 0;
   std::uint32_t segment_count = 0;
+  // Blocks one workgroup covers: 1, or 4 for a kernel that does four elements per invocation
+  // (op_kernel.glsl's GPUBATCH_VECTOR). The grid is ceil(block_count / blocks_per_workgroup).
+  std::uint32_t blocks_per_workgroup = 1;
+  bool operator==(const DispatchArgs&) const = default;
 };
 
 class CommandRecorder {
@@ -39,8 +43,8 @@ class CommandRecorder {
   void begin(bool one_time = true);
   void end();
 
-  // block_count workgroups as a grid of grid_x = min(block_count, maxComputeWorkGroupCount[0])
-  // by ceil(block_count / grid_x).
+  // n = ceil(block_count / blocks_per_workgroup) workgroups as a grid of
+  // grid_x = min(n, maxComputeWorkGroupCount[0]) by ceil(n / grid_x).
   void dispatch(VkPipeline pipeline, const DispatchArgs& args);
   void barrier(VkPipelineStageFlags src_stage, VkAccessFlags src_access, VkPipelineStageFlags dst_stage,
                VkAccessFlags dst_access);

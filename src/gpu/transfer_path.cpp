@@ -88,6 +88,15 @@ bool copy_results_by_kernel() {
   throw Error(ErrorCode::invalid_config, "GPUBATCH_COPY_RESULTS='" + v + "' is neither 'engine' nor 'kernel'");
 }
 
+bool ew_vector_kernels(bool device_default) {
+  const char* env = std::getenv("GPUBATCH_EW_VECTOR");
+  if (!env || !*env) return device_default;
+  const std::string v = env;
+  if (v == "on") return true;
+  if (v == "off") return false;
+  throw Error(ErrorCode::invalid_config, "GPUBATCH_EW_VECTOR='" + v + "' is neither 'on' nor 'off'");
+}
+
 void TransferFrame::destroy(VkDevice device) noexcept {
   if (pool_) vkDestroyCommandPool(device, pool_, nullptr);
   pool_ = VK_NULL_HANDLE;

@@ -49,11 +49,20 @@ std::uint64_t cached_upload_bytes();
 // engine | kernel; anything else is an invalid_config Error.
 bool copy_results_by_kernel();
 
+// Whether built-in element-wise kernels do four elements per invocation (op_kernel.glsl's
+// GPUBATCH_VECTOR; DESIGN.md "Large requests"): GPUBATCH_EW_VECTOR = on | off, for side-by-side
+// runs; unset, `device_default` (on for a device of host cores, where each lane's load is a
+// scalar gather and four per load pay: lavapipe 1.33-1.38x the requests/s of 256-float relu; off
+// on a GPU, where fewer, wider loads across the bus lost 10-20 % on the H100). Anything else is
+// an invalid_config Error.
+bool ew_vector_kernels(bool device_default);
+
 // A device's rules for where batches' data goes, read once when it opens.
 struct PathRules {
   CopyEngineRule copy_engine;
   bool results_by_kernel = false;            // copy_results_by_kernel()
   std::uint64_t cached_upload_bytes = 0;     // cached_upload_bytes()
+  bool ew_vector = false;                    // ew_vector_kernels()
 };
 
 // One extra region copied by the GPU: from a caller's HostBuffer into device memory, or back.

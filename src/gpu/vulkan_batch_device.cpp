@@ -45,6 +45,7 @@ using plan::SegmentRecord;
 struct GroupKernels {
   VkPipeline pipeline = VK_NULL_HANDLE;
   VkPipeline dot_final = VK_NULL_HANDLE;  // dot only
+  std::uint32_t blocks_per_workgroup = 1;  // 4: a built-in element-wise kernel's _v4 form
 };
 
 // The fused kernel's shape for a chain: step i reads step i-1 (the first reads x, external input
@@ -90,9 +91,7 @@ struct RecordedDispatch {
   VkPipeline dot_final = VK_NULL_HANDLE;  // recorded after a barrier when not null
   DispatchArgs args;
   bool operator==(const RecordedDispatch& o) const noexcept {
-    return pipeline == o.pipeline && dot_final == o.dot_final && args.segments == o.args.segments &&
-           args.blocks == o.args.blocks && args.scratch == o.args.scratch &&
-           args.block_count == o.args.block_count && args.segment_count == o.args.segment_count;
+    return pipeline == o.pipeline && dot_final == o.dot_final && args == o.args;
   }
 };
 
@@ -227,7 +226,7 @@ std::exception_ptr foreign_on(const Request& request, const void* context) {
 
 // The kernel of a group whose representative is `rep`: a chain's fused kernel (compiled on a
 // cache miss), a custom kernel's, or a built-in's. Throws Error when it cannot be built.
-GroupKernels kernels_of(Kernels& kernels, const plan::Group& g, const Request& rep) {
+GroupKernels kernels_of(Kernels& kernels, const plan::Group& g, const Request& rep, bool ew_vector) {
   GroupKernels k;
   switch (g.op) {
     case Op::chain: {
@@ -251,6 +250,14 @@ GroupKernels kernels_of(Kernels& kernels, const plan::Group& g, const Request& r
       break;
     }
     default:
+      // The four-wide form takes vec4 loads where a segment's data is 16-byte aligned (it checks,
+      // and goes one element at a time where not); the plan aligns every input and output so.
+      static_assert(plan::kDataAlignment % 16 == 0);
+      if (ew_vector && op_info(g.op).kind == OpKind::ew) {
+        k.pipeline = kernels.get(std::string(plan::kernel_name(g.op)) + "_v4");
+        k.blocks_per_workgroup = 4;
+        break;
+      }
       k.pipeline = kernels.get(plan::kernel_name(g.op));
       if (g.op == Op::dot) k.dot_final = kernels.get("dot_final");
   }
@@ -261,7 +268,7 @@ GroupKernels kernels_of(Kernels& kernels, const plan::Group& g, const Request& r
 // generated kernel does not compile, a pipeline the driver refuses) gets Group::error: its own
 // requests fail (take_result throws), the rest of the batch runs.
 void resolve_kernels(Kernels& kernels, plan::BatchPlan& plan, std::span<const Request* const> requests,
-                     std::vector<GroupKernels>& out) {
+                     bool ew_vector, std::vector<GroupKernels>& out) {
   const std::span<plan::Group> groups = plan.groups();
   out.assign(groups.size(), GroupKernels{});
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
@@ -269,7 +276,7 @@ void resolve_kernels(Kernels& kernels, plan::BatchPlan& plan, std::span<const Re
     if (g.error) continue;
     const Request& rep = *requests[g.representative];
     try {
-      out[gi] = kernels_of(kernels, g, rep);
+      out[gi] = kernels_of(kernels, g, rep, ew_vector);
     } catch (const Error& e) {
       g.error = std::make_exception_ptr(Error(e.code(), describe_op(rep) + ": " + message_of(e)));
     }
@@ -442,7 +449,7 @@ void dispatches_of(const Frame& f, const Staging& st, std::vector<RecordedDispat
                    g.op == Op::dot && g.needs_dot_final ? f.kernels[gi].dot_final : VK_NULL_HANDLE,
                    DispatchArgs{st.up_addr + g.first_segment * sizeof(SegmentRecord),
                                 st.up_addr + l.segments_bytes + g.first_block * 4, scratch, g.block_count,
-                                g.request_count}});
+                                g.request_count, f.kernels[gi].blocks_per_workgroup}});
   }
 }
 
@@ -550,7 +557,8 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
                                      std::uint64_t max_request_bytes)
     : identity_(std::move(identity)) {
   auto context = identity_->context();
-  rules_ = {copy_engine_rule(*context, identity_->options()), copy_results_by_kernel(), cached_upload_bytes()};
+  rules_ = {copy_engine_rule(*context, identity_->options()), copy_results_by_kernel(), cached_upload_bytes(),
+            ew_vector_kernels(context->info().type == "cpu")};
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.
   const std::uint64_t device_limit = context->max_allocation_bytes() - (1u << 20);
@@ -621,7 +629,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   //    only), then the block counts, byte layout and output slots of the groups that run.
   plan::BatchPlan& plan = frame->plan;
   plan.group(requests, &foreign_on, ctx);
-  resolve_kernels(ctx->kernels(), plan, requests, frame->kernels);
+  resolve_kernels(ctx->kernels(), plan, requests, rules_.ew_vector, frame->kernels);
   plan.lay_out(requests);
   const Staging staging = reserve_memory(*ctx, *frame, rules_);
 

@@ -2,6 +2,7 @@
 // in strand.cpp, the completion threads in completion.cpp, the statistics in executor_stats.cpp;
 // executor_core.hpp has the picture and DESIGN.md the contracts.
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -274,7 +275,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
                       [this] {
                         tl_core = this;
                         name_thread("gpubatch-expiry");
-                        apply_thread_nice();
+                        prepare_thread();
                       }) {
   for (std::size_t level = 1; level < config_.priority_levels; ++level)
     upper_queues_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(config_.queue_capacity_of(level)));
@@ -303,7 +304,7 @@ void ExecutorCore::start() {
   io_thread_ = std::thread([self] {
     tl_core = self.get();
     name_thread("gpubatch-strand");
-    self->apply_thread_nice();
+    self->prepare_thread();
     for (;;) {
       try {
         self->io_.run();
@@ -317,7 +318,7 @@ void ExecutorCore::start() {
     completion_threads_.emplace_back([self, i] {
       tl_core = self.get();
       name_thread("gpubatch-done");
-      self->apply_thread_nice();
+      self->prepare_thread();
       self->completion_loop(i);
     });
   }
@@ -329,6 +330,15 @@ bool ExecutorCore::on_internal_thread() const noexcept { return tl_core == this;
 // Under a crowd of callers that take every core, the executor's few threads waited for one: on
 // the H100, 16 threads of a 1.9 M/s mix, `perf sched latency` showed a completion thread waiting
 // up to 5.6 ms and the strand 2.2 ms to run (BENCHMARKS.md, second session of 2026-11-25).
+// Linux lets a sleeping thread's timer fire up to its timer slack late (50 us by default) so that
+// wake-ups can be merged; the executor's threads sleep until an instant that matters (the
+// deadline watch until the next deadline, the strand until a batch's max_wait), so they ask for
+// 1 ns. GPUBATCH_TIMER_SLACK=default keeps the system's for side-by-side runs.
+void ExecutorCore::prepare_thread() noexcept {
+  apply_thread_nice();
+  if (!env_is("GPUBATCH_TIMER_SLACK", "default")) ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+}
+
 void ExecutorCore::apply_thread_nice() noexcept {
   if (config_.thread_nice == 0) return;
   errno = 0;

@@ -163,6 +163,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void start();
   // Gives the calling thread (one of the executor's) config().thread_nice.
   void apply_thread_nice() noexcept;
+  // What every executor thread does first: apply_thread_nice() and a timer slack of 1 ns.
+  void prepare_thread() noexcept;
 
   void enqueue(Request&& request, const SubmitOptions& options, Completion&& completion) noexcept;
   void shutdown(ShutdownMode mode);

@@ -55,7 +55,7 @@ void ExecutorCore::start_resident() {
   auto self = shared_from_this();
   resident_thread_ = std::thread([self] {
     pthread_setname_np(pthread_self(), "gpubatch-ring");
-    self->apply_thread_nice();
+    self->prepare_thread();
     self->resident_loop();
   });
 }

@@ -1,6 +1,8 @@
 // thread_nice: the executor's own threads (strand, completion threads, deadline watch) take the
-// configured nice value; the callers' threads are left alone; 0 leaves the threads as made.
+// configured nice value; the callers' threads are left alone; 0 leaves the threads as made. They
+// also sleep with a timer slack of 1 ns (GPUBATCH_TIMER_SLACK=default: the system's).
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -35,14 +37,23 @@ std::set<pid_t> threads_now() {
 
 // The nice value of every thread of this process named gpubatch-* that is not in `before` (other
 // tests' executors may leave threads of theirs behind for a while), by name.
-std::multimap<std::string, int> new_executor_thread_nices(const std::set<pid_t>& before) {
-  std::multimap<std::string, int> out;
+// Nice by default; `slack` reads each thread's timer slack (ns) instead.
+std::multimap<std::string, long> new_executor_thread_nices(const std::set<pid_t>& before, bool slack = false) {
+  std::multimap<std::string, long> out;
   for (pid_t tid : threads_now()) {
     if (before.count(tid)) continue;
     std::ifstream comm("/proc/self/task/" + std::to_string(tid) + "/comm");
     std::string name;
     std::getline(comm, name);
-    if (name.rfind("gpubatch-", 0) == 0) out.emplace(name, nice_of(tid));
+    if (name.rfind("gpubatch-", 0) != 0) continue;
+    if (!slack) {
+      out.emplace(name, nice_of(tid));
+      continue;
+    }
+    std::ifstream f("/proc/" + std::to_string(tid) + "/timerslack_ns");  // a thread's, by its id
+    long ns = -1;
+    f >> ns;
+    out.emplace(name, ns);
   }
   return out;
 }
@@ -63,7 +74,7 @@ TEST(ThreadNice, TheExecutorsThreadsTakeIt) {
     ASSERT_TRUE(ready_within(first, 30s));
     ASSERT_TRUE(ready_within(timed, 30s));
     // A thread sets its own nice when it starts: wait for each to have started.
-    std::multimap<std::string, int> nices;
+    std::multimap<std::string, long> nices;
     ASSERT_TRUE(eventually([&] {
       nices = new_executor_thread_nices(before);
       return nices.count("gpubatch-strand") == 1 && nices.count("gpubatch-done") == 2 &&
@@ -80,6 +91,38 @@ TEST(ThreadNice, TheExecutorsThreadsTakeIt) {
   const auto nices = new_executor_thread_nices(before);
   EXPECT_FALSE(nices.empty());
   for (const auto& [name, nice] : nices) EXPECT_EQ(nice, base) << name;
+}
+
+// The threads sleep until instants that matter (a deadline, a batch's max_wait): they ask for a
+// timer slack of 1 ns instead of the default 50 us. The caller's thread keeps its own.
+TEST(TimerSlack, TheExecutorsThreadsSleepWithoutSlack) {
+  const long own = ::prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  if (own == 1) GTEST_SKIP() << "this thread's own slack is already 1 ns";
+  long mine = -1;
+  std::ifstream("/proc/" + std::to_string(gettid()) + "/timerslack_ns") >> mine;
+  if (mine != own) GTEST_SKIP() << "no /proc/<tid>/timerslack_ns to read here";
+  auto device = std::make_shared<FakeDevice>();
+  for (const bool system : {false, true}) {
+    if (system) ::setenv("GPUBATCH_TIMER_SLACK", "default", 1);
+    const std::set<pid_t> before = threads_now();
+    BatchConfig c = BatchConfig::adaptive();
+    c.completion_threads = 2;
+    BatchExecutor executor(device, c);
+    auto gpu = executor.handle();
+    auto timed = gpu.relu({2.0f}, SubmitOptions::within(60s));  // starts the deadline watch
+    ASSERT_TRUE(ready_within(timed, 30s));
+    const long want = system ? own : 1;
+    std::multimap<std::string, long> slacks;
+    ASSERT_TRUE(eventually([&] {
+      slacks = new_executor_thread_nices(before, true);
+      return slacks.count("gpubatch-strand") == 1 && slacks.count("gpubatch-done") == 2 &&
+             slacks.count("gpubatch-expiry") == 1 &&
+             std::all_of(slacks.begin(), slacks.end(), [&](const auto& kv) { return kv.second == want; });
+    })) << (system ? "system" : "1 ns") << ": strand " << slacks.count("gpubatch-strand") << ", done "
+        << slacks.count("gpubatch-done") << ", expiry " << slacks.count("gpubatch-expiry");
+    ::unsetenv("GPUBATCH_TIMER_SLACK");
+  }
+  EXPECT_EQ(::prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), own) << "the caller's thread is left alone";
 }
 
 }  // namespace

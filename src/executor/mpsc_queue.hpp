@@ -21,24 +21,24 @@
 // it; the consumer waits for that: has_claimed()). Adds after the close still bump the tail, so the count at
 // the close is kept apart.
 //
-// BlockingMpscQueue adds waiting for room when full (the overflow policies); the wait uses a
-// mutex and a condition variable on the slow path only: a push that finds room never touches
-// them, and the consumer looks at one counter (after a fence) to know whether anyone waits.
+// BlockingMpscQueue adds waiting for room when full (the overflow policies); the wait is a futex
+// on a generation counter, on the slow path only: a push that finds room never touches it, and
+// the consumer looks at one counter (after a fence) to know whether anyone waits.
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cassert>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <thread>
 #include <type_traits>
 #include <utility>
+
+#include "executor/futex_wait.hpp"
 
 namespace gpubatch::detail {
 
@@ -296,20 +296,16 @@ class BlockingMpscQueue {
     return q_.try_consume(std::forward<F>(f));
   }
   // Wakes producers that wait for room, if any do. Call after a round of try_consume_quiet.
-  void notify_space() {
+  void notify_space() noexcept {
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (waiters_.load(std::memory_order_relaxed) != 0) {
-      { std::lock_guard<std::mutex> lock(mutex_); }
-      cv_.notify_all();
-    }
+    if (waiters_.load(std::memory_order_relaxed) != 0) wake_waiters();
   }
 
   // Closes the queue and wakes every waiting producer: push_until returns closed; push_wait
   // already holds a position, so it publishes once the consumer (draining) frees its slot.
   std::uint64_t close() {
     const std::uint64_t n = q_.close();
-    { std::lock_guard<std::mutex> lock(mutex_); }
-    cv_.notify_all();
+    wake_waiters();
     return n;
   }
 
@@ -328,31 +324,39 @@ class BlockingMpscQueue {
   std::size_t waiters() const noexcept { return waiters_.load(std::memory_order_relaxed); }
 
  private:
-  void wait_for_slot(std::uint64_t position) {
-    std::unique_lock<std::mutex> lock(mutex_);
+  // Waiting: a producer counts itself in waiters_, reads the space_ generation, then looks at
+  // the queue; the consumer frees slots, fences, and bumps space_ (and wakes) only when someone
+  // waits. A producer that saw no room either sees the bump in its futex wait (which returns at
+  // once when space_ moved on) or the freed slot. No mutex: a waiter whose time is up returns
+  // without queueing behind the others for one.
+  void wake_waiters() noexcept {
+    space_.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake_all(space_);
+  }
+
+  void wait_for_slot(std::uint64_t position) noexcept {
     waiters_.fetch_add(1, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    while (!q_.slot_free(position)) cv_.wait(lock);
+    for (;;) {
+      const std::uint32_t seen = space_.load(std::memory_order_seq_cst);
+      if (q_.slot_free(position)) break;
+      futex_wait_until(space_, seen, nullptr);
+    }
     waiters_.fetch_sub(1, std::memory_order_relaxed);
   }
 
   PushResult slow_push(T& item, const std::chrono::steady_clock::time_point* deadline,
-                       std::uint64_t& position) {
-    std::unique_lock<std::mutex> lock(mutex_);
+                       std::uint64_t& position) noexcept {
     waiters_.fetch_add(1, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
+    ScopedTightTimer tight;  // the caller's timed sleeps end at the deadline, not 50 us after
     PushResult r;
     for (;;) {
+      const std::uint32_t seen = space_.load(std::memory_order_seq_cst);
       r = q_.try_push(std::move(item), position);
       if (r != PushResult::full) break;
-      if (deadline) {
-        if (cv_.wait_until(lock, *deadline) == std::cv_status::timeout) {
-          r = q_.try_push(std::move(item), position);
-          break;
-        }
-      } else {
-        cv_.wait(lock);
-      }
+      if (deadline && std::chrono::steady_clock::now() >= *deadline) break;
+      futex_wait_until(space_, seen, deadline);
     }
     waiters_.fetch_sub(1, std::memory_order_relaxed);
     return r;
@@ -360,8 +364,7 @@ class BlockingMpscQueue {
 
   MpscQueue<T> q_;
   alignas(kCacheLine) std::atomic<std::size_t> waiters_{0};
-  std::mutex mutex_;
-  std::condition_variable cv_;
+  std::atomic<std::uint32_t> space_{0};  // bumped when slots were freed for waiters, or on close
 };
 
 }  // namespace gpubatch::detail

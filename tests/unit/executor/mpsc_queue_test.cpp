@@ -2,7 +2,9 @@
 #include "executor/mpsc_queue.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/prctl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -307,6 +309,48 @@ TEST(BlockingMpscQueue, PushUntilGivesUpWithFull) {
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(push_for(q, 2, 30ms), PushResult::full);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 30ms);
+  EXPECT_EQ(q.waiters(), 0u);
+}
+
+// A timed waiter gives up at its deadline while other waiters stay blocked and the consumer keeps
+// waking them all (no mutex that the timed one would queue behind), and every other waiter still
+// gets in once there is room. The caller's timer slack, tightened for the wait, is restored.
+TEST(BlockingMpscQueue, ATimedWaiterGivesUpAmongOthersAndTheRestGetIn) {
+  BlockingMpscQueue<int> q(1);
+  ASSERT_EQ(try_push(q, 0), PushResult::ok);
+  std::vector<std::thread> waiters;
+  std::atomic<int> in{0};
+  for (int i = 0; i < 8; ++i)
+    waiters.emplace_back([&, i] {
+      EXPECT_EQ(push_until(q, i + 1, std::chrono::steady_clock::now() + 60s), PushResult::ok);
+      ++in;
+    });
+  while (q.waiters() < 8) std::this_thread::yield();
+  std::atomic<bool> stop{false};
+  std::thread waker([&] {  // wakes every waiter again and again without making room
+    while (!stop) {
+      q.notify_space();
+      std::this_thread::sleep_for(100us);
+    }
+  });
+  const long slack = ::prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(push_for(q, 99, 20ms), PushResult::full);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 20ms);
+  EXPECT_EQ(::prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), slack) << "the caller's timer slack is restored";
+  stop = true;
+  waker.join();
+  EXPECT_EQ(in.load(), 0);
+  std::vector<int> popped;
+  int out = 0;
+  while (popped.size() < 9) {
+    if (q.try_pop(out)) popped.push_back(out);
+    else std::this_thread::yield();
+  }
+  for (auto& t : waiters) t.join();
+  EXPECT_EQ(in.load(), 8);
+  std::sort(popped.begin(), popped.end());
+  EXPECT_EQ(popped, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(q.waiters(), 0u);
 }
 

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -558,6 +558,48 @@ if on final5; then final_runs final5 more; fi
 if on final4; then final_runs final4; fi
 
 
+
+# Second session of 2026-11-26: waiting for room on a futex (block_for) and the executor's
+# threads' 1 ns timer slack (deadlines), beside the previous build (gpubatch-mix-prev,
+# gpubatch-load-prev: the same as the session's start on a GPU), interleaved; the priority mix
+# at saturation traced (express batches stage by stage); the lone caller and the crowd.
+if on s2; then
+  bf="--threads 16 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 3000000 --requests 4500000"
+  bf8="--threads 8 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 2000000 --requests 3000000"
+  for rep in 1 2 3; do
+    load s2-blockfor-$rep gpubatch-mix $bf
+    load s2-blockfor-prev-$rep gpubatch-mix-prev $bf
+  done
+  dl="--threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000"
+  dls="--threads 8 --size 256 --deadline-us 300 --deadline-fraction 1 --large 0.05 --large-size 250000 --rate 50000 --requests 150000"
+  for rep in 1 2; do
+    load s2-blockfor8-$rep gpubatch-mix $bf8
+    load s2-blockfor8-prev-$rep gpubatch-mix-prev $bf8
+    load s2-dl-large-$rep gpubatch-mix $dl
+    load s2-dl-large-prev-$rep gpubatch-mix-prev $dl
+    load s2-dl-light-$rep gpubatch-mix $dls
+    load s2-dl-light-slack-$rep env GPUBATCH_TIMER_SLACK=default -- gpubatch-mix $dls
+    load s2-dl-light-prev-$rep gpubatch-mix-prev $dls
+  done
+  sat="--threads 16 --high 0.1 --size 256 --rate 3000000 --requests 9000000"
+  load s2-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000
+  load s2-mixsat gpubatch-mix $sat
+  load s2-mixsat-prev gpubatch-mix-prev $sat
+  load s2-mixsat-traced env GPUBATCH_TRACE="$out/trace-mixsat.json" GPUBATCH_GPU_TIMESTAMPS=on -- gpubatch-mix $sat
+  if [ -f "$out/trace-mixsat.json" ]; then
+    python3 bench/trace_batches.py "$out/trace-mixsat.json" --slowest 8 > "$out/trace-mixsat.txt" 2>&1 || true
+    gzip -f "$out/trace-mixsat.json"
+  fi
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  crowd="--threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  for rep in 1 2; do
+    load s2-lone-$rep gpubatch-load $lone --idle-ms 1000
+    load s2-lone-prev-$rep gpubatch-load-prev $lone
+    load s2-lone-sync-$rep gpubatch-load --sync $lone
+    load s2-crowd-$rep gpubatch-load $crowd
+    load s2-crowd-prev-$rep gpubatch-load-prev $crowd
+  done
+fi
 
 # Issue 11's and 14's targets with this session's final code (first session of 2026-11-26):
 # the crowd and the lone caller beside the previous build (gpubatch-load-prev: the session's

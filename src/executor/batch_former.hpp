@@ -9,7 +9,7 @@
 //   decide(now, input)      a flush reason, or the time at which one may become due
 //   take(out, now)          move the next batch into `out`: aged requests first (up to a quarter
 //                           of it), then higher levels before lower ones, up to max_batch_size
-//                           and max_batch_bytes
+//                           and max_batch_bytes (or level 0 alone)
 //   take_upper(out)         move the requests of levels above 0 only (an express batch)
 //   remove_if(drop)         the deadline and cancellation sweeps
 //
@@ -138,8 +138,9 @@ class BatchFormer {
   // Moves the next batch into `out` (cleared first): requests that have waited `aging` first
   // (oldest level front first, up to a quarter of the batch), then levels from the highest down, each in arrival order; stops at
   // max_batch_size, or before the request that would take the batch past max_batch_bytes (a
-  // request larger than that goes alone).
-  void take(std::vector<Item>& out, time_point now) {
+  // request larger than that goes alone). `level0_only`: the levels above 0 stay held (they wait
+  // for the executor's express batch; DESIGN.md "Priorities").
+  void take(std::vector<Item>& out, time_point now, bool level0_only = false) {
     out.clear();
     // The common case: one level whose every request fits the batch (a full batch by count
     // included: the former takes at most max_batch_size), handed over whole without a move each.
@@ -173,13 +174,13 @@ class BatchFormer {
       if (out.size() >= aged_quota) break;
       Level* oldest_level = nullptr;
       for (Level& l : levels_)
-        if (l.size() && now - l.front().enqueued >= limits_.aging &&
+        if (l.size() && (!level0_only || &l == &levels_[0]) && now - l.front().enqueued >= limits_.aging &&
             (!oldest_level || l.front().enqueued < oldest_level->front().enqueued))
           oldest_level = &l;
       if (!oldest_level || stop) break;
       take_from(*oldest_level, true);
     }
-    for (std::size_t i = levels_.size(); i-- > 0 && !stop;) take_from(levels_[i], false);
+    for (std::size_t i = level0_only ? 1 : levels_.size(); i-- > 0 && !stop;) take_from(levels_[i], false);
     for (Level& l : levels_) l.compact();
     recompute_deadline();
   }

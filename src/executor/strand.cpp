@@ -151,7 +151,7 @@ void ExecutorCore::process() {
         blocked_on_slot_ = true;
         break;
       }
-      flush(*decision.reason, now);
+      flush(*decision.reason, now, false, upper_waits_for_express());
       now = Clock::now();
     }
     // Requests with a deadline that wait in the queues behind a full former still fail
@@ -316,7 +316,7 @@ void ExecutorCore::note_arrivals(Clock::time_point now) {
   taken_bytes_ = taken_requests_ = 0;
 }
 
-void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express) {
+void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express, bool level0_only) {
   // No request whose deadline has passed reaches the device (the sweep may be rate-limited).
   expire_forming(now);
   if (former_.empty() || (express && former_.upper_size() == 0)) return;
@@ -325,7 +325,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   batch->reason = reason;
   batch->express = express;
   if (express) former_.take_upper(batch->items);
-  else former_.take(batch->items, now);  // the former keeps the pooled vector's capacity
+  else former_.take(batch->items, now, level0_only);  // the former keeps the pooled vector's capacity
   claim_or_drop(batch->items);  // from here a cancellation no longer takes a request out
   const std::size_t n = batch->items.size();
   if (n == 0) {  // every request of it was cancelled

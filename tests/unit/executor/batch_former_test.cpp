@@ -200,6 +200,27 @@ TEST(BatchFormer, TakeUpperLeavesLevelZeroAndKeepsOrderAndLimits) {
   EXPECT_TRUE(g.empty());
 }
 
+// A regular batch of level 0 alone (the express batch in flight will take the higher levels):
+// the higher levels stay held, aged or not, in their order, and the limits still apply.
+TEST(BatchFormer, Level0OnlyLeavesTheHigherLevelsHeld) {
+  Former f(limits(3, 3));
+  f.offer({.id = 1, .enqueued = t0, .priority = 2}, t0);
+  for (int i = 0; i < 4; ++i) f.offer({.id = 10 + i, .enqueued = t0, .priority = 0}, t0);
+  f.offer({.id = 2, .enqueued = t0, .priority = 1}, t0);
+  std::vector<Item> out;
+  f.take(out, t0 + 60ms, true);  // everything has aged: still level 0 only
+  EXPECT_EQ(ids(out), (std::vector<int>{10, 11, 12})) << "max_batch_size 3";
+  EXPECT_EQ(f.upper_size(), 2u);
+  f.take(out, t0 + 60ms, true);
+  EXPECT_EQ(ids(out), (std::vector<int>{13}));
+  f.take(out, t0 + 60ms, true);
+  EXPECT_TRUE(out.empty());
+  EXPECT_EQ(f.size(), 2u);
+  f.take_upper(out);
+  EXPECT_EQ(ids(out), (std::vector<int>{1, 2}));
+  EXPECT_TRUE(f.empty());
+}
+
 TEST(BatchFormer, EachLevelHoldsABatchSoAHigherOneIsAlwaysInView) {
   Former f(limits(2, 2));
   f.offer({.id = 1, .enqueued = t0}, t0);

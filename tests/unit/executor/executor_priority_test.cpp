@@ -131,6 +131,44 @@ TEST(Priority, HigherLevelsGoAtOnceInAnExpressBatchBesideFullSlots) {
             std::string::npos);
 }
 
+// While the express batch is in flight and a crowd of level-0 requests is held, a regular batch
+// that frees up leaves the higher levels to the next express batch instead of carrying them behind
+// the crowd; once the express slot is free they go (here in a regular batch: it is then quick).
+TEST(Priority, BesideACrowdAHighRequestWaitsForTheExpressSlotNotARegularBatch) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchConfig c = two_levels(128);
+  BatchExecutor executor(device, c);
+  auto gpu = executor.handle();
+  device->hold(1000.0f);
+  device->hold(500.0f);
+  auto first = gpu.relu({1000.0f});  // the only regular slot, held
+  ASSERT_TRUE(device->wait_for_batches(1));
+  // The completion thread waits for it now (as on a GPU, where the express batch submitted after
+  // it finishes after it too): its release below frees the regular slot while the express
+  // batch is still held.
+  ASSERT_TRUE(eventually([&] { return device->blocking_waits() >= 1; }));
+  std::vector<std::future<std::vector<float>>> low;
+  for (int i = 0; i < 100; ++i) low.push_back(gpu.relu({static_cast<float>(i)}));
+  ASSERT_TRUE(eventually([&] { return executor.stats().queue_depth == 100; }));
+  auto express = gpu.relu({500.0f}, high());  // the express slot, held
+  ASSERT_TRUE(device->wait_for_batches(2));
+  ASSERT_EQ(executor.stats().express_batches, 1u);
+  auto later = gpu.relu({600.0f}, high());
+  ASSERT_TRUE(eventually([&] { return executor.stats().queue_depth == 101; }));
+  device->release(1000.0f);  // the regular slot frees: level 0 goes, 600 stays for the express slot
+  ASSERT_TRUE(device->wait_for_batches(3));
+  EXPECT_FALSE(device->wait_for_batches(4, 20ms)) << "600 went on while the express slot was taken";
+  const std::vector<float> seen = device->markers();
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 600.0f), 0) << "600 rode in a regular batch";
+  EXPECT_EQ(device->batch_sizes(), (std::vector<std::size_t>{1, 1, 100}));
+  device->release(500.0f);
+  ASSERT_TRUE(ready_within(later, 30s));
+  EXPECT_EQ(later.get(), std::vector<float>{600.0f});
+  EXPECT_EQ(express.get(), std::vector<float>{500.0f});
+  EXPECT_EQ(first.get(), std::vector<float>{1000.0f});
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(low[i].get(), std::vector<float>{static_cast<float>(i)});
+}
+
 // With the express slot free and a regular slot free, a high request under the deadline policy
 // waits for max_wait like any other; the strand sleeps meanwhile (it ran thousands of times in
 // those 30 ms when a free express slot counted as something to wake it for).

@@ -2,7 +2,8 @@
 // A BatchDevice for executor tests: runs every request with the CPU reference at submit time and
 // completes the batch after an optional delay. It records what it saw (batch sizes, ops, a marker
 // per request, how often batches were polled and how often waited for with a timeout) and injects
-// faults: throw on submit, throw on wait, pause (no batch completes until resume()).
+// faults: throw on submit, throw on wait, pause (no batch completes until resume()), hold (the
+// batches with a marked request do not complete until release()).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -115,6 +116,8 @@ class FakeDevice : public detail::BatchDevice {
                        options_.delay_per_kib * static_cast<std::int64_t>((up + down) / 1024);
     state_->cv.notify_all();
     auto batch = std::make_unique<Batch>(state_, std::move(results), std::move(errors), ready, wait_fault);
+    for (const Request* r : requests)
+      if (!r->a.empty()) batch->markers_.push_back(r->a[0]);
     batch->gpu_time_ = options_.gpu_time;
     return batch;
   }
@@ -160,6 +163,19 @@ class FakeDevice : public detail::BatchDevice {
     {
       std::lock_guard<std::mutex> lock(state_->m);
       state_->paused = false;
+    }
+    state_->cv.notify_all();
+  }
+  // A batch holding a request whose a[0] is `marker` does not complete until release(marker)
+  // (other batches complete as usual): one in-flight batch held while the others move.
+  void hold(float marker) {
+    std::lock_guard<std::mutex> lock(state_->m);
+    state_->held.push_back(marker);
+  }
+  void release(float marker) {
+    {
+      std::lock_guard<std::mutex> lock(state_->m);
+      std::erase(state_->held, marker);
     }
     state_->cv.notify_all();
   }
@@ -244,6 +260,7 @@ class FakeDevice : public detail::BatchDevice {
     mutable std::mutex m;
     std::condition_variable cv;
     bool paused = false;
+    std::vector<float> held;  // hold(): batches with a request of such a marker do not complete
     bool hold_submits = false;
     std::size_t submits_entered = 0;
     std::vector<std::thread::id> submit_threads;  // the thread of each submit() call, in order
@@ -290,9 +307,9 @@ class FakeDevice : public detail::BatchDevice {
       if (timeout > std::chrono::nanoseconds::zero()) ++state_->blocking_waits;
       for (;;) {
         const auto now = std::chrono::steady_clock::now();
-        if (!state_->paused && now >= ready_) break;
+        if (!state_->paused && !held() && now >= ready_) break;
         if (now >= deadline) return false;
-        state_->cv.wait_until(lock, state_->paused ? deadline : std::min(deadline, ready_));
+        state_->cv.wait_until(lock, state_->paused || held() ? deadline : std::min(deadline, ready_));
       }
       if (wait_fault_) throw Error(*wait_fault_, "fake device: injected fault on wait");
       return true;
@@ -302,7 +319,7 @@ class FakeDevice : public detail::BatchDevice {
       {
         std::lock_guard<std::mutex> lock(state_->m);
         ++state_->polls;
-        if (state_->paused || std::chrono::steady_clock::now() < ready_) return false;
+        if (state_->paused || held() || std::chrono::steady_clock::now() < ready_) return false;
       }
       if (wait_fault_) throw Error(*wait_fault_, "fake device: injected fault on wait");
       return true;
@@ -315,8 +332,15 @@ class FakeDevice : public detail::BatchDevice {
 
     std::chrono::nanoseconds device_time() const override { return gpu_time_; }
     std::chrono::nanoseconds gpu_time_{-1};
+    std::vector<float> markers_;  // a[0] of its requests, for hold()
 
    private:
+    // Held by hold() (under state_->m).
+    bool held() const {
+      for (float m : markers_)
+        if (std::find(state_->held.begin(), state_->held.end(), m) != state_->held.end()) return true;
+      return false;
+    }
     std::shared_ptr<State> state_;
     std::vector<Result> results_;
     std::vector<std::optional<std::string>> errors_;

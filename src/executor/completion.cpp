@@ -262,7 +262,7 @@ void ExecutorCore::complete_chunk(Batch& b, std::uint32_t chunk, std::size_t thr
     b.inflight.reset();
     inflight_slots_.fetch_sub(1, std::memory_order_seq_cst);
     inflight_halves_.fetch_sub(b.slot_halves, std::memory_order_seq_cst);
-    if (b.express) express_busy_.store(false, std::memory_order_seq_cst);
+    if (b.express) express_inflight_.fetch_sub(1, std::memory_order_seq_cst);
     wake_if_waiting_for_slot();
   }
 

@@ -241,6 +241,12 @@ bool inline_submit_enabled() noexcept { return !env_is("GPUBATCH_INLINE_SUBMIT",
 bool caller_awaits_enabled() noexcept { return !env_is("GPUBATCH_CALLER_AWAITS", "off"); }
 bool future_inline_enabled() noexcept { return !env_is("GPUBATCH_FUTURE_INLINE", "off"); }
 bool express_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS", "off"); }
+std::uint32_t express_depth() noexcept {
+  const char* v = std::getenv("GPUBATCH_EXPRESS_DEPTH");
+  if (v == nullptr || *v == 0) return 2;
+  const long n = std::strtol(v, nullptr, 10);
+  return static_cast<std::uint32_t>(std::clamp(n, 1L, 8L));
+}
 
 namespace {
 BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {

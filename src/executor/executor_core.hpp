@@ -125,6 +125,8 @@ bool caller_awaits_enabled() noexcept;
 // GPUBATCH_FUTURE_INLINE is not "off" (ExecutorCore::lone_future_pass).
 bool future_inline_enabled() noexcept;
 bool express_enabled() noexcept;  // GPUBATCH_EXPRESS is not "off" (ExecutorCore::express_ready)
+// Express batches in flight at once: GPUBATCH_EXPRESS_DEPTH (1 .. 8), else 2 (ExecutorCore::express_busy).
+std::uint32_t express_depth() noexcept;
 bool strand_spin_enabled() noexcept;  // GPUBATCH_STRAND_SPIN=on (ExecutorCore::linger)
 std::chrono::steady_clock::duration wait_slice() noexcept;  // GPUBATCH_WAIT_SLICE_US
 // GPUBATCH_POLL_ALL=on: the completion threads poll every batch for completion_spin (not only
@@ -263,8 +265,13 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // batch (higher levels first) is as quick, and one batch costs less than two (with the express
   // batch always taken, the idle 10 % mix on the H100 had p99 295-303 us against 237-265 us).
   static constexpr std::size_t kExpressBeside = 64;  // level-0 requests held that make it pay
+  // Every express slot is taken. Two by default: the next express batch goes while one is on the
+  // device instead of waiting for its round trip (DESIGN.md "Priorities").
+  bool express_busy() const noexcept {
+    return express_inflight_.load(std::memory_order_seq_cst) >= express_depth_;
+  }
   bool express_ready() const noexcept {
-    if (!express_on_ || level_count() < 2 || express_busy_.load(std::memory_order_seq_cst)) return false;
+    if (!express_on_ || level_count() < 2 || express_busy()) return false;
     const std::size_t upper = former_.upper_size();
     return upper > 0 && (!slot_free() || former_.size() - upper >= kExpressBeside);
   }
@@ -275,7 +282,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // 537 us; express submit to resolved p50 369 us). With few level-0 requests held the regular
   // batch is as quick, and they ride in it as before.
   bool upper_waits_for_express() const noexcept {
-    if (!express_on_ || level_count() < 2 || !express_busy_.load(std::memory_order_seq_cst)) return false;
+    if (!express_on_ || level_count() < 2 || !express_busy()) return false;
     return former_.size() - former_.upper_size() >= kExpressBeside;
   }
   // The strand's state its last look needs (run_strand), read while it still holds the strand.
@@ -413,7 +420,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // The idle strand waits for a free in-flight slot (its batch is due): only then does a
   // completion that frees a slot wake it (published like wake_pos_, read after the slot's fence).
   std::atomic<bool> wants_slot_{false};  // a freed slot (or express slot) has work: wake the strand
-  std::atomic<bool> express_busy_{false};  // an express batch is in flight (express_ready)
+  std::atomic<std::uint32_t> express_inflight_{0};  // express batches in flight (express_busy)
+  const std::uint32_t express_depth_ = express_depth();  // GPUBATCH_EXPRESS_DEPTH, else 2
   const bool express_on_ = express_enabled();  // GPUBATCH_EXPRESS is not "off"
   std::atomic<std::uint64_t> express_batches_{0};
   // Events of the io thread, noted for whoever holds the strand: the timer fired; shutdown closed

@@ -27,9 +27,15 @@ void ExecutorCore::hand_to_completion(std::unique_ptr<Batch> batch) {
   {
     std::lock_guard<std::mutex> lock(inflight_mutex_);
     // An express batch is awaited first (completion_loop): its requests must not wait for a full
-    // batch's chunks to resolve.
-    if (batch->express) inflight_queue_.push_front(std::move(batch));
-    else inflight_queue_.push_back(std::move(batch));
+    // batch's chunks to resolve. Behind the express batches already there: they were submitted
+    // earlier, so the device finishes them first.
+    if (batch->express) {
+      auto at = inflight_queue_.begin();
+      while (at != inflight_queue_.end() && (*at)->express) ++at;
+      inflight_queue_.insert(at, std::move(batch));
+    } else {
+      inflight_queue_.push_back(std::move(batch));
+    }
   }
   inflight_cv_.notify_one();
 }

@@ -95,7 +95,7 @@ std::uint64_t ExecutorCore::wake_position() const noexcept {
 bool ExecutorCore::strand_has_work(const StrandLook& look) const noexcept {
   if (look.finished) return false;
   if (look.wants_slot && slot_free()) return true;
-  if (look.wants_express && !express_busy_.load(std::memory_order_seq_cst)) return true;
+  if (look.wants_express && !express_busy()) return true;
   if (timer_fired_.load(std::memory_order_relaxed)) return true;
   if (!look.closing_seen && closing_requested_.load(std::memory_order_relaxed)) return true;
   if (look.closing_seen && !look.cancel_seen && cancel_.load(std::memory_order_relaxed)) return true;
@@ -144,7 +144,7 @@ void ExecutorCore::process() {
       // Requests above level 0 wait for the express slot (its completion wakes the strand). Not
       // when it is free: then they wait for what the policy decides, as level 0 does.
       blocked_on_express_ = express_on_ && level_count() > 1 && former_.upper_size() > 0 &&
-                            express_busy_.load(std::memory_order_seq_cst);
+                            express_busy();
       const auto decision = decide(now);
       if (!decision.reason) break;
       if (!slot_free()) {
@@ -343,7 +343,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
 
   batch->slot_halves = express ? 0 : slot_halves(batch->bytes, n);  // express: a slot of its own
   if (express) {
-    express_busy_.store(true, std::memory_order_seq_cst);
+    express_inflight_.fetch_add(1, std::memory_order_seq_cst);
     express_batches_.fetch_add(1, std::memory_order_relaxed);
   }
   lone_streak_ = n <= kLoneBatch ? std::min(lone_streak_ + 1, kLoneStreak) : 0;

@@ -91,6 +91,7 @@ TEST(Priority, AHigherLevelGoesIntoTheNextBatchBeforeLowerOnes) {
 // time, so level 0 keeps its slots. Every future resolves; Stats counts the express batches.
 // On an idle executor (a slot free, few level-0 requests held) the regular batch serves them.
 TEST(Priority, HigherLevelsGoAtOnceInAnExpressBatchBesideFullSlots) {
+  EnvGuard one("GPUBATCH_EXPRESS_DEPTH", "1");  // one express slot, taken below
   auto device = std::make_shared<FakeDevice>();
   BatchConfig c = two_levels(4);
   c.priority_levels = 3;
@@ -131,10 +132,36 @@ TEST(Priority, HigherLevelsGoAtOnceInAnExpressBatchBesideFullSlots) {
             std::string::npos);
 }
 
+// Two express batches go at once by default (GPUBATCH_EXPRESS_DEPTH): the next one does not wait
+// for the round trip of the one on the device; a third waits for one of them.
+TEST(Priority, TwoExpressBatchesGoAtOnceAndAThirdWaits) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchExecutor executor(device, two_levels(4));
+  auto gpu = executor.handle();
+  device->pause();
+  std::vector<std::future<std::vector<float>>> all;
+  all.push_back(gpu.relu({100.0f}));  // the only regular slot
+  ASSERT_TRUE(device->wait_for_batches(1));
+  all.push_back(gpu.relu({50.0f}, high()));
+  ASSERT_TRUE(device->wait_for_batches(2));
+  all.push_back(gpu.relu({60.0f}, high()));
+  ASSERT_TRUE(device->wait_for_batches(3)) << "the second express batch waited for the first";
+  all.push_back(gpu.relu({70.0f}, high()));
+  EXPECT_FALSE(device->wait_for_batches(4, 20ms)) << "a third express batch went";
+  EXPECT_EQ(device->inflight(), 3u);
+  device->resume();
+  for (auto& f : all) ASSERT_TRUE(ready_within(f, 30s));
+  EXPECT_EQ(device->markers(), (std::vector<float>{100.0f, 50.0f, 60.0f, 70.0f}));
+  // 70 in a third express batch, or in a regular one when the regular slot came free first.
+  EXPECT_GE(executor.stats().express_batches, 2u);
+  EXPECT_LE(executor.stats().express_batches, 3u);
+}
+
 // While the express batch is in flight and a crowd of level-0 requests is held, a regular batch
 // that frees up leaves the higher levels to the next express batch instead of carrying them behind
 // the crowd; once the express slot is free they go (here in a regular batch: it is then quick).
 TEST(Priority, BesideACrowdAHighRequestWaitsForTheExpressSlotNotARegularBatch) {
+  EnvGuard one("GPUBATCH_EXPRESS_DEPTH", "1");  // one express slot, taken below
   auto device = std::make_shared<FakeDevice>();
   BatchConfig c = two_levels(128);
   BatchExecutor executor(device, c);
@@ -243,6 +270,7 @@ TEST(Priority, EachLevelHasItsOwnQueueCapacity) {
 }
 
 TEST(Priority, ALevelsTimeoutIsTheDeadlineOfItsRequestsThatNameNone) {
+  EnvGuard one("GPUBATCH_EXPRESS_DEPTH", "1");  // one express slot, taken below
   auto device = std::make_shared<FakeDevice>();
   device->pause();
   BatchConfig c = two_levels(4);

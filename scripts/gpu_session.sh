@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -558,6 +558,49 @@ if on final5; then final_runs final5 more; fi
 if on final4; then final_runs final4; fi
 
 
+
+# Second session of 2026-11-26, second call: the priority mix at saturation with high requests
+# kept for the express slots beside a crowd and two express batches at once (this build, the
+# same with GPUBATCH_EXPRESS_DEPTH=1, the previous build; interleaved, then one traced); the lone
+# caller (this build with and without its threads' 1 ns timer slack, the previous); the crowd in
+# adaptive and in resident mode (try_resident's reads reordered); block_for and deadlines again.
+if on s2b; then
+  sat="--threads 16 --high 0.1 --size 256 --rate 3000000 --requests 9000000"
+  idle="--threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000"
+  for rep in 1 2 3; do
+    load s2b-mixsat-$rep gpubatch-mix $sat
+    load s2b-mixsat-depth1-$rep env GPUBATCH_EXPRESS_DEPTH=1 -- gpubatch-mix $sat
+    load s2b-mixsat-prev-$rep gpubatch-mix-prev $sat
+  done
+  load s2b-mixidle gpubatch-mix $idle
+  load s2b-mixidle-prev gpubatch-mix-prev $idle
+  load s2b-mixsat-traced env GPUBATCH_TRACE="$out/trace-mixsat2.json" -- gpubatch-mix $sat
+  if [ -f "$out/trace-mixsat2.json" ]; then
+    python3 bench/trace_batches.py "$out/trace-mixsat2.json" --slowest 4 > "$out/trace-mixsat2.txt" 2>&1 || true
+    gzip -f "$out/trace-mixsat2.json"
+  fi
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for rep in 1 2 3; do
+    load s2b-lone-$rep gpubatch-load $lone
+    load s2b-lone-slack-$rep env GPUBATCH_TIMER_SLACK=default -- gpubatch-load $lone
+    load s2b-lone-prev-$rep gpubatch-load-prev $lone
+  done
+  crowd="--threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  for rep in 1 2; do
+    load s2b-crowd-$rep gpubatch-load $crowd
+    load s2b-crowd-prev-$rep gpubatch-load-prev $crowd
+    load s2b-crowd-realtime-$rep gpubatch-load --preset realtime $crowd
+    load s2b-crowd-realtime-prev-$rep gpubatch-load-prev --preset realtime $crowd
+  done
+  bf="--threads 16 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 3000000 --requests 4500000"
+  dl="--threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000"
+  for rep in 1 2; do
+    load s2b-blockfor-$rep gpubatch-mix $bf
+    load s2b-blockfor-prev-$rep gpubatch-mix-prev $bf
+    load s2b-dl-large-$rep gpubatch-mix $dl
+    load s2b-dl-large-prev-$rep gpubatch-mix-prev $dl
+  done
+fi
 
 # Second session of 2026-11-26: waiting for room on a futex (block_for) and the executor's
 # threads' 1 ns timer slack (deadlines), beside the previous build (gpubatch-mix-prev,

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -558,6 +558,51 @@ if on final5; then final_runs final5 more; fi
 if on final4; then final_runs final4; fi
 
 
+
+# Second session of 2026-11-26, final call: the issues' targets with this session's final code
+# beside the previous build (gpubatch-load-prev / gpubatch-mix-prev: the session's start on a
+# GPU), interleaved; the lone caller in every mode with the bare floor (probe) first.
+if on s2final; then
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for rep in 1 2; do
+    load fin-lone-$rep gpubatch-load $lone --idle-ms 1000
+    load fin-lone-prev-$rep gpubatch-load-prev $lone
+    load fin-lone-sync-$rep gpubatch-load --sync $lone
+    load fin-lone-unbatched-$rep gpubatch-load --unbatched $lone
+    load fin-lone-realtime-sync-$rep gpubatch-load --preset realtime --sync $lone --idle-ms 1000
+    load fin-lone-realtime-$rep gpubatch-load --preset realtime $lone
+  done
+  crowd="--threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  for rep in 1 2 3; do
+    load fin-crowd-$rep gpubatch-load $crowd
+    load fin-crowd-prev-$rep gpubatch-load-prev $crowd
+  done
+  for rep in 1 2; do
+    load fin-crowd-realtime-$rep gpubatch-load --preset realtime $crowd
+    load fin-crowd-realtime-prev-$rep gpubatch-load-prev --preset realtime $crowd
+  done
+  for r in 1080000 1800000 2500000; do
+    load fin-open-$r gpubatch-mix --threads 16 --size 256 --rate $r --requests $((r * 3))
+    load fin-open-prev-$r gpubatch-mix-prev --threads 16 --size 256 --rate $r --requests $((r * 3))
+  done
+  for r in 1000000 2000000; do
+    load fin-p99t500-$r gpubatch-mix --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3))
+  done
+  sat="--threads 16 --high 0.1 --size 256 --rate 3000000 --requests 9000000"
+  load fin-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000
+  load fin-mixidle-prev gpubatch-mix-prev --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000
+  bf="--threads 16 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 3000000 --requests 4500000"
+  dl="--threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000"
+  for rep in 1 2; do
+    load fin-mixsat-$rep gpubatch-mix $sat
+    load fin-mixsat-prev-$rep gpubatch-mix-prev $sat
+    load fin-dl-large-$rep gpubatch-mix $dl
+    load fin-dl-large-prev-$rep gpubatch-mix-prev $dl
+    load fin-blockfor-$rep gpubatch-mix $bf
+    load fin-blockfor-prev-$rep gpubatch-mix-prev $bf
+  done
+  load fin-mixed64 gpubatch-mix --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000
+fi
 
 # Second session of 2026-11-26, second call: the priority mix at saturation with high requests
 # kept for the express slots beside a crowd and two express batches at once (this build, the

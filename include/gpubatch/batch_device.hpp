@@ -38,6 +38,9 @@ class InFlightBatch {
   virtual void take_result(std::size_t index, Result& out) = 0;
   // Device execution time of the batch when the device measures it, else negative.
   virtual std::chrono::nanoseconds device_time() const { return std::chrono::nanoseconds(-1); }
+  // For a watchdog's message: where the device stands with this unfinished batch (for Vulkan,
+  // the timelines' counters against the values it waits for); empty when there is nothing to say.
+  virtual std::string pending_state() { return {}; }
 };
 
 inline void cpu_relax() noexcept {

@@ -152,10 +152,12 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index, std::chrono::
       while (!finished) {
         const auto now = Clock::now();
         if (now >= limit) {
+          const std::string state = b.inflight->pending_state();
           error = make_error(ErrorCode::device_lost,
                              "batch " + std::to_string(b.id) + " of " + std::to_string(n) +
                                  " requests did not complete within " +
-                                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(watchdog_).count()) + " ms");
+                                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(watchdog_).count()) + " ms" +
+                                 (state.empty() ? std::string() : " (" + state + ")"));
           break;
         }
         const auto slice = std::min<Clock::duration>(limit - now, wait_slice_);

@@ -666,6 +666,22 @@ bool GpuContext::wait_serial(std::uint64_t value, std::chrono::steady_clock::tim
   }
 }
 
+std::uint64_t GpuContext::upload_counter() {
+  std::uint64_t value = 0;
+  if (upload_timeline_) vkGetSemaphoreCounterValue(device_, upload_timeline_, &value);
+  return value;
+}
+
+std::uint64_t GpuContext::last_submitted() {
+  std::lock_guard lock(submit_mutex_);
+  return last_signalled_;
+}
+
+std::uint64_t GpuContext::last_upload_submitted() {
+  std::lock_guard lock(dedicated_transfer_queue() ? transfer_mutex_ : submit_mutex_);
+  return upload_signalled_;
+}
+
 std::uint64_t GpuContext::completed_value() {
   std::uint64_t value = 0;
   gpu::check_vk(vkGetSemaphoreCounterValue(device_, timeline_, &value), "vkGetSemaphoreCounterValue");

@@ -96,6 +96,10 @@ class GpuContext {
   // the others wait for it to return (GPUBATCH_SEMAPHORE_WAIT, see wait_serial()).
   bool wait(std::uint64_t value, std::chrono::nanoseconds timeout);
   std::uint64_t completed_value();
+  // The upload timeline's counter and the last value submitted to each timeline (diagnostics).
+  std::uint64_t upload_counter();
+  std::uint64_t last_submitted();
+  std::uint64_t last_upload_submitted();
 
   // GPUBATCH_SEMAPHORE_WAIT=concurrent: every waiter calls vkWaitSemaphores itself (the old
   // behaviour, for comparison); the default is serial.

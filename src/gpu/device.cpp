@@ -82,10 +82,13 @@ Result Device::run(const Request& request) {
   const auto limit = now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(batch_timeout_);
   const bool polled = run_spin_.count() > 0 && detail::poll_until(*batch, std::min(limit, now + run_spin_));
   if (!polled && !batch->wait_for(std::max(limit - std::chrono::steady_clock::now(),
-                                           std::chrono::steady_clock::duration::zero())))
+                                           std::chrono::steady_clock::duration::zero()))) {
+    const std::string state = batch->pending_state();
     throw Error(ErrorCode::device_lost, std::string(to_string(request.op)) +
                                             " request: the device did not complete it within " +
-                                            std::to_string(batch_timeout_.count()) + " ms (watchdog)");
+                                            std::to_string(batch_timeout_.count()) + " ms (watchdog)" +
+                                            (state.empty() ? std::string() : "; " + state));
+  }
   Result result;
   batch->take_result(0, result);
   return result;

@@ -120,6 +120,7 @@ struct Frame {
   std::vector<const VulkanHostMemory*> host_results;
   std::vector<BufferCopy> host_in, host_out;
   std::uint64_t timeline_value = 0;
+  std::uint64_t upload_value = 0;  // the upload timeline value its kernels wait for (0: none)
   // What `commands` holds: its dispatches, when it can be submitted again as it is (direct path,
   // no timestamps); empty: it must be recorded. A lone caller's batch after batch of one op and
   // size records nothing (record()).
@@ -150,6 +151,21 @@ class VulkanInFlight final : public detail::InFlightBatch {
     frame_->readback.invalidate();
     for (const VulkanHostMemory* m : frame_->host_results) m->allocation.invalidate();
     return true;
+  }
+
+  std::string pending_state() override {
+    detail::GpuContext& ctx = *set_->context;
+    try {
+      std::string s = "timeline at " + std::to_string(ctx.completed_value()) + " of " +
+                      std::to_string(frame_->timeline_value) + " (last submitted " +
+                      std::to_string(ctx.last_submitted()) + ")";
+      if (frame_->upload_value)
+        s += ", upload timeline at " + std::to_string(ctx.upload_counter()) + " of " +
+             std::to_string(frame_->upload_value) + " (last submitted " + std::to_string(ctx.last_upload_submitted()) + ")";
+      return s;
+    } catch (const Error& e) {
+      return std::string("timeline unreadable: ") + e.what();
+    }
   }
 
   // One vkGetSemaphoreCounterValue while the batch runs; once the counter has passed it, the
@@ -640,6 +656,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   if (staging.cached) staging.cached->flush();
   const std::uint64_t upload_value =
       staging.copy_engine ? frame->transfer.upload(*ctx, encoder.end(), frame->host_in) : 0;
+  frame->upload_value = upload_value;
 
   // 3. Record one command buffer and submit it.
   const std::uint64_t dispatches = record(*ctx, *frame, staging);

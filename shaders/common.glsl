@@ -40,7 +40,7 @@ layout(push_constant) uniform PushConstants {
   uint block_count;      // workgroups that do work (the grid may be larger)
   uint grid_x;           // workgroups per row of the 2-D grid (maxComputeWorkGroupCount[0])
   uint segment_count;
-  uint pad0;
+  uint scratch_count;    // dot_final: partial sums in scratch (its reads stay below)
   float table[16];       // gradients: d/drho for each rho nibble
 } pc;
 

@@ -11,8 +11,13 @@ void main() {
   Segment s = SegmentTable(pc.segments).s[seg];
   if (s.u0 == 1) return;  // pass 1 already wrote it
   Floats scratch = Floats(pc.scratch);
+  // The segment's partial sums, within those the first pass wrote: a count or start read from a
+  // stale or damaged table can neither make this loop long nor read past scratch (on the H100 a
+  // copy-engine dot once never finished; docs/RELIABILITY.md).
+  uint first = min(s.start, pc.scratch_count);
+  uint n = min(s.u0, pc.scratch_count - first);
   float sum = 0.0;
-  for (uint i = gl_LocalInvocationID.x; i < s.u0; i += WORKGROUP_SIZE) sum += scratch.v[s.start + i];
+  for (uint i = gl_LocalInvocationID.x; i < n; i += WORKGROUP_SIZE) sum += scratch.v[first + i];
   partial[gl_LocalInvocationID.x] = sum;
   barrier();
   for (uint stride = WORKGROUP_SIZE / 2; stride > 0; stride /= 2) {

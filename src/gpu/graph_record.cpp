@@ -263,10 +263,11 @@ class Recorder {
   }
 
   // One step's segment; its blocks count up from the zeroed counters.
-  void dispatch(VkPipeline pipeline, const Step& s, std::uint32_t block_count) {
+  void dispatch(VkPipeline pipeline, const Step& s, std::uint32_t block_count, std::uint32_t scratch_count = 0) {
     const std::uint64_t up = g_.staging.address();
     rec_.dispatch(pipeline, {up + s.segment_offset, up + plan_.zeros_offset,
-                             g_.scratch ? g_.scratch.address() + s.scratch_offset * sizeof(float) : 0, block_count, 1});
+                             g_.scratch ? g_.scratch.address() + s.scratch_offset * sizeof(float) : 0, block_count, 1,
+                             1, scratch_count});
   }
 
   // The dispatches in order, with a barrier only before one that reads what an earlier one wrote,
@@ -294,7 +295,7 @@ class Recorder {
       if (s.dot_final) {  // the partials' sum, in a second dispatch after them
         barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                 VK_ACCESS_SHADER_READ_BIT);
-        dispatch(dot_final, s, 1);
+        dispatch(dot_final, s, 1, s.blocks);
       }
     }
   }

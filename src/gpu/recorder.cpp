@@ -37,6 +37,7 @@ void CommandRecorder::dispatch(VkPipeline pipeline, const DispatchArgs& args) {
   const std::uint32_t groups = plan::ceil_div(args.block_count, std::max(1u, args.blocks_per_workgroup));
   pc_.grid_x = std::min(groups, max_x_);
   pc_.segment_count = args.segment_count;
+  pc_.scratch_count = args.scratch_count;
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline);
   vkCmdPushConstants(cmd_, layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof(pc_), &pc_);
   vkCmdDispatch(cmd_, pc_.grid_x, plan::ceil_div(groups, pc_.grid_x), 1);

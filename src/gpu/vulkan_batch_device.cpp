@@ -494,6 +494,7 @@ std::uint64_t record(detail::GpuContext& ctx, Frame& f, const Staging& st) {
     rec.barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                 VK_ACCESS_SHADER_READ_BIT);
     DispatchArgs args = d.args;
+    args.scratch_count = args.block_count;  // the first pass wrote one partial per block
     args.block_count = args.segment_count;
     rec.dispatch(d.dot_final, args);
   }

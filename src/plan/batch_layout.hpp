@@ -28,7 +28,7 @@ struct PushConstants {
   std::uint32_t block_count = 0;
   std::uint32_t grid_x = 0;
   std::uint32_t segment_count = 0;
-  std::uint32_t pad0 = 0;
+  std::uint32_t scratch_count = 0;  // dot_final: partial sums in scratch
   float table[16] = {};
 };
 static_assert(sizeof(PushConstants) <= 128, "push constants must fit the guaranteed 128 bytes");

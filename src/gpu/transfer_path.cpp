@@ -88,6 +88,15 @@ bool copy_results_by_kernel() {
   throw Error(ErrorCode::invalid_config, "GPUBATCH_COPY_RESULTS='" + v + "' is neither 'engine' nor 'kernel'");
 }
 
+bool upload_wait_on_host() {
+  const char* env = std::getenv("GPUBATCH_UPLOAD_WAIT");
+  if (!env || !*env) return false;
+  const std::string v = env;
+  if (v == "host") return true;
+  if (v == "device") return false;
+  throw Error(ErrorCode::invalid_config, "GPUBATCH_UPLOAD_WAIT='" + v + "' is neither 'host' nor 'device'");
+}
+
 bool ew_vector_kernels(bool device_default) {
   const char* env = std::getenv("GPUBATCH_EW_VECTOR");
   if (!env || !*env) return device_default;

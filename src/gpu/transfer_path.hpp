@@ -57,12 +57,19 @@ bool copy_results_by_kernel();
 // an invalid_config Error.
 bool ew_vector_kernels(bool device_default);
 
+// GPUBATCH_UPLOAD_WAIT = host: the host waits for a batch's upload before it submits the batch's
+// compute (which then waits on no semaphore); unset or "device": the compute submission waits on
+// the upload timeline (the default). A diagnostic for RELIABILITY.md "A copy-engine batch that
+// never completes"; anything else is an invalid_config Error.
+bool upload_wait_on_host();
+
 // A device's rules for where batches' data goes, read once when it opens.
 struct PathRules {
   CopyEngineRule copy_engine;
   bool results_by_kernel = false;            // copy_results_by_kernel()
   std::uint64_t cached_upload_bytes = 0;     // cached_upload_bytes()
   bool ew_vector = false;                    // ew_vector_kernels()
+  bool upload_wait_on_host = false;          // upload_wait_on_host()
 };
 
 // One extra region copied by the GPU: from a caller's HostBuffer into device memory, or back.

@@ -575,7 +575,7 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
     : identity_(std::move(identity)) {
   auto context = identity_->context();
   rules_ = {copy_engine_rule(*context, identity_->options()), copy_results_by_kernel(), cached_upload_bytes(),
-            ew_vector_kernels(context->info().type == "cpu")};
+            ew_vector_kernels(context->info().type == "cpu"), upload_wait_on_host()};
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.
   const std::uint64_t device_limit = context->max_allocation_bytes() - (1u << 20);
@@ -655,8 +655,14 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   encoder.run(requests);
   copy_inputs(frame->copies, encoder.copy_bytes(), parallel);
   if (staging.cached) staging.cached->flush();
-  const std::uint64_t upload_value =
+  std::uint64_t upload_value =
       staging.copy_engine ? frame->transfer.upload(*ctx, encoder.end(), frame->host_in) : 0;
+  if (upload_value && rules_.upload_wait_on_host) {
+    // GPUBATCH_UPLOAD_WAIT=host (a diagnostic, RELIABILITY.md "A copy-engine batch that never
+    // completes"): the host waits for the upload and the compute submission waits for nothing.
+    ctx->wait_upload(upload_value, std::chrono::seconds(60));
+    upload_value = 0;
+  }
   frame->upload_value = upload_value;
 
   // 3. Record one command buffer and submit it.

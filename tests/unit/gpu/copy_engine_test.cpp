@@ -190,6 +190,31 @@ TEST(CopyEngine, CachedUploadLineKeepsResultsAndBadValuesAreTyped) {
   ::unsetenv("GPUBATCH_CACHED_UPLOAD_BYTES");
 }
 
+// GPUBATCH_UPLOAD_WAIT=host (a diagnostic): the host waits for each upload and the compute
+// submission waits on no semaphore; results are the same. A bad value is a typed error.
+TEST(CopyEngine, UploadWaitOnTheHostKeepsResultsAndBadValuesAreTyped) {
+  for (const char* mode : {"host", "device"}) {
+    ::setenv("GPUBATCH_UPLOAD_WAIT", mode, 1);
+    Device device = open_with_threshold(0);  // every batch through the copy engine
+    std::mt19937 rng(23);
+    for (int b = 0; b < 3; ++b) {
+      std::vector<Request> requests;
+      for (int i = 0; i < 8; ++i) requests.push_back(random_op(rng, 1 + rng() % 50000));
+      auto batch = device.batch_device()->submit(pointers_to(requests));
+      EXPECT_TRUE(all_match(*batch, requests)) << "GPUBATCH_UPLOAD_WAIT=" << mode;
+    }
+  }
+  ::setenv("GPUBATCH_UPLOAD_WAIT", "sometimes", 1);
+  try {
+    Device device;
+    ADD_FAILURE() << "a bad GPUBATCH_UPLOAD_WAIT was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_config);
+    EXPECT_NE(std::string(e.what()).find("GPUBATCH_UPLOAD_WAIT"), std::string::npos) << e.what();
+  }
+  ::unsetenv("GPUBATCH_UPLOAD_WAIT");
+}
+
 // A failed upload submission, a lost wait or device memory that cannot be had: the batch fails
 // with its typed error, and the next batch on the same device runs and is right.
 TEST(CopyEngine, FaultsFailTheirBatchAndTheNextOneRuns) {

@@ -79,32 +79,23 @@ std::vector<VkBufferCopy> staged_regions(std::size_t total, std::span<const Buff
   return out;
 }
 
-bool copy_results_by_kernel() {
-  const char* env = std::getenv("GPUBATCH_COPY_RESULTS");
-  if (!env || !*env) return false;
+// A switch read from the environment: `unset` when absent or empty, true for `yes`, false for
+// `no`, anything else an invalid_config Error naming both words.
+static bool env_switch(const char* name, bool unset, const char* yes, const char* no) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return unset;
   const std::string v = env;
-  if (v == "engine") return false;
-  if (v == "kernel") return true;
-  throw Error(ErrorCode::invalid_config, "GPUBATCH_COPY_RESULTS='" + v + "' is neither 'engine' nor 'kernel'");
+  if (v == yes) return true;
+  if (v == no) return false;
+  throw Error(ErrorCode::invalid_config,
+              std::string(name) + "='" + v + "' is neither '" + yes + "' nor '" + no + "'");
 }
 
-bool upload_wait_on_host() {
-  const char* env = std::getenv("GPUBATCH_UPLOAD_WAIT");
-  if (!env || !*env) return false;
-  const std::string v = env;
-  if (v == "host") return true;
-  if (v == "device") return false;
-  throw Error(ErrorCode::invalid_config, "GPUBATCH_UPLOAD_WAIT='" + v + "' is neither 'host' nor 'device'");
-}
+bool copy_results_by_kernel() { return env_switch("GPUBATCH_COPY_RESULTS", false, "kernel", "engine"); }
 
-bool ew_vector_kernels(bool device_default) {
-  const char* env = std::getenv("GPUBATCH_EW_VECTOR");
-  if (!env || !*env) return device_default;
-  const std::string v = env;
-  if (v == "on") return true;
-  if (v == "off") return false;
-  throw Error(ErrorCode::invalid_config, "GPUBATCH_EW_VECTOR='" + v + "' is neither 'on' nor 'off'");
-}
+bool upload_wait_on_host() { return env_switch("GPUBATCH_UPLOAD_WAIT", false, "host", "device"); }
+
+bool ew_vector_kernels(bool device_default) { return env_switch("GPUBATCH_EW_VECTOR", device_default, "on", "off"); }
 
 void TransferFrame::destroy(VkDevice device) noexcept {
   if (pool_) vkDestroyCommandPool(device, pool_, nullptr);

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1144,6 +1144,34 @@ if on graph && have graph_bench; then
   echo "== graph" >&2
   timeout 120 "$run" graph_bench --benchmark_filter='Chain' --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true --benchmark_format=json > "$out/graph.json" 2>> "$out/log.txt" || true
+fi
+
+# The copy-engine hang (RELIABILITY.md "A copy-engine batch that never completes"): fresh devices'
+# first concurrent batches, arms interleaved in chunks under `timeout` (a hang ends its process
+# with status 3 after the 5 s watchdog; 124 means even that did not come). FIRSTB_ROUNDS (4),
+# FIRSTB_SECONDS (25) per chunk, FIRSTB_ARMS (each arm's words, ';'-separated: flags, VAR=VALUE
+# for its environment, "prev" for gpubatch-first-batches-prev, the previous build).
+if on firstb && have gpubatch-first-batches; then
+  IFS=';' read -ra arms <<< "${FIRSTB_ARMS:-fresh;fresh --prebuild;fresh --warm;fresh --direct}"
+  for round in $(seq 1 "${FIRSTB_ROUNDS:-4}"); do
+    for arm in "${arms[@]}"; do
+      # Words of an arm: "prev" runs the previous build's binary, VAR=VALUE goes to the
+      # environment, "fresh" is a label, the rest are flags.
+      bin=gpubatch-first-batches; envs=(); flags=()
+      for w in $arm; do
+        case $w in
+          prev) bin=gpubatch-first-batches-prev ;;
+          fresh) ;;
+          [A-Z]*=*) envs+=("$w") ;;
+          *) flags+=("$w") ;;
+        esac
+      done
+      line=$(env "${envs[@]}" timeout $(( ${FIRSTB_SECONDS:-25} + 30 )) "$run" $bin "${flags[@]}" --seconds "${FIRSTB_SECONDS:-25}" 2>> "$out/log.txt" | tail -1)
+      rc=$?
+      echo "{\"name\": \"firstb\", \"round\": $round, \"arm\": \"$arm\", \"rc\": $rc, \"out\": ${line:-null}}" >> "$out/firstb.jsonl"
+      echo "   firstb round $round [$arm]: rc $rc ${line:0:160}" >&2
+    done
+  done
 fi
 
 if on tests; then

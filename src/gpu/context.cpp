@@ -519,6 +519,19 @@ std::uint64_t GpuContext::submit(VkCommandBuffer commands, std::uint64_t wait_up
   return value;
 }
 
+GpuContext::SubmissionPause GpuContext::pause_submissions() {
+  SubmissionPause pause{std::unique_lock(submit_mutex_, std::defer_lock),
+                        std::unique_lock(transfer_mutex_, std::defer_lock),
+                        std::unique_lock(resident_mutex_, std::defer_lock)};
+  if (dedicated_transfer_queue()) std::lock(pause.batches, pause.transfers, pause.resident);
+  else std::lock(pause.batches, pause.resident);  // one queue: its copies take submit_mutex_ too
+  return pause;
+}
+
+std::unique_lock<std::mutex> GpuContext::lock_resident_submissions() {
+  return std::unique_lock(resident_queue_ ? resident_mutex_ : submit_mutex_);
+}
+
 std::uint64_t GpuContext::submit_upload(VkCommandBuffer commands) {
   // One queue, one lock: without a transfer family the copies share queue_ and its mutex.
   std::lock_guard lock(dedicated_transfer_queue() ? transfer_mutex_ : submit_mutex_);

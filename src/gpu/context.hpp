@@ -81,6 +81,17 @@ class GpuContext {
   // wait_upload > 0: its compute shaders first wait for the upload timeline to reach it.
   std::uint64_t submit(VkCommandBuffer commands, std::uint64_t wait_upload = 0);
 
+  // Holds the batch queue's and the transfer queue's submission locks: nothing is submitted to
+  // them while it lives. Kernels builds pipelines under it (RELIABILITY.md "A copy-engine batch
+  // that never completes").
+  struct SubmissionPause {
+    std::unique_lock<std::mutex> batches, transfers, resident;
+  };
+  SubmissionPause pause_submissions();
+  // The lock a submission to resident_queue() holds (the resident ring's; on a context without a
+  // resident queue, whose ring submits to queue(), the batch queue's own).
+  std::unique_lock<std::mutex> lock_resident_submissions();
+
   // Copy-engine path (DESIGN.md "Large requests"). The transfer family is a transfer-only family
   // where the device has one (unless GPUBATCH_TRANSFER_QUEUE=off), else the compute family, whose
   // queue then carries the copies too.
@@ -130,6 +141,7 @@ class GpuContext {
   std::uint64_t upload_signalled_ = 0;  // guarded by the transfer queue's mutex
   VkSemaphore timeline_ = VK_NULL_HANDLE;
   std::mutex submit_mutex_;
+  std::mutex resident_mutex_;  // submissions to resident_queue_
   std::uint64_t last_signalled_ = 0;  // guarded by submit_mutex_
   // Host waits (wait()). completed_ only grows: the timeline has reached at least this.
   WaitMode wait_mode_ = WaitMode::serial;

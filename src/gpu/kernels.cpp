@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "gpu/context.hpp"
@@ -49,8 +51,17 @@ std::filesystem::path pipeline_cache_dir(const std::string& option) {
   return {};
 }
 
+// GPUBATCH_BUILD_EXCLUSIVE=off lets pipelines be built while batches are submitted (the old
+// behaviour, for side-by-side runs on the hang); anything else but unset or "on" is refused.
+static bool exclusive_builds() {
+  const char* env = std::getenv("GPUBATCH_BUILD_EXCLUSIVE");
+  if (!env || !*env || std::string(env) == "on") return true;
+  if (std::string(env) == "off") return false;
+  throw Error(ErrorCode::invalid_config, std::string("GPUBATCH_BUILD_EXCLUSIVE='") + env + "' is neither 'on' nor 'off'");
+}
+
 Kernels::Kernels(detail::GpuContext& context, const std::string& cache_dir_option)
-    : context_(context) {
+    : context_(context), exclusive_builds_(exclusive_builds()) {
   VkPushConstantRange range{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushConstantBytes};
   VkPipelineLayoutCreateInfo layout_info{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
   layout_info.pushConstantRangeCount = 1;
@@ -82,8 +93,14 @@ Kernels::~Kernels() {
 }
 
 void Kernels::save_cache() {
+  std::lock_guard lock(build_mutex_);
+  save_cache_locked();
+}
+
+// Under build_mutex_: one writer of the file (and of its temporary) at a time, and no pipeline
+// built while the driver serialises the cache.
+void Kernels::save_cache_locked() {
   if (cache_file_.empty()) return;
-  std::lock_guard lock(save_mutex_);  // one writer of the file (and of its temporary) at a time
   std::size_t size = 0;
   if (vkGetPipelineCacheData(context_.device(), cache_, &size, nullptr) != VK_SUCCESS) return;
   std::vector<char> data(size);
@@ -140,27 +157,39 @@ VkPipeline Kernels::build(const std::string& key, std::span<const std::uint32_t>
   return pipeline;
 }
 
-// The build runs outside mutex_: it takes ~20 ms on the H200 (a cache miss; more for a large
-// kernel), and holding the lock across it stalled every other lookup, on the strand and on the
-// graph's threads alike. Two threads that miss on one key both build; the first to publish wins
-// and the other destroys its pipeline (rare: the callers of one key mostly come one after the
-// other), so a key maps to one pipeline for the Kernels' lifetime. The pipeline cache itself is
-// internally synchronised (not created EXTERNALLY_SYNCHRONIZED), so concurrent builds are legal.
+// One build at a time, outside mutex_, with submissions paused. Lookups of built pipelines take
+// only mutex_ and never wait for a build: holding one lock across a build (~20 ms on the H200 on
+// a cache miss; more for a large kernel) stalled every lookup, on the strand and on the graph's
+// threads alike. A thread that misses takes build_mutex_ and looks again: a thread that raced it
+// to the same key has built it meanwhile, so a key is built once. The build itself holds the
+// queues' submission locks (GpuContext::pause_submissions): on the H100 (NVIDIA 580.159) a batch
+// whose pipeline had just been built while other threads submitted sometimes never finished on
+// the GPU (13 hangs, all of that kind); with builds and submissions apart, 0 in 1,234 fresh
+// devices against 3 in 954 without, interleaved (RELIABILITY.md "A copy-engine batch that never
+// completes"; GPUBATCH_BUILD_EXCLUSIVE=off for side-by-side runs). The cache file is written
+// under build_mutex_ too, so the driver never serialises the cache while a pipeline is built.
 VkPipeline Kernels::get_or_build(const std::string& key, std::span<const std::uint32_t> spirv) {
+  const auto find = [&]() -> VkPipeline {
+    std::lock_guard lock(mutex_);
+    const auto it = pipelines_.find(key);
+    return it == pipelines_.end() ? VK_NULL_HANDLE : it->second;
+  };
+  if (VkPipeline built = find()) return built;
+  std::lock_guard build_lock(build_mutex_);
+  if (VkPipeline built = find()) return built;  // another thread built it while we waited
+  VkPipeline built = VK_NULL_HANDLE;
+  {
+    // No submission meanwhile (see above): a pipeline built while another thread submitted
+    // was the common factor of the H100 hangs.
+    std::optional<detail::GpuContext::SubmissionPause> pause;
+    if (exclusive_builds_) pause.emplace(context_.pause_submissions());
+    built = build(key, spirv);
+  }
   {
     std::lock_guard lock(mutex_);
-    if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
+    pipelines_.emplace(key, built);
   }
-  VkPipeline built = build(key, spirv);
-  {
-    std::lock_guard lock(mutex_);
-    auto [it, inserted] = pipelines_.emplace(key, built);
-    if (!inserted) {
-      vkDestroyPipeline(context_.device(), built, nullptr);  // lost the race: use the winner's
-      return it->second;
-    }
-  }
-  save_cache();
+  save_cache_locked();
   return built;
 }
 

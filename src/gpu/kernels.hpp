@@ -30,8 +30,8 @@ class Kernels {
   // driver cannot build it.
   VkPipeline get(std::string_view name);
   // A kernel whose SPIR-V was produced at run time (fusion, user kernels), keyed by `key`.
-  // Thread-safe; the driver's build runs outside the lock (one pipeline per key: when two threads
-  // race to build one, the loser's is destroyed and both get the winner's).
+  // Thread-safe; builds run one at a time, outside the lookups' lock, and a key is built once
+  // (threads that miss on it together wait for the one build).
   VkPipeline get_or_build(const std::string& key, std::span<const std::uint32_t> spirv);
   bool has(const std::string& key);
   // How many pipelines are built (for tests).
@@ -46,12 +46,15 @@ class Kernels {
   VkPipeline build(const std::string& key, std::span<const std::uint32_t> spirv);
 
   detail::GpuContext& context_;
+  bool exclusive_builds_ = true;  // GPUBATCH_BUILD_EXCLUSIVE
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::filesystem::path cache_file_;
+  void save_cache_locked();
+
   std::mutex mutex_;  // guards pipelines_; never held across a build or a file write
   std::map<std::string, VkPipeline, std::less<>> pipelines_;
-  std::mutex save_mutex_;  // serialises save_cache()
+  std::mutex build_mutex_;  // one build or cache write at a time (get_or_build)
 };
 
 // The directory the pipeline cache goes to, from the option, GPUBATCH_CACHE_DIR, XDG_CACHE_HOME

@@ -416,7 +416,12 @@ void ResidentRing::ensure_running_locked() {
   VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   info.commandBufferCount = 1;
   info.pCommandBuffers = &commands_;
-  const VkResult r = vkQueueSubmit(queue_, 1, &info, fence_);
+  VkResult r;
+  {
+    // Not while a pipeline is built on this context (Kernels::get_or_build).
+    const auto submissions = ctx_->lock_resident_submissions();
+    r = vkQueueSubmit(queue_, 1, &info, fence_);
+  }
   if (r != VK_SUCCESS) return mark_lost_locked("its submission failed");
   submitted_ = true;
   arms_.fetch_add(1, std::memory_order_relaxed);

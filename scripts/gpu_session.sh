@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1144,6 +1144,24 @@ if on graph && have graph_bench; then
   echo "== graph" >&2
   timeout 120 "$run" graph_bench --benchmark_filter='Chain' --benchmark_repetitions=3 \
     --benchmark_report_aggregates_only=true --benchmark_format=json > "$out/graph.json" 2>> "$out/log.txt" || true
+fi
+
+# Futures against completion handlers (gpubatch-load --handlers): what std::promise costs the
+# crowd (one futex system call per set_value; DESIGN.md "What a std::future costs") and the lone caller.
+if on handlers; then
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for round in 1 2 3; do
+    load handlers-crowd-futures-$round gpubatch-load $crowd
+    load handlers-crowd-handlers-$round gpubatch-load --handlers $crowd
+    [ "${HANDLERS_SPIN:-}" ] && load handlers-crowd-handlers-spin-$round gpubatch-load --handlers --handler-spin-us 20 $crowd
+  done
+  for round in 1 2; do
+    load handlers-lone-futures-$round gpubatch-load $lone
+    load handlers-lone-handlers-$round gpubatch-load --handlers $lone
+    load handlers-lone-handlers-spin-$round gpubatch-load --handlers --handler-spin-us 20 $lone
+    load handlers-lone-sync-$round gpubatch-load --sync $lone
+  done
 fi
 
 # The copy-engine hang (RELIABILITY.md "A copy-engine batch that never completes"): fresh devices'

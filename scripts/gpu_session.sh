@@ -1155,6 +1155,8 @@ if on handlers; then
     load handlers-crowd-futures-$round gpubatch-load $crowd
     load handlers-crowd-handlers-$round gpubatch-load --handlers $crowd
     [ "${HANDLERS_SPIN:-}" ] && load handlers-crowd-handlers-spin-$round gpubatch-load --handlers --handler-spin-us 20 $crowd
+    # gpubatch-load-prev: the previous build, whose handler calls copied the handle's shared_ptr
+    load handlers-crowd-handlers-prev-$round gpubatch-load-prev --handlers $crowd
   done
   for round in 1 2; do
     load handlers-lone-futures-$round gpubatch-load $lone

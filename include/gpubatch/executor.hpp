@@ -193,13 +193,13 @@ class BatchedGpuHandle {
   template <typename T, typename Token>
   auto initiate(Request&& request, const SubmitOptions& options, Token&& token) const {
     return boost::asio::async_initiate<Token, detail::ResultSignature<T>>(
-        [](auto handler, std::shared_ptr<detail::ExecutorCore> core, Request r,
-           SubmitOptions o) {
-          detail::ExecutorCore* const raw = core.get();
-          detail::enqueue(raw, std::move(r), o,
-                          detail::make_handler_completion<T>(std::move(handler), std::move(core)));
+        // `core` borrows this handle's pointer while the initiation runs within this call, and
+        // owns one where a deferred token copied it (detail::CoreRef).
+        [](auto handler, const detail::CoreRef& core, Request r, SubmitOptions o) {
+          detail::enqueue(core.get(), std::move(r), o,
+                          detail::make_handler_completion<T>(std::move(handler), core));
         },
-        token, core_, std::move(request), options);
+        token, detail::CoreRef(core_), std::move(request), options);
   }
 
   std::shared_ptr<detail::ExecutorCore> core_;

@@ -49,6 +49,34 @@ void handler_threw(ExecutorCore* core) noexcept;
 // A reference that keeps `core` alive (null for null).
 std::shared_ptr<ExecutorCore> share(ExecutorCore* core) noexcept;
 
+// What a handler's initiation is given to reach the executor. Made in the handle's call, it
+// borrows the handle's shared_ptr: Asio runs a plain handler's initiation inside async_initiate,
+// so the handle is alive throughout, and nothing is copied. Copied or moved (a deferred token
+// keeps its arguments for later, when the handle may be gone), it owns a shared_ptr of its own.
+// Before, every handler's call copied the shared_ptr, an atomic increment and decrement on one
+// cache line shared by every caller: on the H100, 16 threads of handlers used 0.07-0.36 us less
+// CPU per request without (3 rounds against the previous build; BENCHMARKS.md, third session of
+// 2026-11-26).
+class CoreRef {
+ public:
+  explicit CoreRef(const std::shared_ptr<ExecutorCore>& core) noexcept : borrowed_(&core) {}
+  CoreRef(const CoreRef& other) : owned_(other.shared()) {}
+  CoreRef(CoreRef&& other) noexcept
+      : owned_(other.borrowed_ ? *other.borrowed_ : std::move(other.owned_)) {}
+  CoreRef& operator=(const CoreRef&) = delete;
+  CoreRef& operator=(CoreRef&&) = delete;
+
+  ExecutorCore* get() const noexcept { return borrowed_ ? borrowed_->get() : owned_.get(); }
+  // A shared_ptr of the caller's own (one atomic increment): only when something must outlive
+  // the call, e.g. the cancellation state of a handler whose slot is connected.
+  std::shared_ptr<ExecutorCore> shared() const { return borrowed_ ? *borrowed_ : owned_; }
+  bool borrowed() const noexcept { return borrowed_ != nullptr; }
+
+ private:
+  std::shared_ptr<ExecutorCore> owned_;
+  const std::shared_ptr<ExecutorCore>* borrowed_ = nullptr;
+};
+
 // A request's cancellation state, shared by the strand and the handler installed in the
 // request's cancellation slot. It leaves `pending` once: to `claimed` when the strand puts the
 // request into a batch it submits, or to `cancelled` when the slot is signalled first. Only the
@@ -187,7 +215,7 @@ class HandlerImpl final : public HandlerBase<T> {
  public:
   // Allocates with the handler's associated allocator; throws (std::bad_alloc) only from it or
   // the slot's own memory.
-  static HandlerImpl* create(Handler&& handler, std::shared_ptr<ExecutorCore>&& core) {
+  static HandlerImpl* create(Handler&& handler, const CoreRef& core) {
     SelfAllocator alloc(boost::asio::get_associated_allocator(handler));
     HandlerImpl* p = Traits::allocate(alloc, 1);
     try {
@@ -197,7 +225,7 @@ class HandlerImpl final : public HandlerBase<T> {
       throw;
     }
     try {
-      p->connect(std::move(core));
+      p->connect(core);
     } catch (...) {
       p->free();
       throw;
@@ -242,9 +270,9 @@ class HandlerImpl final : public HandlerBase<T> {
   void destroy() noexcept override { free(); }
 
  private:
-  void connect(std::shared_ptr<ExecutorCore>&& core) {
+  void connect(const CoreRef& core) {
     if (!slot_.is_connected()) return;
-    cancel_storage_.emplace(std::move(core));
+    cancel_storage_.emplace(core.shared());
     slot_.template emplace<CancelHook>(CancelHook{&*cancel_storage_});
     this->cancel_ = &*cancel_storage_;
   }
@@ -303,13 +331,12 @@ inline RequestCancel* cancel_state_of(const Completion& completion) noexcept {
       completion);
 }
 
-// Wraps an Asio completion handler for enqueue(); `core` is kept (until the handler is freed)
-// only when the handler's slot is connected: a signal may then wake the executor.
+// Wraps an Asio completion handler for enqueue(); `core` is shared (kept until the handler is
+// freed) only when the handler's slot is connected: a signal may then wake the executor.
 template <typename T, typename Handler>
-Completion make_handler_completion(Handler&& handler, std::shared_ptr<ExecutorCore>&& core) {
+Completion make_handler_completion(Handler&& handler, const CoreRef& core) {
   using Impl = HandlerImpl<T, std::decay_t<Handler>>;
-  return Completion(std::in_place_type<HandlerCompletion<T>>,
-                    Impl::create(std::move(handler), std::move(core)));
+  return Completion(std::in_place_type<HandlerCompletion<T>>, Impl::create(std::move(handler), core));
 }
 
 }  // namespace gpubatch::detail

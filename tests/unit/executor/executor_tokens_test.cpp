@@ -123,6 +123,47 @@ TEST(HandleTokens, Deferred) {
   EXPECT_EQ(executor.stats().submitted, 1u);
 }
 
+// A deferred call keeps what it needs of the handle that made it: the call borrows the handle's
+// pointer to the executor only while it runs (detail::CoreRef) and a deferred token copies it
+// into a reference of its own. ASan sees a use after free if it did not.
+TEST(HandleTokens, ADeferredCallOutlivesTheHandleThatMadeIt) {
+  BatchExecutor executor(std::make_shared<FakeDevice>(), quick());
+  auto op = [&] {
+    auto gpu = executor.handle();
+    auto deferred = gpu.relu({-2.0f, 2.0f}, asio::deferred);
+    gpu = BatchedGpuHandle{};  // the handle's own reference goes before the call is launched
+    return deferred;
+  }();
+  std::promise<std::vector<float>> got;
+  std::move(op)([&](std::exception_ptr e, std::vector<float> v) {
+    if (e) got.set_exception(e);
+    else got.set_value(std::move(v));
+  });
+  EXPECT_EQ(got.get_future().get(), (std::vector<float>{0.0f, 2.0f}));
+}
+
+// The borrowing reference itself: copies and moves own the executor, the original borrows it.
+TEST(HandleTokens, ACoreReferenceBorrowsUntilItIsCopiedOrMoved) {
+  auto core = std::make_shared<int>(0);  // stands in for the executor: only the counts matter
+  auto as_core = std::reinterpret_pointer_cast<detail::ExecutorCore>(core);
+  {
+    detail::CoreRef borrowed(as_core);
+    EXPECT_TRUE(borrowed.borrowed());
+    EXPECT_EQ(as_core.use_count(), 2) << "borrowing takes no reference";
+    detail::CoreRef copied(borrowed);
+    EXPECT_FALSE(copied.borrowed());
+    EXPECT_EQ(copied.get(), borrowed.get());
+    EXPECT_EQ(as_core.use_count(), 3);
+    detail::CoreRef moved(std::move(borrowed));
+    EXPECT_FALSE(moved.borrowed());
+    EXPECT_EQ(as_core.use_count(), 4);
+    detail::CoreRef moved_again(std::move(moved));
+    EXPECT_EQ(as_core.use_count(), 4) << "moving an owning reference hands it over";
+    EXPECT_EQ(moved_again.get(), as_core.get());
+  }
+  EXPECT_EQ(as_core.use_count(), 2);
+}
+
 TEST(HandleTokens, BoundExecutorRunsTheHandlerThereAndKeepsItsWork) {
   BatchExecutor executor(std::make_shared<FakeDevice>(), quick());
   auto gpu = executor.handle();

@@ -164,8 +164,8 @@ VkPipeline Kernels::build(const std::string& key, std::span<const std::uint32_t>
 // to the same key has built it meanwhile, so a key is built once. The build itself holds the
 // queues' submission locks (GpuContext::pause_submissions): on the H100 (NVIDIA 580.159) a batch
 // whose pipeline had just been built while other threads submitted sometimes never finished on
-// the GPU (13 hangs, all of that kind); with builds and submissions apart, 0 in 1,234 fresh
-// devices against 3 in 954 without, interleaved (RELIABILITY.md "A copy-engine batch that never
+// the GPU (14 hangs, all of that kind); with builds and submissions apart, 0 in 1,966 fresh
+// devices against 4 in 1,645 without, interleaved (RELIABILITY.md "A copy-engine batch that never
 // completes"; GPUBATCH_BUILD_EXCLUSIVE=off for side-by-side runs). The cache file is written
 // under build_mutex_ too, so the driver never serialises the cache while a pipeline is built.
 VkPipeline Kernels::get_or_build(const std::string& key, std::span<const std::uint32_t> spirv) {

@@ -26,6 +26,11 @@
 //                        persistent kernel (DESIGN.md "Resident mode"), the rest are batched
 //   resident_idle_us     the resident kernel (and the thread that waits for it) leaves after
 //                        this long without a request
+//   lone_future_waits    true | false: a call that returns a std::future on an idle executor
+//                        submits its request itself and returns once the result is in, so the
+//                        future comes back ready and its caller never sleeps in get() (one device
+//                        round trip inside the call; DESIGN.md "The lone caller"). true in
+//                        adaptive, latency and realtime; false in balanced and throughput
 //   priority_levels      1 .. 8: levels a request may name (SubmitOptions::priority 0 .. n-1;
 //                        higher goes first; DESIGN.md "Scheduling")
 //   priority_aging_us    a request that has waited this long goes into the next batch whatever
@@ -50,7 +55,7 @@
 // GPUBATCH_QUEUE_CAPACITY, GPUBATCH_MAX_INFLIGHT_BATCHES, GPUBATCH_OVERFLOW,
 // GPUBATCH_BLOCK_TIMEOUT_US, GPUBATCH_MAX_BATCH_BYTES, GPUBATCH_COMPLETION_THREADS,
 // GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US, GPUBATCH_RESIDENT (1/0, true/false,
-// on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_PRIORITY_LEVELS, GPUBATCH_PRIORITY_AGING_US,
+// on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_LONE_FUTURE_WAITS (like GPUBATCH_RESIDENT), GPUBATCH_PRIORITY_LEVELS, GPUBATCH_PRIORITY_AGING_US,
 // GPUBATCH_TARGET_P99_US, GPUBATCH_LEVEL_QUEUE_CAPACITY and GPUBATCH_LEVEL_TIMEOUT_US (comma-separated, one per level),
 // GPUBATCH_DEVICES, GPUBATCH_THREAD_NICE.
 #include <array>
@@ -127,6 +132,15 @@ struct BatchConfig {
   std::string devices;
   // The executor's threads' nice value (-20 .. 19; 0: unchanged).
   int thread_nice = 0;
+  // A future asked of an idle executor comes back ready: the call submits the request on its own
+  // thread (as it already did) and then waits for that lone batch itself, polling for
+  // completion_spin, before it returns. Without it the call returns at once and its caller, in
+  // future::get(), sleeps until a completion thread that polled the batch wakes it: on the H100
+  // that OS wake-up made a lone future 28-31 us against 17-19 us for handle.run() (DESIGN.md "The
+  // lone caller"). Only when nothing is in flight or forming, and only for a request of at most
+  // 64 KiB, so a crowd's calls never wait; the price is that a caller who does other work before
+  // get() does it one round trip later.
+  bool lone_future_waits = true;
 
   // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,
   // adaptive (the default, BatchConfig{}) up to 4096, flushing whenever the device has a free slot.

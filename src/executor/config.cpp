@@ -58,6 +58,7 @@ constexpr Key kKeys[] = {
     {"completion_spin_us", "GPUBATCH_COMPLETION_SPIN_US", Kind::micros},
     {"resident", "GPUBATCH_RESIDENT", Kind::boolean},
     {"resident_idle_us", "GPUBATCH_RESIDENT_IDLE_US", Kind::micros},
+    {"lone_future_waits", "GPUBATCH_LONE_FUTURE_WAITS", Kind::boolean},
     {"target_p99_us", "GPUBATCH_TARGET_P99_US", Kind::micros},
     {"priority_levels", "GPUBATCH_PRIORITY_LEVELS", Kind::size},
     {"priority_aging_us", "GPUBATCH_PRIORITY_AGING_US", Kind::micros},
@@ -141,6 +142,8 @@ void set_string(BatchConfig& c, const Key& key, std::string_view v, const std::s
   } else if (key.kind == Kind::text) {
     parse_device_list(v, where);  // throws naming `where`
     c.devices = std::string(v);
+  } else if (key.kind == Kind::boolean) {
+    bad(where, "expects true or false, not a string");
   } else {
     bad(where, "expects an integer, not a string");
   }
@@ -148,10 +151,11 @@ void set_string(BatchConfig& c, const Key& key, std::string_view v, const std::s
 
 void set_boolean(BatchConfig& c, const Key& key, bool v, const std::string& where) {
   if (key.kind != Kind::boolean) bad(where, "expects " + std::string(key.kind == Kind::policy || key.kind == Kind::overflow || key.kind == Kind::list || key.kind == Kind::text ? "a string" : "an integer") + ", not true/false");
-  c.resident = v;  // the only boolean key
+  if (key.name == "lone_future_waits") c.lone_future_waits = v;
+  else c.resident = v;
 }
 
-// GPUBATCH_RESIDENT=1|0|true|false|on|off
+// GPUBATCH_RESIDENT, GPUBATCH_LONE_FUTURE_WAITS: 1|0|true|false|on|off
 void set_boolean_from_text(BatchConfig& c, const Key& key, std::string_view v, const std::string& where) {
   if (v == "1" || v == "true" || v == "on") set_boolean(c, key, true, where);
   else if (v == "0" || v == "false" || v == "off") set_boolean(c, key, false, where);
@@ -274,6 +278,7 @@ BatchConfig BatchConfig::latency() {
   c.block_timeout = std::chrono::milliseconds(2);
   c.max_batch_bytes = std::size_t{64} << 20;
   c.completion_spin = kLatencySpin;
+  c.lone_future_waits = true;
   return c;
 }
 
@@ -287,6 +292,7 @@ BatchConfig BatchConfig::balanced() {
   c.max_batch_bytes = std::size_t{256} << 20;
   c.completion_threads = 2;
   c.completion_spin = std::chrono::microseconds(0);
+  c.lone_future_waits = false;  // batches wait ms to fill: a call is never held for a round trip
   return c;
 }
 
@@ -462,7 +468,7 @@ void check(const BatchConfig& c, std::string_view prefix) {
   const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
                block_timeout, max_batch_bytes, completion_threads, batch_timeout,
                completion_spin, resident, resident_idle, target_p99, priority_levels, priority_aging,
-               level_queue_capacity, level_timeout, devices, thread_nice] = c;
+               level_queue_capacity, level_timeout, devices, thread_nice, lone_future_waits] = c;
   auto bad = [prefix](std::string_view key, const std::string& why) {
     ::gpubatch::bad(std::string(prefix) + std::string(key), why);
   };
@@ -488,6 +494,7 @@ void check(const BatchConfig& c, std::string_view prefix) {
   range("max_batch_bytes", max_batch_bytes, 1, std::numeric_limits<std::size_t>::max());
   range("completion_threads", completion_threads, 1, kMaxThreads);
   (void)resident;
+  (void)lone_future_waits;
   if (resident_idle.count() < 1 || resident_idle.count() > kMaxWaitLimitUs)
     bad("resident_idle_us", "must be in [1, " + std::to_string(kMaxWaitLimitUs) + "] (got " +
                                 std::to_string(resident_idle.count()) + ")");

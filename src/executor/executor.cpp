@@ -501,7 +501,9 @@ void ExecutorCore::post_if_idle(InlineAsk ask) noexcept {
   if (inline_runs_ && tl_core == nullptr && (tl_caller_waits || lone_future_pass(ask))) {
     tl_core = this;  // the strand's thread for the pass: handlers it resolves are posted
     inline_pass_ = this;
+    future_pass_ = !tl_caller_waits;
     run_strand(false);
+    future_pass_ = false;
     inline_pass_ = nullptr;
     tl_core = nullptr;
     return;
@@ -582,6 +584,7 @@ void enqueue(ExecutorCore* core, Request&& request, const SubmitOptions& options
              Completion&& completion) noexcept {
   if (core) {
     core->enqueue(std::move(request), options, std::move(completion));
+    core->complete_own_batch();  // a lone batch its inline pass kept for this caller, if any
     return;
   }
   try {

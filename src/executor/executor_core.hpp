@@ -185,9 +185,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool stop_trace() { return trace_.stop(); }
   // A pending request's cancellation slot was signalled (any thread): wake the strand.
   void on_request_cancelled() noexcept;
-  // After a synchronous caller's call (BatchedGpuHandle::run): if its inline strand pass kept a
-  // lone batch for it (keep_for_caller), wait for that batch (poll, then block) and complete it
-  // on this thread, with no completion thread woken. No-op otherwise.
+  // After a caller's enqueue (detail::enqueue; BatchedGpuHandle::run, or a future with
+  // lone_future_waits): if its inline strand pass kept a lone batch for it (keep_for_caller),
+  // wait for that batch (poll, then block) and complete it on this thread, with no completion
+  // thread woken. No-op otherwise.
   void complete_own_batch() noexcept;
   // A completion handler threw on an executor thread (caught); returns the count so far.
   std::uint64_t note_handler_exception() noexcept {
@@ -346,6 +347,12 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // that pass kept for its caller (owned; taken by complete_own_batch right after the call).
   static thread_local ExecutorCore* inline_pass_;
   static thread_local Batch* own_batch_;
+  // That pass was a std::future caller's (lone_future_pass), not a synchronous caller's: it keeps
+  // its lone batch only with config().lone_future_waits.
+  static thread_local bool future_pass_;
+  static thread_local bool own_future_;  // own_batch_ was kept for a future's caller
+  // Polls `inflight` for completion_spin (never past the watchdog): whether it finished.
+  bool finishes_within_spin(InFlightBatch& inflight, Clock::time_point submitted) noexcept;
   // Waits until the device has finished `batch` (or it failed) and cuts it into chunks.
   // Polls for `spin` (0: not at all), then blocks, up to the watchdog's limit.
   void await_batch(Batch& batch, std::size_t thread_index, std::chrono::microseconds spin);

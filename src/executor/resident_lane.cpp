@@ -92,9 +92,12 @@ bool ExecutorCore::try_resident(Request& request, Completion& completion, Clock:
   resident_accepted_.fetch_add(1, std::memory_order_relaxed);
   bool wake = false;
   ResidentEntry entry{std::move(request), std::move(completion), now, std::move(inflight)};
-  if (caller_waits()) {
-    // A synchronous caller polls its own slot's done word: no hop through the lane thread (on
-    // the H200 that hop and the future's wake-up made a 3.8 us kernel round trip 12-19 us).
+  // A synchronous caller polls its own slot's done word: no hop through the lane thread (on the
+  // H200 that hop and the future's wake-up made a 3.8 us kernel round trip 12-19 us). So does a
+  // future's caller with lone_future_waits, for completion_spin at most: its future comes back
+  // ready; a request not served by then goes to the lane thread.
+  if (caller_waits() || (config_.lone_future_waits && returns_future(entry.completion) &&
+                         finishes_within_spin(*entry.inflight, now))) {
     await_resident(entry);
     return true;
   }

@@ -365,6 +365,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   }
   batch->submit_returned = Clock::now();
   if (keep_for_caller(*batch)) {
+    own_future_ = future_pass_;
     own_batch_ = batch.release();  // src/executor/own_batch.cpp
     return;
   }

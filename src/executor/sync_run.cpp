@@ -57,8 +57,8 @@ Result BatchedGpuHandle::run(Request request, const SubmitOptions& options) cons
       waiter->finish();
     });
   }
-  // A lone batch this call submitted itself: complete it here, no completion thread woken.
-  if (core_) core_->complete_own_batch();
+  // A lone batch this call submitted itself was completed inside the call (detail::enqueue), with
+  // no completion thread woken: then the result is in already.
   waiter->wait(core_ ? core_->caller_spin() : std::chrono::microseconds(0));
   if (waiter->error) std::rethrow_exception(waiter->error);
   return std::move(waiter->value);

@@ -38,6 +38,12 @@ TEST(BatchConfig, PresetsHaveTheDesignNumbers) {
   EXPECT_EQ(BatchConfig::balanced().completion_spin, 0us);
   EXPECT_EQ(BatchConfig::throughput().completion_spin, 0us);
   EXPECT_EQ(BatchConfig{}, BatchConfig::adaptive());  // the default
+  // A lone future waits for its batch in the presets that poll; never where batches wait to fill.
+  EXPECT_TRUE(BatchConfig::adaptive().lone_future_waits);
+  EXPECT_TRUE(BatchConfig::latency().lone_future_waits);
+  EXPECT_TRUE(BatchConfig::realtime().lone_future_waits);
+  EXPECT_FALSE(BatchConfig::balanced().lone_future_waits);
+  EXPECT_FALSE(BatchConfig::throughput().lone_future_waits);
   EXPECT_EQ(BatchConfig::balanced().policy, FlushPolicy::deadline);
   EXPECT_EQ(BatchConfig::latency().policy, FlushPolicy::deadline);
   EXPECT_EQ(BatchConfig::throughput().policy, FlushPolicy::deadline);
@@ -119,6 +125,12 @@ TEST(BatchConfig, BadFilesNameTheKey) {
   expect_invalid([] { BatchConfig::from_string("completion_spin_us = 10001", "my.toml"); },
                  "my.toml: completion_spin_us: must be in [0, 10000]");
   EXPECT_EQ(BatchConfig::from_string("completion_spin_us = 10000").completion_spin, 10000us);
+  EXPECT_FALSE(BatchConfig::from_string("lone_future_waits = false").lone_future_waits);
+  EXPECT_TRUE(BatchConfig::from_string("preset = \"throughput\"\nlone_future_waits = true").lone_future_waits);
+  expect_invalid([] { BatchConfig::from_string("lone_future_waits = 1", "my.toml"); },
+                 "my.toml:1: key lone_future_waits: expects true or false, not an integer");
+  expect_invalid([] { BatchConfig::from_string("lone_future_waits = \"yes\""); },
+                 "lone_future_waits: expects true or false, not a string");
   EXPECT_EQ(BatchConfig::from_string("preset = \"adaptive\"\ncompletion_spin_us = 0").completion_spin,
             0us);
 }
@@ -202,6 +214,14 @@ TEST(BatchConfig, BadEnvironmentNamesTheVariable) {
   {
     EnvGuard a("GPUBATCH_COMPLETION_SPIN_US", "20000");
     expect_invalid([] { BatchConfig::from_environment(); }, "completion_spin_us");
+  }
+  {
+    EnvGuard a("GPUBATCH_LONE_FUTURE_WAITS", "sometimes");
+    expect_invalid([] { BatchConfig::from_environment(); }, "GPUBATCH_LONE_FUTURE_WAITS");
+  }
+  {
+    EnvGuard a("GPUBATCH_LONE_FUTURE_WAITS", "off");
+    EXPECT_FALSE(BatchConfig::from_environment().lone_future_waits);
   }
   {
     EnvGuard a("GPUBATCH_OVERFLOW", "drop");

@@ -154,6 +154,47 @@ TEST(SyncRun, TheCallerCompletesItsOwnLoneBatch) {
   EXPECT_EQ(run_some(std::make_shared<FakeDevice>(), 20), 0u);
 }
 
+// BatchConfig::lone_future_waits (adaptive, latency, realtime): a future asked of an idle executor
+// is submitted and completed by its caller's own call, so it comes back ready and the caller never
+// sleeps in get(). The call waits completion_spin at most: a batch not done by then goes to the
+// completion threads and the future comes back pending. Off, or in a crowd, nothing waits.
+TEST(SyncRun, ALoneFutureComesBackReadyFromItsOwnCall) {
+  const auto me = std::this_thread::get_id();
+  auto device = std::make_shared<FakeDevice>();
+  {
+    BatchExecutor executor(device, BatchConfig::adaptive());
+    ASSERT_TRUE(executor.config().lone_future_waits);
+    auto gpu = executor.handle();
+    int ready = 0;
+    for (int i = 0; i < 20; ++i) {
+      auto f = gpu.relu({float(i), -1.0f});
+      if (f.wait_for(0s) == std::future_status::ready) ++ready;
+      EXPECT_EQ(f.get(), (std::vector<float>{float(i), 0.0f}));
+    }
+    EXPECT_EQ(ready, 20) << "an idle executor and a quick device: every future back ready";
+    EXPECT_EQ(executor.stats().caller_completions, 20u);
+    EXPECT_EQ(device->submit_threads().back(), me);
+  }
+  {  // A device slower than the spin: the call gives the batch to the completion threads.
+    auto slow = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 20ms});
+    BatchExecutor executor(slow, BatchConfig::adaptive());
+    const auto start = std::chrono::steady_clock::now();
+    auto f = executor.handle().relu({2.0f});
+    const auto call = std::chrono::steady_clock::now() - start;
+    EXPECT_NE(f.wait_for(0s), std::future_status::ready);
+    EXPECT_LT(call, 15ms) << "the call waited about completion_spin (200 us), not the device's 20 ms";
+    EXPECT_EQ(f.get(), std::vector<float>{2.0f});
+    EXPECT_EQ(executor.stats().caller_completions, 0u);
+  }
+  BatchConfig off = BatchConfig::adaptive();
+  off.lone_future_waits = false;
+  for (const BatchConfig& config : {off, BatchConfig::throughput()}) {
+    BatchExecutor executor(device, config);
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(executor.handle().relu({float(i)}).get(), std::vector<float>{float(i)});
+    EXPECT_EQ(executor.stats().caller_completions, 0u) << "off: the completion threads resolve every future";
+  }
+}
+
 // Synchronous callers racing with each other, with a timer (deadline policy) and with shutdown:
 // whoever holds the strand, every call resolves once and the executor drains.
 TEST(SyncRun, InlineRunsRaceWithTheTimerAndShutdown) {

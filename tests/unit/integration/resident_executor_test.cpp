@@ -131,6 +131,29 @@ TEST(ResidentExecutor, LoneCallerIsServedByTheResidentKernel) {
   EXPECT_EQ(executor.stats().batches, 2u);
 }
 
+// BatchConfig::lone_future_waits (on in realtime): a future's caller polls its own ring slot, for
+// completion_spin at most, so its future comes back ready from the call, with the right value.
+TEST(ResidentExecutor, ALoneFutureComesBackReadyFromItsCall) {
+  auto device = fresh_device();
+  BatchConfig c = realtime();
+  c.completion_spin = 10ms;  // generous: lavapipe's kernel shares two cores with the test (and TSan)
+  c.resident_idle = 50ms;
+  BatchExecutor executor(device, c);
+  auto gpu = executor.handle();
+  std::mt19937 rng(7);
+  int ready = 0;
+  constexpr int kCalls = 30;
+  for (int i = 0; i < kCalls; ++i) {
+    const Request r = small(kServed[i % std::size(kServed)], 256, rng);
+    auto f = gpu.submit(r);
+    if (f.wait_for(0s) == std::future_status::ready) ++ready;
+    expect_value(r, f);
+  }
+  EXPECT_GT(ready, kCalls / 2) << "the caller polled its slot: the future came back ready";
+  EXPECT_EQ(executor.stats().resident, static_cast<std::uint64_t>(kCalls));
+  EXPECT_EQ(executor.stats().completed, static_cast<std::uint64_t>(kCalls));
+}
+
 // A synchronous caller (handle.run()) waits on its own ring slot instead of the lane thread; the
 // results and the counters are those of the lane's path. Several such callers at once, and a
 // caller beside future-based ones, all get verified results.

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1192,6 +1192,36 @@ if on firstb && have gpubatch-first-batches; then
       echo "   firstb round $round [$arm]: rc $rc ${line:0:160}" >&2
     done
   done
+fi
+
+# A lone future completed by its own call (lone_future_waits, fourth session of 2026-11-26):
+# this build beside GPUBATCH_LONE_FUTURE_WAITS=off and the previous build, with the synchronous
+# paths and resident mode, interleaved; patterns that are not lone (one thread with 64 in flight,
+# four lone callers) on and off; the crowd beside the previous build (it must not drop).
+if on lonewait; then
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  for rep in 1 2 3; do
+    load lw-future-$rep gpubatch-load $lone
+    load lw-future-off-$rep env GPUBATCH_LONE_FUTURE_WAITS=off -- gpubatch-load $lone
+    load lw-future-prev-$rep gpubatch-load-prev $lone
+    load lw-sync-$rep gpubatch-load --sync $lone
+    load lw-unbatched-$rep gpubatch-load --unbatched $lone
+    load lw-rt-future-$rep gpubatch-load --preset realtime $lone
+    load lw-rt-future-off-$rep env GPUBATCH_LONE_FUTURE_WAITS=off -- gpubatch-load --preset realtime $lone
+    load lw-rt-sync-$rep gpubatch-load --preset realtime --sync $lone
+  done
+  for rep in 1 2; do
+    load lw-t1x64-$rep gpubatch-load --threads 1 --inflight 64 --requests 400000 --op relu --size 256
+    load lw-t1x64-off-$rep env GPUBATCH_LONE_FUTURE_WAITS=off -- gpubatch-load --threads 1 --inflight 64 --requests 400000 --op relu --size 256
+    load lw-t4x1-$rep gpubatch-load --threads 4 --inflight 1 --requests 80000 --op relu --size 256
+    load lw-t4x1-off-$rep env GPUBATCH_LONE_FUTURE_WAITS=off -- gpubatch-load --threads 4 --inflight 1 --requests 80000 --op relu --size 256
+    load lw-crowd-$rep gpubatch-load $crowd
+    load lw-crowd-prev-$rep gpubatch-load-prev $crowd
+    load lw-rt-crowd-$rep gpubatch-load --preset realtime $crowd
+  done
+  load lw-idle gpubatch-load $lone --requests 2000 --idle-ms 1000
+  load lw-rt-idle gpubatch-load --preset realtime $lone --requests 2000 --idle-ms 1000
 fi
 
 if on tests; then

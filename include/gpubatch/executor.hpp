@@ -38,6 +38,7 @@
 
 #include "gpubatch/config.hpp"
 #include "gpubatch/detail/completion.hpp"
+#include "gpubatch/detail/future_state.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/ops.hpp"
 #include "gpubatch/stats.hpp"
@@ -183,7 +184,8 @@ class BatchedGpuHandle {
 
   template <typename T>
   std::future<T> future_of(Request&& request, const SubmitOptions& options) const {
-    std::promise<T> promise;
+    // Its shared state tells the executor when the future is let go (detail/future_state.hpp).
+    std::promise<T> promise(std::allocator_arg, detail::FutureStateAllocator<char>{});
     std::future<T> future = promise.get_future();
     detail::enqueue(core_.get(), std::move(request), options,
                     detail::Completion(std::in_place_type<std::promise<T>>, std::move(promise)));

@@ -142,6 +142,11 @@ bool host_spin_enabled() noexcept;
 // returns a future does so only on an idle executor (lone_future_pass); one that takes a handler
 // never does: its initiation must not wait for a submit (it may run on an io_context's thread).
 bool caller_waits() noexcept;  // inside a CallerWaitsScope on this thread
+// The future this thread's last waiting call completed (lone_future_waits) has been destroyed, or
+// there is none; and: note this thread's newest future as completed by its call
+// (src/executor/future_state.cpp).
+bool last_waited_future_released() noexcept;
+void note_waited_future() noexcept;
 
 class CallerWaitsScope {
  public:

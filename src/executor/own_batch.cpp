@@ -47,7 +47,9 @@ void ExecutorCore::hand_to_completion(std::unique_ptr<Batch> batch) {
 // Only in this executor's inline pass for a caller that waits (handle.run(), or a future's with
 // lone_future_waits), once per pass, for a lone batch that was submitted.
 bool ExecutorCore::keep_for_caller(const Batch& batch) const noexcept {
-  const bool waits = future_pass_ ? config_.lone_future_waits : caller_waits();
+  // A future's caller still holding the future its last such call completed is sending a burst:
+  // its calls must not wait one by one (include/gpubatch/detail/future_state.hpp).
+  const bool waits = future_pass_ ? config_.lone_future_waits && last_waited_future_released() : caller_waits();
   return caller_awaits_ && inline_pass_ == this && own_batch_ == nullptr && waits &&
          batch.items.size() <= kLoneBatch && !batch.error && batch.inflight;
 }
@@ -86,9 +88,12 @@ void ExecutorCore::complete_own_batch() noexcept {
   own_batch_ = nullptr;
   const bool future = own_future_;
   own_future_ = false;
-  if (future && !finishes_within_spin(*b->inflight, b->submitted)) {
-    hand_to_completion(std::unique_ptr<Batch>(b));
-    return;
+  if (future) {
+    if (!finishes_within_spin(*b->inflight, b->submitted)) {
+      hand_to_completion(std::unique_ptr<Batch>(b));
+      return;
+    }
+    note_waited_future();
   }
   std::size_t slot = 0;
   if (!claim_caller_slot(slot)) {  // four callers completing their own already: hand it over

@@ -1220,8 +1220,8 @@ if on lonewait; then
     load lw-crowd-prev-$rep gpubatch-load-prev $crowd
     load lw-rt-crowd-$rep gpubatch-load --preset realtime $crowd
   done
-  load lw-idle gpubatch-load $lone --requests 2000 --idle-ms 1000
-  load lw-rt-idle gpubatch-load --preset realtime $lone --requests 2000 --idle-ms 1000
+  load lw-idle gpubatch-load --threads 1 --inflight 1 --requests 2000 --op relu --size 256 --idle-ms 1000
+  load lw-rt-idle gpubatch-load --preset realtime --threads 1 --inflight 1 --requests 2000 --op relu --size 256 --idle-ms 1000
 fi
 
 if on tests; then

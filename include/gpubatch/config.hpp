@@ -18,7 +18,8 @@
 //   block_timeout_us     how long `block_for` waits before failing with queue_full
 //   max_batch_bytes      input + output bytes of one batch (a larger request goes alone)
 //   completion_threads   threads that wait for batches, resolve their futures, and copy the
-//                        inputs of large batches beside the strand
+//                        inputs of large batches beside the strand (on a device of host cores,
+//                        such as lavapipe, at most half the usable cores: Executor::config() says)
 //   batch_timeout_ms     a batch not complete after this long fails with device_lost
 //   completion_spin_us   how long a completion thread polls a submitted batch before it blocks
 //                        (0: block at once); 0 .. 10000

@@ -2,6 +2,7 @@
 // in strand.cpp, the completion threads in completion.cpp, the statistics in executor_stats.cpp;
 // executor_core.hpp has the picture and DESIGN.md the contracts.
 #include <pthread.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <string_view>
 #include <span>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
@@ -212,6 +214,30 @@ bool env_is(const char* name, std::string_view value) noexcept {
 // GPUBATCH_DEADLINE_WATCH=off: deadlines only by the strand's sweeps (the behaviour before the
 // watch; for side-by-side measurements).
 bool deadline_watch_enabled() { return !env_is("GPUBATCH_DEADLINE_WATCH", "off"); }
+
+// The cores this process may run on.
+std::size_t usable_cores() noexcept {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return static_cast<std::size_t>(std::max(1, CPU_COUNT(&set)));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+// On a device that runs on the host's cores (lavapipe), the completion threads are at most half
+// those cores (at least one): the device's own threads run every shader there, and each extra
+// completion thread woken per batch takes a core from them. On this 2-core machine, 2 threads x 64
+// in flight of 256-float relu: 1 completion thread served 223-321 k requests/s against 185-278 k
+// with the presets' 4, in 3 of 3 interleaved rounds, and 253-319 k against 230-246 k in 4 earlier
+// pairs (docs/BENCHMARKS.md). GPUBATCH_HOST_THREAD_CAP=off keeps the configured count.
+BatchConfig fitted_to_host(BatchConfig config, const BatchDevice* device) {
+  if (device == nullptr || !device->runs_on_host_cpu() || env_is("GPUBATCH_HOST_THREAD_CAP", "off")) return config;
+  const std::size_t cap = std::max<std::size_t>(1, usable_cores() / 2);
+  if (config.completion_threads > cap) {
+    spdlog::debug("gpubatch executor: {} runs on the host's {} cores: {} completion threads instead of {}",
+                 device->name(), usable_cores(), cap, config.completion_threads);
+    config.completion_threads = cap;
+  }
+  return config;
+}
 }  // namespace
 
 namespace {
@@ -262,7 +288,7 @@ BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {
 }  // namespace
 
 ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig config)
-    : config_(validated(std::move(config))),
+    : config_(fitted_to_host(validated(std::move(config)), device.get())),
       device_(require_device(std::move(device))),
       max_request_bytes_(device_->max_request_bytes()),
       big_request_bytes_(config_.max_batch_bytes / config_.max_batch_size),

@@ -16,6 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include <sched.h>
+
+#include "config_test_util.hpp"
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
@@ -810,6 +813,34 @@ TEST(BatchExecutor, MoveAssignmentDrainsTheOldExecutor) {
   EXPECT_EQ(f.get(), (std::vector<float>{1.0f}));
   EXPECT_EQ(a.handle().relu({2.0f}).get(), (std::vector<float>{2.0f}));
   EXPECT_EQ(d2->requests_seen(), 1u);
+}
+
+// On a device that runs on the host's cores (lavapipe) the executor runs at most half the
+// usable cores' worth of completion threads (at least one): the device's own threads need the
+// rest. A GPU keeps what was configured; GPUBATCH_HOST_THREAD_CAP=off keeps it everywhere.
+TEST(BatchExecutor, CompletionThreadsOnHostCoresAreAtMostHalfTheCores) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const std::size_t cap = std::max(1, CPU_COUNT(&set) / 2);
+  BatchConfig config = BatchConfig::adaptive();
+  config.completion_threads = 64;
+  auto run_one = [](BatchExecutor& executor) {
+    EXPECT_EQ(executor.handle().relu({-1.0f, 1.0f}).get(), (std::vector<float>{0.0f, 1.0f}));
+  };
+  {
+    BatchExecutor executor(std::make_shared<FakeDevice>(FakeDevice::Options{.host_cpu = true}), config);
+    EXPECT_EQ(executor.config().completion_threads, std::min<std::size_t>(64, cap));
+    run_one(executor);
+  }
+  {
+    BatchExecutor executor(std::make_shared<FakeDevice>(), config);
+    EXPECT_EQ(executor.config().completion_threads, 64u) << "a GPU: as configured";
+    run_one(executor);
+  }
+  EnvGuard off("GPUBATCH_HOST_THREAD_CAP", "off");
+  BatchExecutor executor(std::make_shared<FakeDevice>(FakeDevice::Options{.host_cpu = true}), config);
+  EXPECT_EQ(executor.config().completion_threads, 64u);
+  run_one(executor);
 }
 
 }  // namespace

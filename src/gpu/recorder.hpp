@@ -24,8 +24,8 @@ struct DispatchArgs {
   std::uint64_t scratch = 0;
   std::uint32_t block_count = 0;
   std::uint32_t segment_count = 0;
-  // Blocks one workgroup covers: 1, or 4 for a kernel that does four elements per invocation
-  // (op_kernel.glsl's GPUBATCH_VECTOR). The grid is ceil(block_count / blocks_per_workgroup).
+  // Blocks one workgroup covers: 1, or 16 for a kernel that does sixteen elements per
+  // invocation (op_kernel.glsl's GPUBATCH_VECTOR, EW_WIDE vec4s). The grid is ceil(block_count / blocks_per_workgroup).
   std::uint32_t blocks_per_workgroup = 1;
   // dot_final: the partial sums the first pass wrote into scratch (the bound of its reads).
   std::uint32_t scratch_count = 0;

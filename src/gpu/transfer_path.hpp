@@ -49,10 +49,11 @@ std::uint64_t cached_upload_bytes();
 // engine | kernel; anything else is an invalid_config Error.
 bool copy_results_by_kernel();
 
-// Whether built-in element-wise kernels do four elements per invocation (op_kernel.glsl's
-// GPUBATCH_VECTOR; DESIGN.md "Large requests"): GPUBATCH_EW_VECTOR = on | off, for side-by-side
-// runs; unset, `device_default` (on for a device of host cores, where each lane's load is a
-// scalar gather and four per load pay: lavapipe 1.33-1.38x the requests/s of 256-float relu; off
+// Whether built-in element-wise kernels do sixteen elements per invocation (four vec4s;
+// op_kernel.glsl's GPUBATCH_VECTOR; DESIGN.md "Large requests"): GPUBATCH_EW_VECTOR = on | off, for
+// side-by-side runs; unset, `device_default` (on for a device of host cores, where each lane's load
+// is a scalar gather and wide ones pay: lavapipe 1.33-1.38x the requests/s of 256-float relu at
+// four per invocation, 1.03-1.29x more at sixteen; off
 // on a GPU, where fewer, wider loads across the bus lost 10-20 % on the H100). Anything else is
 // an invalid_config Error.
 bool ew_vector_kernels(bool device_default);

@@ -45,7 +45,7 @@ using plan::SegmentRecord;
 struct GroupKernels {
   VkPipeline pipeline = VK_NULL_HANDLE;
   VkPipeline dot_final = VK_NULL_HANDLE;  // dot only
-  std::uint32_t blocks_per_workgroup = 1;  // 4: a built-in element-wise kernel's _v4 form
+  std::uint32_t blocks_per_workgroup = 1;  // 16: a built-in element-wise kernel's _v4 form
 };
 
 // The fused kernel's shape for a chain: step i reads step i-1 (the first reads x, external input
@@ -271,7 +271,7 @@ GroupKernels kernels_of(Kernels& kernels, const plan::Group& g, const Request& r
       static_assert(plan::kDataAlignment % 16 == 0);
       if (ew_vector && op_info(g.op).kind == OpKind::ew) {
         k.pipeline = kernels.get(std::string(plan::kernel_name(g.op)) + "_v4");
-        k.blocks_per_workgroup = 4;
+        k.blocks_per_workgroup = 16;
         break;
       }
       k.pipeline = kernels.get(plan::kernel_name(g.op));

@@ -1,7 +1,7 @@
 // The built-in element-wise kernels in both forms (shaders/op_kernel.glsl): one element per
-// invocation, and four (GPUBATCH_EW_VECTOR=on; unset, on for a device of host cores), whose workgroup covers four blocks
-// and which falls back to one element at a time at a segment's end, for a segment that starts off
-// a multiple of four, and for memory that is not 16-byte aligned. Every result is checked against
+// invocation, and sixteen as four vec4 loads (GPUBATCH_EW_VECTOR=on; unset, on for a device of
+// host cores), whose workgroup covers sixteen blocks and which falls back to one element at a time
+// at a segment's end, for a segment that starts off a multiple of four, and for memory that is not 16-byte aligned. Every result is checked against
 // the CPU reference, on both data paths.
 #include <gtest/gtest.h>
 
@@ -68,7 +68,8 @@ std::vector<const Request*> pointers_to(const std::vector<Request>& requests) {
 // Lengths around every edge of the four-wide form: under four, one past and one short of a
 // multiple of four, a block (256) and a workgroup of the four-wide form (1024), and large ones.
 // In this order the segments of one op start on and off multiples of four.
-constexpr std::size_t kLengths[] = {1, 2, 3, 4, 5, 7, 8, 255, 256, 257, 1000, 1023, 1024, 1025, 4096, 4099, 70000};
+constexpr std::size_t kLengths[] = {1,    2,    3,    4,    5,    7,    8,    15,   16,   17,   31,    33,
+                                    255,  256,  257,  1000, 1023, 1024, 1025, 4096, 4099, 4108, 70000};
 
 using Param = std::tuple<const char*, std::uint64_t>;  // GPUBATCH_EW_VECTOR, copy-engine line
 

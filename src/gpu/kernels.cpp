@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gpu/context.hpp"
+#include "gpu/env_switch.hpp"
 #include "gpu/fault_injection.hpp"
 #include "gpu/vk_check.hpp"
 
@@ -53,12 +54,7 @@ std::filesystem::path pipeline_cache_dir(const std::string& option) {
 
 // GPUBATCH_BUILD_EXCLUSIVE=off lets pipelines be built while batches are submitted (the old
 // behaviour, for side-by-side runs on the hang); anything else but unset or "on" is refused.
-static bool exclusive_builds() {
-  const char* env = std::getenv("GPUBATCH_BUILD_EXCLUSIVE");
-  if (!env || !*env || std::string(env) == "on") return true;
-  if (std::string(env) == "off") return false;
-  throw Error(ErrorCode::invalid_config, std::string("GPUBATCH_BUILD_EXCLUSIVE='") + env + "' is neither 'on' nor 'off'");
-}
+static bool exclusive_builds() { return env_switch("GPUBATCH_BUILD_EXCLUSIVE", true, "on", "off"); }
 
 Kernels::Kernels(detail::GpuContext& context, const std::string& cache_dir_option)
     : context_(context), exclusive_builds_(exclusive_builds()) {

@@ -1,5 +1,7 @@
 #include "gpu/transfer_path.hpp"
 
+#include "gpu/env_switch.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
@@ -77,18 +79,6 @@ std::vector<VkBufferCopy> staged_regions(std::size_t total, std::span<const Buff
   }
   run_to(total);
   return out;
-}
-
-// A switch read from the environment: `unset` when absent or empty, true for `yes`, false for
-// `no`, anything else an invalid_config Error naming both words.
-static bool env_switch(const char* name, bool unset, const char* yes, const char* no) {
-  const char* env = std::getenv(name);
-  if (!env || !*env) return unset;
-  const std::string v = env;
-  if (v == yes) return true;
-  if (v == no) return false;
-  throw Error(ErrorCode::invalid_config,
-              std::string(name) + "='" + v + "' is neither '" + yes + "' nor '" + no + "'");
 }
 
 bool copy_results_by_kernel() { return env_switch("GPUBATCH_COPY_RESULTS", false, "kernel", "engine"); }

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1222,6 +1222,23 @@ if on lonewait; then
   done
   load lw-idle gpubatch-load --threads 1 --inflight 1 --requests 2000 --op relu --size 256 --idle-ms 1000
   load lw-rt-idle gpubatch-load --preset realtime --threads 1 --inflight 1 --requests 2000 --op relu --size 256 --idle-ms 1000
+fi
+
+# How long a poll spins with the pause hint before it yields between looks (GPUBATCH_POLL_PAUSE_US,
+# default 5): the lone caller's modes and the crowd at 5 and 50, interleaved.
+if on pollpause; then
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  for rep in 1 2 3; do
+    for p in 5 50; do
+      load pp$p-future-$rep env GPUBATCH_POLL_PAUSE_US=$p -- gpubatch-load $lone
+      load pp$p-sync-$rep env GPUBATCH_POLL_PAUSE_US=$p -- gpubatch-load --sync $lone
+      load pp$p-unbatched-$rep env GPUBATCH_POLL_PAUSE_US=$p -- gpubatch-load --unbatched $lone
+    done
+  done
+  for rep in 1 2; do
+    for p in 5 50; do load pp$p-crowd-$rep env GPUBATCH_POLL_PAUSE_US=$p -- gpubatch-load $crowd; done
+  done
 fi
 
 if on tests; then

@@ -7,6 +7,7 @@
 // constructor and Device::batch_device() name BatchDevice; the `detail` namespace says it may
 // change between versions.
 #include <chrono>
+#include <cstdlib>
 #include <cstddef>
 #include <functional>
 #include <memory>
@@ -59,8 +60,19 @@ inline void cpu_relax() noexcept {
 // spread); a yield that finds nothing else to run is one system call (about a microsecond, an
 // estimate), small beside a small batch's 14 us round trip on the H200. Throws what poll()
 // throws. Callers bound `until` (completion_spin).
+// GPUBATCH_POLL_PAUSE_US (0 .. 10000; default 5): the tight part, read once.
+inline std::chrono::nanoseconds default_poll_pause() noexcept {
+  static const std::chrono::nanoseconds pause = [] {
+    const char* env = std::getenv("GPUBATCH_POLL_PAUSE_US");
+    char* end = nullptr;
+    const long us = env && *env ? std::strtol(env, &end, 10) : 5;
+    return std::chrono::microseconds(env && *env && (*end != '\0' || us < 0 || us > 10000) ? 5 : us);
+  }();
+  return pause;
+}
+
 inline bool poll_until(InFlightBatch& batch, std::chrono::steady_clock::time_point until,
-                       std::chrono::nanoseconds pause_for = std::chrono::microseconds(5)) {
+                       std::chrono::nanoseconds pause_for = default_poll_pause()) {
   using Clock = std::chrono::steady_clock;
   const auto pause_until = Clock::now() + pause_for;
   for (;;) {

@@ -60,16 +60,27 @@ inline void cpu_relax() noexcept {
 // spread); a yield that finds nothing else to run is one system call (about a microsecond, an
 // estimate), small beside a small batch's 14 us round trip on the H200. Throws what poll()
 // throws. Callers bound `until` (completion_spin).
-// GPUBATCH_POLL_PAUSE_US (0 .. 10000; default 5): the tight part, read once.
+// GPUBATCH_POLL_PAUSE_US (0 .. 10000; default 5): the tight part, read once. A malformed value is
+// refused with invalid_config when a Device or an executor is made (check_poll_pause), so here it
+// only falls back to the default.
+inline bool parse_poll_pause(const char* env, long& us) noexcept {
+  if (env == nullptr || *env == '\0') {
+    us = 5;
+    return true;
+  }
+  char* end = nullptr;
+  us = std::strtol(env, &end, 10);
+  return *end == '\0' && us >= 0 && us <= 10000;
+}
 inline std::chrono::nanoseconds default_poll_pause() noexcept {
   static const std::chrono::nanoseconds pause = [] {
-    const char* env = std::getenv("GPUBATCH_POLL_PAUSE_US");
-    char* end = nullptr;
-    const long us = env && *env ? std::strtol(env, &end, 10) : 5;
-    return std::chrono::microseconds(env && *env && (*end != '\0' || us < 0 || us > 10000) ? 5 : us);
+    long us = 5;
+    return std::chrono::microseconds(parse_poll_pause(std::getenv("GPUBATCH_POLL_PAUSE_US"), us) ? us : 5);
   }();
   return pause;
 }
+// Throws Error(invalid_config) for a malformed GPUBATCH_POLL_PAUSE_US (src/error.cpp).
+void check_poll_pause();
 
 inline bool poll_until(InFlightBatch& batch, std::chrono::steady_clock::time_point until,
                        std::chrono::nanoseconds pause_for = default_poll_pause()) {

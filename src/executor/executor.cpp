@@ -309,6 +309,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
                         name_thread("gpubatch-expiry");
                         prepare_thread();
                       }) {
+  check_poll_pause();
   for (std::size_t level = 1; level < config_.priority_levels; ++level)
     upper_queues_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(config_.queue_capacity_of(level)));
   for (std::size_t i = 0; i < config_.completion_threads + kCallerSlots; ++i)

@@ -47,7 +47,9 @@ Device::Device(const DeviceOptions& options)
     : identity_(std::make_shared<detail::DeviceIdentity>(options)),
       batch_device_(std::make_shared<gpu::VulkanBatchDevice>(identity_, options.max_request_bytes)),
       batch_timeout_(options.batch_timeout),
-      run_spin_(run_spin(options)) {}
+      run_spin_(run_spin(options)) {
+  detail::check_poll_pause();
+}
 
 Device::~Device() = default;
 Device::Device(const Device&) = default;

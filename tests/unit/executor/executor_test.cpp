@@ -815,6 +815,24 @@ TEST(BatchExecutor, MoveAssignmentDrainsTheOldExecutor) {
   EXPECT_EQ(d2->requests_seen(), 1u);
 }
 
+// GPUBATCH_POLL_PAUSE_US (how long a poll spins before it yields) is checked when an executor is
+// made: a malformed value is a typed error, not a silent default.
+TEST(BatchExecutor, AMalformedPollPauseIsRefusedWhenTheExecutorIsMade) {
+  for (const char* bad : {"abc", "-1", "10001", "5us"}) {
+    EnvGuard env("GPUBATCH_POLL_PAUSE_US", bad);
+    try {
+      BatchExecutor executor(std::make_shared<FakeDevice>());
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_config) << bad;
+      EXPECT_NE(std::string(e.what()).find("GPUBATCH_POLL_PAUSE_US"), std::string::npos) << e.what();
+    }
+  }
+  EnvGuard fine("GPUBATCH_POLL_PAUSE_US", "50");
+  BatchExecutor executor(std::make_shared<FakeDevice>());
+  EXPECT_EQ(executor.handle().relu({2.0f}).get(), std::vector<float>{2.0f});
+}
+
 // On a device that runs on the host's cores (lavapipe) the executor runs at most half the
 // usable cores' worth of completion threads (at least one): the device's own threads need the
 // rest. A GPU keeps what was configured; GPUBATCH_HOST_THREAD_CAP=off keeps it everywhere.

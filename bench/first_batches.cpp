@@ -35,6 +35,7 @@
 #include "gpubatch/device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
+#include "support/copy_engine_ops.hpp"
 
 namespace gpubatch::gpu {
 extern const std::pair<std::string_view, std::span<const std::uint32_t>> kEmbeddedShaders[];
@@ -47,28 +48,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 // As tests/support/random_data.hpp draws them, so that --test-seeds replays the test's data.
-std::vector<float> floats(std::size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> d(-4.0f, 4.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-// The ops of the copy-engine test, by kind 0-6.
-Request make_op(unsigned kind, std::mt19937& rng, std::size_t n) {
-  switch (kind % 7) {
-    case 0: return Request::relu(floats(n, rng));
-    case 1: return Request::scale(floats(n, rng), 1.5f);
-    case 2: return Request::add(floats(n, rng), floats(n, rng));
-    case 3: return Request::dot(floats(n, rng), floats(n, rng));
-    case 4: return Request::gelu(floats(n, rng));
-    case 5: return chain(floats(n, rng)).relu().scale(2.0f).add(floats(n, rng));
-    default: {
-      const auto m = static_cast<std::uint32_t>(1 + rng() % 40);
-      return Request::matmul(floats(m * 17, rng), floats(17 * 23, rng), m, 17, 23);
-    }
-  }
-}
+// The copy-engine test's ops, by kind 0-6: tests/support/copy_engine_ops.hpp, shared with the test.
+Request make_op(unsigned kind, std::mt19937& rng, std::size_t n) { return copy_engine_op(kind, rng, n); }
 
 struct Options {
   int iterations = 200;

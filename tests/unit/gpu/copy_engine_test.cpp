@@ -19,6 +19,7 @@
 #include "gpu/vulkan_batch_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
+#include "support/copy_engine_ops.hpp"
 #include "support/random_data.hpp"
 #include "test_device.hpp"
 
@@ -26,20 +27,9 @@ using namespace gpubatch;
 
 namespace {
 
-Request random_op(std::mt19937& rng, std::size_t n) {
-  switch (rng() % 7) {
-    case 0: return Request::relu(random_floats(n, rng));
-    case 1: return Request::scale(random_floats(n, rng), 1.5f);
-    case 2: return Request::add(random_floats(n, rng), random_floats(n, rng));
-    case 3: return Request::dot(random_floats(n, rng), random_floats(n, rng));
-    case 4: return Request::gelu(random_floats(n, rng));
-    case 5: return chain(random_floats(n, rng)).relu().scale(2.0f).add(random_floats(n, rng));
-    default: {
-      const auto m = static_cast<std::uint32_t>(1 + rng() % 40);
-      return Request::matmul(random_floats(m * 17, rng), random_floats(17 * 23, rng), m, 17, 23);
-    }
-  }
-}
+// The copy-engine tests' request mix (tests/support/copy_engine_ops.hpp; bench/first_batches.cpp
+// replays it).
+Request random_op(std::mt19937& rng, std::size_t n) { return random_copy_engine_op(rng, n); }
 
 ::testing::AssertionResult all_match(detail::InFlightBatch& batch, const std::vector<Request>& requests) {
   if (!batch.wait_for(std::chrono::seconds(120))) return ::testing::AssertionFailure() << "batch did not finish";

@@ -52,6 +52,29 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
+// GPUBATCH_POLL_PAUSE_US (0 .. 10000; default 5): how long poll_until spins with the pause hint,
+// read once. A malformed value is refused with invalid_config when a Device or an executor is
+// made (check_poll_pause, src/poll.cpp), so here it only falls back to the default.
+inline constexpr long kDefaultPollPauseUs = 5;
+inline bool parse_poll_pause(const char* env, long& us) noexcept {
+  us = kDefaultPollPauseUs;
+  if (env == nullptr || *env == '\0') return true;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (*end != '\0' || v < 0 || v > 10000) return false;
+  us = v;
+  return true;
+}
+inline std::chrono::nanoseconds default_poll_pause() noexcept {
+  static const std::chrono::nanoseconds pause = [] {
+    long us = kDefaultPollPauseUs;
+    parse_poll_pause(std::getenv("GPUBATCH_POLL_PAUSE_US"), us);
+    return std::chrono::microseconds(us);
+  }();
+  return pause;
+}
+void check_poll_pause();
+
 // Polls `batch` until it has finished (true) or `until` has passed (false), instead of blocking in
 // the driver (whose wake-up costs 20-30 us on the H200). The first `pause_for` is a tight loop
 // with the cpu's pause hint; after that each poll first yields the core to any thread that is
@@ -60,28 +83,6 @@ inline void cpu_relax() noexcept {
 // spread); a yield that finds nothing else to run is one system call (about a microsecond, an
 // estimate), small beside a small batch's 14 us round trip on the H200. Throws what poll()
 // throws. Callers bound `until` (completion_spin).
-// GPUBATCH_POLL_PAUSE_US (0 .. 10000; default 5): the tight part, read once. A malformed value is
-// refused with invalid_config when a Device or an executor is made (check_poll_pause), so here it
-// only falls back to the default.
-inline bool parse_poll_pause(const char* env, long& us) noexcept {
-  if (env == nullptr || *env == '\0') {
-    us = 5;
-    return true;
-  }
-  char* end = nullptr;
-  us = std::strtol(env, &end, 10);
-  return *end == '\0' && us >= 0 && us <= 10000;
-}
-inline std::chrono::nanoseconds default_poll_pause() noexcept {
-  static const std::chrono::nanoseconds pause = [] {
-    long us = 5;
-    return std::chrono::microseconds(parse_poll_pause(std::getenv("GPUBATCH_POLL_PAUSE_US"), us) ? us : 5);
-  }();
-  return pause;
-}
-// Throws Error(invalid_config) for a malformed GPUBATCH_POLL_PAUSE_US (src/error.cpp).
-void check_poll_pause();
-
 inline bool poll_until(InFlightBatch& batch, std::chrono::steady_clock::time_point until,
                        std::chrono::nanoseconds pause_for = default_poll_pause()) {
   using Clock = std::chrono::steady_clock;

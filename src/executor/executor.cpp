@@ -230,10 +230,10 @@ std::size_t usable_cores() noexcept {
 // pairs (docs/BENCHMARKS.md). GPUBATCH_HOST_THREAD_CAP=off keeps the configured count.
 BatchConfig fitted_to_host(BatchConfig config, const BatchDevice* device) {
   if (device == nullptr || !device->runs_on_host_cpu() || env_is("GPUBATCH_HOST_THREAD_CAP", "off")) return config;
-  const std::size_t cap = std::max<std::size_t>(1, usable_cores() / 2);
+  const std::size_t cores = usable_cores(), cap = std::max<std::size_t>(1, cores / 2);
   if (config.completion_threads > cap) {
     spdlog::debug("gpubatch executor: {} runs on the host's {} cores: {} completion threads instead of {}",
-                 device->name(), usable_cores(), cap, config.completion_threads);
+                  device->name(), cores, cap, config.completion_threads);
     config.completion_threads = cap;
   }
   return config;

@@ -356,8 +356,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // its lone batch only with config().lone_future_waits.
   static thread_local bool future_pass_;
   static thread_local bool own_future_;  // own_batch_ was kept for a future's caller
-  // Polls `inflight` for completion_spin (never past the watchdog): whether it finished.
-  bool finishes_within_spin(InFlightBatch& inflight, Clock::time_point submitted) noexcept;
+  // A future's caller polls `inflight` for completion_spin (never past the watchdog): whether it
+  // finished (then noted as this thread's waited future: note_waited_future).
+  bool future_caller_polls(InFlightBatch& inflight, Clock::time_point submitted) noexcept;
   // Waits until the device has finished `batch` (or it failed) and cuts it into chunks.
   // Polls for `spin` (0: not at all), then blocks, up to the watchdog's limit.
   void await_batch(Batch& batch, std::size_t thread_index, std::chrono::microseconds spin);

@@ -71,15 +71,18 @@ void ExecutorCore::release_caller_slot(std::size_t index) noexcept {
 
 // A future's caller waits at most completion_spin (polling): a batch not finished by then goes to
 // the completion threads, and the call returns its future unresolved, as without
-// lone_future_waits. A lost device met here is met again by the completion thread.
-bool ExecutorCore::finishes_within_spin(InFlightBatch& inflight, Clock::time_point submitted) noexcept {
+// lone_future_waits. A lost device met here is met again by the completion thread. Finished:
+// this thread's newest future is noted as the one its call completed (future_state.cpp).
+bool ExecutorCore::future_caller_polls(InFlightBatch& inflight, Clock::time_point submitted) noexcept {
   if (completion_spin_.count() <= 0) return false;
   const auto until = std::min(submitted + watchdog_, Clock::now() + std::chrono::duration_cast<Clock::duration>(completion_spin_));
+  bool finished = false;
   try {
-    return poll_until(inflight, until);
+    finished = poll_until(inflight, until);
   } catch (...) {
-    return false;
   }
+  if (finished) note_waited_future();
+  return finished;
 }
 
 void ExecutorCore::complete_own_batch() noexcept {
@@ -88,12 +91,9 @@ void ExecutorCore::complete_own_batch() noexcept {
   own_batch_ = nullptr;
   const bool future = own_future_;
   own_future_ = false;
-  if (future) {
-    if (!finishes_within_spin(*b->inflight, b->submitted)) {
-      hand_to_completion(std::unique_ptr<Batch>(b));
-      return;
-    }
-    note_waited_future();
+  if (future && !future_caller_polls(*b->inflight, b->submitted)) {
+    hand_to_completion(std::unique_ptr<Batch>(b));
+    return;
   }
   std::size_t slot = 0;
   if (!claim_caller_slot(slot)) {  // four callers completing their own already: hand it over

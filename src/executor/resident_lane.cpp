@@ -96,10 +96,8 @@ bool ExecutorCore::try_resident(Request& request, Completion& completion, Clock:
   // H200 that hop and the future's wake-up made a 3.8 us kernel round trip 12-19 us). So does a
   // future's caller with lone_future_waits, for completion_spin at most: its future comes back
   // ready; a request not served by then goes to the lane thread.
-  const bool future_waits = !caller_waits() && config_.lone_future_waits && returns_future(entry.completion) &&
-                            last_waited_future_released() && finishes_within_spin(*entry.inflight, now);
-  if (future_waits) note_waited_future();
-  if (caller_waits() || future_waits) {
+  if (caller_waits() || (config_.lone_future_waits && returns_future(entry.completion) &&
+                         last_waited_future_released() && future_caller_polls(*entry.inflight, now))) {
     await_resident(entry);
     return true;
   }

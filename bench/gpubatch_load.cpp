@@ -735,7 +735,9 @@ int main(int argc, char** argv) {
       std::snprintf(submit_json, sizeof submit_json, "{\"p50\": %.2f, \"p99\": %.2f}", submit_p50, submit_p99);
     const std::uint64_t batches = o.unbatched ? counters_after.submissions - counters_before.submissions
                                               : after.batches - before.batches;
-    const double mean_batch = batches ? double(o.requests) / double(batches) : 0;
+    // Requests of the direct lane (and the resident kernel) are no batch's.
+    const std::uint64_t unbatched_here = (after.direct - before.direct) + (after.resident - before.resident);
+    const double mean_batch = batches ? double(o.requests - std::min(o.requests, unbatched_here)) / double(batches) : 0;
     const bool verified = errors == 0 && mismatches == 0 && lost == 0 && lat.size() == o.requests;
     const auto d = [&](auto FlushCounts::*f) { return after.flushes.*f - before.flushes.*f; };
     const std::string devices_json = devices_report(o, devices, before, after, batches);
@@ -752,7 +754,7 @@ int main(int argc, char** argv) {
           "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
           "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
           "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
-          "\"resident\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
+          "\"resident\": %llu, \"direct\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
           "\"devices\": %s%s}\n",
           json_escaped(device_names).c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
           static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
@@ -766,6 +768,7 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(counters_after.bytes_down - counters_before.bytes_down),
           cpu_us_per_request, cores_busy, o.idle_ms, idle_cores_busy,
           static_cast<unsigned long long>(after.resident - before.resident),
+          static_cast<unsigned long long>(after.direct - before.direct),
           static_cast<unsigned long long>(after.caller_completions - before.caller_completions),
           static_cast<unsigned long long>(after.strand_runs - before.strand_runs),
           static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),

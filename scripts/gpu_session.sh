@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1238,6 +1238,173 @@ if on pollpause; then
   done
   for rep in 1 2; do
     for p in 5 50; do load pp$p-crowd-$rep env GPUBATCH_POLL_PAUSE_US=$p -- gpubatch-load $crowd; done
+  done
+fi
+
+# Whether a done word written by the batch itself is seen before the timeline counter
+# (bench/probes/done-word, fifth session of 2026-11-26), beside the lone caller's modes.
+if on doneword; then
+  for rep in 1 2; do
+    have done && timeout 120 "$run" done >> "$out/done-word.txt" 2>&1
+    load dw-future-$rep gpubatch-load --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+    load dw-sync-$rep gpubatch-load --sync --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+    load dw-unbatched-$rep gpubatch-load --unbatched --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+  done
+fi
+
+# Where a large vector request's CPU goes (fifth session of 2026-11-26): vectors against
+# HostBuffers and the unbatched path at 1,048,576 and 65,536 floats, each beside the same run with
+# glibc keeping freed large blocks in its heap (no mmap and page faults per result vector); then a
+# perf profile of the vector run (when .gpu/bin/perf is bundled).
+if on vecbus; then
+  big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 6000"
+  mid="--threads 16 --inflight 8 --op relu --size 65536 --requests 60000"
+  keep="GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=4294967296"
+  for rep in 1 2; do
+    load vb-big-vec-$rep gpubatch-load $big
+    load vb-big-vec-keep-$rep env $keep -- gpubatch-load $big
+    load vb-big-host-$rep gpubatch-load $big --host-buffers
+    load vb-big-unb-$rep gpubatch-load $big --unbatched
+    load vb-big-unb-keep-$rep env $keep -- gpubatch-load $big --unbatched
+    load vb-mid-vec-$rep gpubatch-load $mid
+    load vb-mid-vec-keep-$rep env $keep -- gpubatch-load $mid
+    load vb-mid-host-$rep gpubatch-load $mid --host-buffers
+  done
+  if have perf; then
+    timeout 120 "$run" perf record -F 999 -g -o "$out/vb.data" -- "$PWD/$run" gpubatch-load $big > "$out/perf-vb-run.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/vb.data" --no-children --sort comm,dso,sym -g none \
+      --percent-limit 0.4 > "$out/perf-vb.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/vb.data" --no-children --sort comm -g none > "$out/perf-vb-comm.txt" 2>&1
+    rm -f "$out/vb.data"
+  fi
+fi
+
+# What carries large vector requests (fifth session of 2026-11-26): in-flight depth, completion
+# threads and batch bytes beside the default and the unbatched path, interleaved.
+if on vecdepth; then
+  big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 6000"
+  mid="--threads 16 --inflight 8 --op relu --size 65536 --requests 60000"
+  for rep in 1 2; do
+    load vd-big-default-$rep gpubatch-load $big
+    load vd-big-inflight4-$rep env GPUBATCH_MAX_INFLIGHT_BATCHES=4 -- gpubatch-load $big
+    load vd-big-inflight8-$rep env GPUBATCH_MAX_INFLIGHT_BATCHES=8 -- gpubatch-load $big
+    load vd-big-threads8-$rep env GPUBATCH_COMPLETION_THREADS=8 -- gpubatch-load $big
+    load vd-big-both-$rep env GPUBATCH_MAX_INFLIGHT_BATCHES=8 GPUBATCH_COMPLETION_THREADS=12 -- gpubatch-load $big
+    load vd-big-bytes32-$rep env GPUBATCH_MAX_BATCH_BYTES=33554432 -- gpubatch-load $big
+    load vd-big-unb-$rep gpubatch-load $big --unbatched
+    load vd-mid-default-$rep gpubatch-load $mid
+    load vd-mid-inflight8-$rep env GPUBATCH_MAX_INFLIGHT_BATCHES=8 -- gpubatch-load $mid
+    load vd-mid-both-$rep env GPUBATCH_MAX_INFLIGHT_BATCHES=8 GPUBATCH_COMPLETION_THREADS=12 -- gpubatch-load $mid
+    load vd-mid-unb-$rep gpubatch-load $mid --unbatched
+  done
+fi
+
+# A trace of large vector batches (fifth session of 2026-11-26): where a batch's time goes, and
+# how much of the wall the strand spends in submit (its copies of the inputs).
+if on vectrace; then
+  big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 3000"
+  load vt-big-trace env GPUBATCH_TRACE=$out/trace-vec-big.json GPUBATCH_GPU_TIMESTAMPS=on -- gpubatch-load $big
+  if [ -f "$out/trace-vec-big.json" ]; then
+    python3 bench/trace_batches.py "$out/trace-vec-big.json" > "$out/trace-vec-big.txt" 2>&1
+    python3 - "$out/trace-vec-big.json" >> "$out/trace-vec-big.txt" <<'PY2'
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+subs = [e for e in ev if e.get("ph") == "X" and e.get("name") == "submit"]
+t0 = min(e["ts"] for e in subs); t1 = max(e["ts"] + e["dur"] for e in subs)
+busy = sum(e["dur"] for e in subs)
+print(f"strand in submit: {busy/1e3:.1f} ms of {(t1-t0)/1e3:.1f} ms ({100*busy/(t1-t0):.0f} %), {len(subs)} batches, mean {busy/len(subs):.0f} us")
+PY2
+    gzip -f "$out/trace-vec-big.json"
+  fi
+fi
+
+# The strand's own copy threads (fifth session of 2026-11-26) beside the previous build
+# (gpubatch-load-prev, e3ca970) and the unbatched path, interleaved: large vector requests, large
+# HostBuffer requests, and the small end (lone caller, crowd) that must not move.
+if on copythreads; then
+  big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 6000"
+  mid="--threads 16 --inflight 8 --op relu --size 65536 --requests 60000"
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  for rep in 1 2 3; do
+    load ct-big-$rep gpubatch-load $big
+    load ct-big-prev-$rep gpubatch-load-prev $big
+    load ct-big-unb-$rep gpubatch-load $big --unbatched
+    load ct-mid-$rep gpubatch-load $mid
+    load ct-mid-prev-$rep gpubatch-load-prev $mid
+    load ct-mid-unb-$rep gpubatch-load $mid --unbatched
+  done
+  for rep in 1 2; do
+    load ct-big-host-$rep gpubatch-load $big --host-buffers
+    load ct-big-host-prev-$rep gpubatch-load-prev $big --host-buffers
+    load ct-lone-$rep gpubatch-load $lone
+    load ct-lone-prev-$rep gpubatch-load-prev $lone
+    load ct-crowd-$rep gpubatch-load $crowd
+    load ct-crowd-prev-$rep gpubatch-load-prev $crowd
+  done
+fi
+
+# Non-temporal stores for large copies (fifth session of 2026-11-26): glibc's memcpy switches
+# to streaming stores above x86_non_temporal_threshold (several MiB by default); at 256 KiB every
+# large copy into staging and out of readback skips the read-for-ownership of its destination.
+if on ntcopy; then
+  big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 6000"
+  mid="--threads 16 --inflight 8 --op relu --size 65536 --requests 60000"
+  nt="GLIBC_TUNABLES=glibc.cpu.x86_non_temporal_threshold=0x40000"
+  for rep in 1 2; do
+    load nt-big-off-$rep gpubatch-load $big
+    load nt-big-on-$rep env $nt -- gpubatch-load $big
+    load nt-big-unb-off-$rep gpubatch-load $big --unbatched
+    load nt-big-unb-on-$rep env $nt -- gpubatch-load $big --unbatched
+    load nt-mid-off-$rep gpubatch-load $mid
+    load nt-mid-on-$rep env $nt -- gpubatch-load $mid
+    load nt-mid-unb-off-$rep gpubatch-load $mid --unbatched
+    load nt-mid-unb-on-$rep env $nt -- gpubatch-load $mid --unbatched
+  done
+  env $nt .gpu/run.sh gpubatch-load --threads 1 --inflight 1 --op relu --size 1048576 --requests 10 --json 2>&1 | tail -1 | cut -c1-80 >> "$out/log.txt"
+fi
+
+# Streaming stores for a batch's inputs into staging (fifth session of 2026-11-26), on and off
+# (GPUBATCH_STREAM_COPY) beside the previous build (gpubatch-load-prev, e3ca970), interleaved.
+if on streamcopy; then
+  big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 6000"
+  mid="--threads 16 --inflight 8 --op relu --size 65536 --requests 60000"
+  small="--threads 16 --inflight 8 --op relu --size 16384 --requests 200000"
+  lonebig="--threads 1 --inflight 1 --op relu --size 4194304 --requests 300"
+  for rep in 1 2 3; do
+    for size in big mid small lonebig; do
+      load sc-$size-on-$rep gpubatch-load ${!size}
+      load sc-$size-off-$rep env GPUBATCH_STREAM_COPY=off -- gpubatch-load ${!size}
+      load sc-$size-prev-$rep gpubatch-load-prev ${!size}
+    done
+    load sc-big-unb-on-$rep gpubatch-load $big --unbatched
+    load sc-big-unb-off-$rep env GPUBATCH_STREAM_COPY=off -- gpubatch-load $big --unbatched
+  done
+fi
+
+# The direct lane (BatchConfig::direct_bytes, fifth session of 2026-11-26): large requests of a
+# busy executor run on their callers' threads. This build, the lane off (GPUBATCH_DIRECT_BYTES=0),
+# the previous build (gpubatch-load-prev, e3ca970) and the unbatched path, interleaved; sizes at
+# and below the lane's line, one caller keeping 8 large requests in flight, the small end.
+if on direct; then
+  big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 6000"
+  half="--threads 16 --inflight 8 --op relu --size 524288 --requests 12000"
+  mid="--threads 16 --inflight 8 --op relu --size 65536 --requests 60000"
+  one="--threads 1 --inflight 8 --op relu --size 1048576 --requests 1500"
+  lonebig="--threads 1 --inflight 1 --op relu --size 4194304 --requests 300"
+  for rep in 1 2 3; do
+    for size in big half one; do
+      load di-$size-$rep gpubatch-load ${!size}
+      load di-$size-off-$rep env GPUBATCH_DIRECT_BYTES=0 -- gpubatch-load ${!size}
+      load di-$size-prev-$rep gpubatch-load-prev ${!size}
+      load di-$size-unb-$rep gpubatch-load ${!size} --unbatched
+    done
+    load di-mid-$rep gpubatch-load $mid
+    load di-mid-prev-$rep gpubatch-load-prev $mid
+    load di-lonebig-$rep gpubatch-load $lonebig
+    load di-lonebig-prev-$rep gpubatch-load-prev $lonebig
+    load di-bighost-$rep gpubatch-load $big --host-buffers
+    load di-bighost-off-$rep env GPUBATCH_DIRECT_BYTES=0 -- gpubatch-load $big --host-buffers
   done
 fi
 

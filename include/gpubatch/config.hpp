@@ -32,6 +32,10 @@
 //                        future comes back ready and its caller never sleeps in get() (one device
 //                        round trip inside the call; DESIGN.md "The lone caller"). true in
 //                        adaptive, latency and realtime; false in balanced and throughput
+//   direct_bytes         0 (off) or bytes: a std::future's request of at least this many input +
+//                        output bytes, made while the executor is busy, runs on its caller's
+//                        thread beside the batches and comes back ready (DESIGN.md "Large
+//                        requests"); 4 MiB in every preset
 //   priority_levels      1 .. 8: levels a request may name (SubmitOptions::priority 0 .. n-1;
 //                        higher goes first; DESIGN.md "Scheduling")
 //   priority_aging_us    a request that has waited this long goes into the next batch whatever
@@ -56,7 +60,7 @@
 // GPUBATCH_QUEUE_CAPACITY, GPUBATCH_MAX_INFLIGHT_BATCHES, GPUBATCH_OVERFLOW,
 // GPUBATCH_BLOCK_TIMEOUT_US, GPUBATCH_MAX_BATCH_BYTES, GPUBATCH_COMPLETION_THREADS,
 // GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US, GPUBATCH_RESIDENT (1/0, true/false,
-// on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_LONE_FUTURE_WAITS (like GPUBATCH_RESIDENT), GPUBATCH_PRIORITY_LEVELS, GPUBATCH_PRIORITY_AGING_US,
+// on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_LONE_FUTURE_WAITS (like GPUBATCH_RESIDENT), GPUBATCH_DIRECT_BYTES, GPUBATCH_PRIORITY_LEVELS, GPUBATCH_PRIORITY_AGING_US,
 // GPUBATCH_TARGET_P99_US, GPUBATCH_LEVEL_QUEUE_CAPACITY and GPUBATCH_LEVEL_TIMEOUT_US (comma-separated, one per level),
 // GPUBATCH_DEVICES, GPUBATCH_THREAD_NICE.
 #include <array>
@@ -142,6 +146,14 @@ struct BatchConfig {
   // 64 KiB, so a crowd's calls never wait; the price is that a caller who does other work before
   // get() does it one round trip later.
   bool lone_future_waits = true;
+  // A std::future's request of at least this many input + output bytes, made while the executor
+  // is busy, runs on its caller's thread: submitted to the device alone, awaited and resolved
+  // inside the call (the future comes back ready), beside the batches. Such a request fills a
+  // batch on its own, and the strand, one thread, packs every batch: on the H100 and the H200
+  // 16 callers of 1,048,576-float relu from vectors moved 11-12 GB/s batched against 14-17 when
+  // each ran its own (DESIGN.md "Large requests"). 0: never. Not for handlers, requests with a
+  // deadline or a priority above 0, nor on a device set.
+  std::size_t direct_bytes = std::size_t{4} << 20;
 
   // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,
   // adaptive (the default, BatchConfig{}) up to 4096, flushing whenever the device has a free slot.

@@ -59,6 +59,7 @@ constexpr Key kKeys[] = {
     {"resident", "GPUBATCH_RESIDENT", Kind::boolean},
     {"resident_idle_us", "GPUBATCH_RESIDENT_IDLE_US", Kind::micros},
     {"lone_future_waits", "GPUBATCH_LONE_FUTURE_WAITS", Kind::boolean},
+    {"direct_bytes", "GPUBATCH_DIRECT_BYTES", Kind::size},
     {"target_p99_us", "GPUBATCH_TARGET_P99_US", Kind::micros},
     {"priority_levels", "GPUBATCH_PRIORITY_LEVELS", Kind::size},
     {"priority_aging_us", "GPUBATCH_PRIORITY_AGING_US", Kind::micros},
@@ -90,6 +91,7 @@ void set_integer(BatchConfig& c, const Key& key, std::int64_t v, const std::stri
   else if (key.name == "max_inflight_batches") c.max_inflight_batches = u;
   else if (key.name == "block_timeout_us") c.block_timeout = std::chrono::microseconds(v);
   else if (key.name == "max_batch_bytes") c.max_batch_bytes = u;
+  else if (key.name == "direct_bytes") c.direct_bytes = u;
   else if (key.name == "completion_threads") c.completion_threads = u;
   else if (key.name == "batch_timeout_ms") c.batch_timeout = std::chrono::milliseconds(v);
   else if (key.name == "completion_spin_us") c.completion_spin = std::chrono::microseconds(v);
@@ -468,7 +470,8 @@ void check(const BatchConfig& c, std::string_view prefix) {
   const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
                block_timeout, max_batch_bytes, completion_threads, batch_timeout,
                completion_spin, resident, resident_idle, target_p99, priority_levels, priority_aging,
-               level_queue_capacity, level_timeout, devices, thread_nice, lone_future_waits] = c;
+               level_queue_capacity, level_timeout, devices, thread_nice, lone_future_waits,
+               direct_bytes] = c;
   auto bad = [prefix](std::string_view key, const std::string& why) {
     ::gpubatch::bad(std::string(prefix) + std::string(key), why);
   };
@@ -495,6 +498,7 @@ void check(const BatchConfig& c, std::string_view prefix) {
   range("completion_threads", completion_threads, 1, kMaxThreads);
   (void)resident;
   (void)lone_future_waits;
+  (void)direct_bytes;  // any byte count; 0 turns the direct lane off
   if (resident_idle.count() < 1 || resident_idle.count() > kMaxWaitLimitUs)
     bad("resident_idle_us", "must be in [1, " + std::to_string(kMaxWaitLimitUs) + "] (got " +
                                 std::to_string(resident_idle.count()) + ")");

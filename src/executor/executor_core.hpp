@@ -391,6 +391,17 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void await_resident(ResidentEntry& entry) noexcept;
   void wake_resident_locked();  // under shutdown_mutex_ via stop_threads_locked()
 
+  // ---- the direct lane (src/executor/direct_lane.cpp; DESIGN.md "Large requests") ----
+  // Producer: a std::future's request of at least BatchConfig::direct_bytes, made while the
+  // executor is busy, is submitted alone by the caller's thread, awaited and resolved there;
+  // true when done so (the completion resolved), false: batch it as usual.
+  bool try_direct(const Request& request, Completion& completion, Clock::time_point now) noexcept;
+  struct LaneStats;
+  // Waits for a lane's request (`what` names the lane in errors), then counts and resolves it.
+  void await_lane(const Request& request, Completion& completion, Clock::time_point enqueued,
+                  std::unique_ptr<InFlightBatch>& inflight, Clock::duration limit, bool block,
+                  const char* what, LaneStats& stats) noexcept;
+
   // ---- shutdown ----
   void maybe_done();
   void stop_threads_locked();
@@ -570,6 +581,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
 
   // Resident mode. resident_on_ is set by start() before any producer can see the executor.
   bool resident_on_ = false;
+  // Large requests may take the direct lane: a device of its own (not a device set, which places
+  // parts on its members from the strand), and not one of host cores unless GPUBATCH_HOST_DIRECT
+  // = on. Set by the constructor.
+  bool direct_lane_ = false;
   std::atomic<bool> resident_closed_{false};  // shutdown began: producers batch instead
   std::mutex resident_mutex_;
   std::condition_variable resident_cv_;
@@ -577,15 +592,18 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool resident_sleeping_ = false;              // guarded: the lane thread waits on resident_cv_
   bool resident_stop_ = false;                  // guarded
   alignas(kCacheLine) std::atomic<std::size_t> resident_pending_{0};  // entries (for the spin)
-  std::atomic<std::uint64_t> resident_accepted_{0};  // producers
-  std::mutex resident_stats_mutex_;  // held while resident_stats_ are written
-  struct alignas(kCacheLine) ResidentStats {  // written under resident_stats_mutex_
-    ClassHistograms classes{1};  // resident requests are level 0
+  // A lane's requests never enter the queue: the resident kernel's, and the direct lane's.
+  struct alignas(kCacheLine) LaneStats {  // written under `mutex`
+    std::mutex mutex;
+    ClassHistograms classes{1};  // lane requests are level 0
+    std::atomic<std::uint64_t> accepted{0};  // producers
     std::atomic<std::uint64_t> completed{0};
     std::atomic<std::uint64_t> failed{0};  // device errors (watchdog, lost device)
     std::atomic<std::uint64_t> cancelled{0};
     LatencyHistogram end_to_end;
-  } resident_stats_;
+  };
+  LaneStats resident_stats_;
+  LaneStats direct_stats_;
 };
 
 // Stats::devices: the device's own breakdown (a device set's members), else one entry for the

@@ -24,12 +24,16 @@ void ExecutorCore::class_stats(Stats& s) const {
   };
   for (std::size_t level = 0; level < config_.priority_levels; ++level) {
     auto snap = sum([&](const ClassHistograms& h) -> const LatencyHistogram& { return h.by_level[level]; });
-    if (level == 0) snap += resident_stats_.classes.by_level[0];
+    if (level == 0) {
+      snap += resident_stats_.classes.by_level[0];
+      snap += direct_stats_.classes.by_level[0];
+    }
     s.end_to_end_by_priority.push_back(latency_class(std::to_string(level), snap));
   }
   for (std::size_t op = 0; op < kOpCount; ++op) {
     auto snap = sum([&](const ClassHistograms& h) -> const LatencyHistogram& { return h.by_op[op]; });
     snap += resident_stats_.classes.by_op[op];
+    snap += direct_stats_.classes.by_op[op];
     if (snap.count) s.end_to_end_by_op.push_back(latency_class(std::string(kOpTable[op].name), snap));
   }
 }
@@ -65,17 +69,22 @@ Stats ExecutorCore::stats() const {
     dt += c->device_time;
     e2e += c->end_to_end;
   }
-  // Resident requests (resident_lane.cpp) never enter the queue: they count as accepted and
-  // as having left it at once.
-  const std::uint64_t resident = load(resident_accepted_);
-  s.submitted += resident;
+  // Lane requests (resident_lane.cpp, direct_lane.cpp) never enter the queue: they count as
+  // accepted and as having left it at once.
+  std::uint64_t lanes = 0, lanes_cancelled = 0;
+  for (const LaneStats* lane : {&resident_stats_, &direct_stats_}) {
+    lanes += load(lane->accepted);
+    s.completed += load(lane->completed);
+    s.device_errors += load(lane->failed);
+    lanes_cancelled += load(lane->cancelled);
+    e2e += lane->end_to_end;
+  }
+  s.submitted += lanes;
   s.resident = load(resident_stats_.completed);
-  s.completed += s.resident;
-  s.device_errors += load(resident_stats_.failed);
-  s.cancelled += load(resident_stats_.cancelled);
-  e2e += resident_stats_.end_to_end;
+  s.direct = load(direct_stats_.completed);
+  s.cancelled += lanes_cancelled;
   s.failed = s.expired + s.cancelled + s.device_errors;
-  const std::uint64_t left = dispatched + s.expired + s.cancelled - load(resident_stats_.cancelled) + resident;
+  const std::uint64_t left = dispatched + s.expired + s.cancelled - lanes_cancelled + lanes;
   s.queue_depth = s.submitted > left ? s.submitted - left : 0;
   s.inflight_batches = inflight_slots_.load(std::memory_order_relaxed);
   s.max_batch_size = config_.max_batch_size;

@@ -4,6 +4,7 @@
 // order and resolves their futures. Everything else takes the batched path at the same time.
 #include <pthread.h>
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -89,7 +90,7 @@ bool ExecutorCore::try_resident(Request& request, Completion& completion, Clock:
     inflight.reset();  // the batched path meets the device's trouble and reports it
   }
   if (!inflight) return give_back();
-  resident_accepted_.fetch_add(1, std::memory_order_relaxed);
+  resident_stats_.accepted.fetch_add(1, std::memory_order_relaxed);
   bool wake = false;
   ResidentEntry entry{std::move(request), std::move(completion), now, std::move(inflight)};
   // A synchronous caller polls its own slot's done word: no hop through the lane thread (on the
@@ -151,45 +152,61 @@ void ExecutorCore::resident_loop() {
   }
 }
 
-// Waits for one request (a 1 ms spinning slice, then 50 us naps between looks, so that a slow or
-// stalled ring costs little CPU; shutdown(cancel) and the watchdog are looked at between them),
-// then resolves it. device_lost goes through the recovery batches use.
+// The device's own watchdog (batch_timeout from the ticket's submission) fires first and also
+// retires the ring, so that no later request queues behind a stuck ticket; twice that is only a
+// backstop for a device without one.
 void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
+  await_lane(e.request, e.completion, e.enqueued, e.inflight,
+             2 * std::chrono::duration_cast<Clock::duration>(config_.batch_timeout), false,
+             "the resident kernel", resident_stats_);
+}
+
+// Waits for one lane request (`block`: in the driver; else a 1 ms blocking slice, then 50 us naps
+// between looks, so that a stalled ring costs little CPU; shutdown(cancel) and the `limit` from
+// its arrival are looked at between them), then resolves it. device_lost goes through the recovery batches use.
+void ExecutorCore::await_lane(const Request& request, Completion& completion, Clock::time_point enqueued,
+                              std::unique_ptr<InFlightBatch>& inflight, Clock::duration limit,
+                              bool block, const char* what, LaneStats& st) noexcept {
   std::exception_ptr error;
   bool served = false;
   bool cancelled = false;
-  // The device's own watchdog (batch_timeout from the ticket's submission) fires first and also
-  // retires the ring, so that no later request queues behind a stuck ticket; this limit is only
-  // a backstop for a device without one.
-  const auto limit = e.enqueued + 2 * std::chrono::duration_cast<Clock::duration>(config_.batch_timeout);
+  const auto until = enqueued + limit;
   Result result;
   bool first = true;
   try {
     for (;;) {
       const bool cancel = cancel_.load(std::memory_order_acquire);
-      if (e.inflight->wait_for(cancel || !first ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1))) {
-        e.inflight->take_result(0, result);
+      // A device batch is waited for in the driver (slices of up to 100 ms, so that the limit is
+      // looked at); the ring's done word is looked at every 50 us after a first 1 ms.
+      const auto slice = cancel ? std::chrono::nanoseconds(0)
+                         : block ? std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                       std::clamp<Clock::duration>(until - Clock::now(), Clock::duration::zero(),
+                                                                   std::chrono::milliseconds(100)))
+                         : first ? std::chrono::nanoseconds(std::chrono::milliseconds(1))
+                                 : std::chrono::nanoseconds(0);
+      if (inflight->wait_for(slice)) {
+        inflight->take_result(0, result);
         served = true;
         break;
       }
       if (cancel) {
         cancelled = true;
         error = std::make_exception_ptr(Error(
-            ErrorCode::shut_down, describe(e.request) + ": cancelled by shutdown before the resident kernel served it"));
+            ErrorCode::shut_down, describe(request) + ": cancelled by shutdown before " + what + " served it"));
         break;
       }
-      if (Clock::now() >= limit)
-        throw Error(ErrorCode::device_lost, "the resident kernel did not answer within " +
-                                                std::to_string(2 * config_.batch_timeout.count()) + " ms");
-      if (!first) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (Clock::now() >= until)
+        throw Error(ErrorCode::device_lost, std::string(what) + " did not answer within " +
+                                                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(limit).count()) + " ms");
+      if (!first && !block) std::this_thread::sleep_for(std::chrono::microseconds(50));
       first = false;
     }
   } catch (...) {
-    error = current_error_for(e.request);
+    error = current_error_for(request);
   }
-  e.inflight.reset();  // frees its slot (a cancelled one once the kernel has passed it)
+  inflight.reset();  // frees its slot or frame (a cancelled one once the device has passed it)
   if (error && !cancelled) {
-    spdlog::warn("gpubatch executor: resident request failed: {}", [&] {
+    spdlog::warn("gpubatch executor: a request of {} failed: {}", what, [&] {
       try {
         std::rethrow_exception(error);
       } catch (const std::exception& x) {
@@ -198,23 +215,22 @@ void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
     }());
     recover_if_device_lost(error);
   }
-  // Statistics first, so that whoever sees a result also sees it counted. The lane thread and
-  // synchronous callers both get here: one writer at a time.
-  std::unique_lock stats_lock(resident_stats_mutex_);
-  auto& st = resident_stats_;
+  // Statistics first, so that whoever sees a result also sees it counted. Several threads get
+  // here (a lane thread, callers): one writer at a time.
+  std::unique_lock stats_lock(st.mutex);
   if (served) {
-    const auto e2e = Clock::now() - e.enqueued;
+    const auto e2e = Clock::now() - enqueued;
     st.end_to_end.record(e2e);
-    st.classes.by_op[static_cast<std::size_t>(e.request.op)].record(e2e);
+    st.classes.by_op[static_cast<std::size_t>(request.op)].record(e2e);
     st.classes.by_level[0].record(e2e);
     st.completed.store(st.completed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     stats_lock.unlock();
-    resolve_value(e.completion, std::move(result));
+    resolve_value(completion, std::move(result));
   } else {
     auto& counter = cancelled ? st.cancelled : st.failed;
     counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     stats_lock.unlock();
-    resolve_error(e.completion, std::move(error), false);
+    resolve_error(completion, std::move(error), false);
   }
   unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
   maybe_done();

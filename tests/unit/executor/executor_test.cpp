@@ -248,6 +248,7 @@ TEST(BatchExecutor, LargeBatchesTakeHalfASlot) {
   BatchConfig config = BatchConfig::adaptive();
   config.max_inflight_batches = 1;
   config.max_batch_bytes = std::size_t{4} << 20;  // one 2 MiB-in, 2 MiB-out request per batch
+  config.direct_bytes = 0;  // batched: the direct lane would run them on this thread, one by one
   BatchExecutor executor(device, config);
   auto gpu = executor.handle();
   device->pause();

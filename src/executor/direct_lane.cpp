@@ -1,0 +1,49 @@
+// The direct lane (DESIGN.md "Large requests"): a std::future's large request, made while the
+// executor is busy, is submitted alone by its caller's thread (BatchDevice::submit is safe to
+// call from several threads: Device::run does), awaited and resolved there, beside the batches.
+//
+// Why: a large request fills a batch on its own (max_batch_bytes), so batching buys it nothing,
+// while the strand, one thread, packs every batch. On the H100 and the H200, 16 threads of
+// 1,048,576-float relu from vectors: the strand was in submit() 94 % of the time (348 us a batch:
+// its copy of 4 MiB of input), and the batched path moved 11-12 GB/s where the same callers each
+// running their own request (--unbatched) moved 14-17. Neither more in-flight batches, more
+// completion threads, copy threads of the strand's own nor streaming stores lifted it (docs/
+// BENCHMARKS.md, fifth session of 2026-11-26). Here each caller copies its own input and result,
+// as --unbatched does. An idle executor keeps the batched path (a lone request goes out at once
+// there anyway, and the strand spreads its copy over the completion threads).
+#include <memory>
+
+#include "executor/executor_core.hpp"
+
+namespace gpubatch::detail {
+
+bool ExecutorCore::try_direct(const Request& request, Completion& completion, Clock::time_point now) noexcept {
+  // Busy: a batch on the device or requests waiting for the strand.
+  if (inflight_slots_.load(std::memory_order_relaxed) == 0 && queue_.pushed_approx() == queue_.popped_approx())
+    return false;
+  // Counted before the look at resident_closed_ (both seq_cst): either shutdown sees this
+  // request unresolved and waits for it, or this producer sees the shutdown and batches it
+  // (where the closed queue refuses it).
+  unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
+  auto give_back = [this] {
+    unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
+    maybe_done();
+    return false;
+  };
+  if (resident_closed_.load(std::memory_order_seq_cst)) return give_back();
+  std::unique_ptr<InFlightBatch> inflight;
+  try {
+    const Request* one[] = {&request};
+    inflight = device_->submit(one);
+  } catch (...) {
+    inflight.reset();  // the batched path meets the device's trouble (out of memory, a lost
+                       // device) and handles it: splitting, recovery, a typed error
+  }
+  if (!inflight) return give_back();
+  direct_stats_.accepted.fetch_add(1, std::memory_order_relaxed);
+  // The request stays the caller's (it lives until this call returns); the batch's watchdog.
+  await_lane(request, completion, now, inflight, watchdog_, true, "a large request's own batch", direct_stats_);
+  return true;
+}
+
+}  // namespace gpubatch::detail

@@ -1,0 +1,267 @@
+// The direct lane (BatchConfig::direct_bytes; src/executor/direct_lane.cpp): a std::future's
+// large request made while the executor is busy runs on its caller's thread, beside the batches,
+// and comes back ready. Everything else keeps the batched path.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "config_test_util.hpp"
+#include "fake_device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/executor.hpp"
+#include "gpubatch/reference.hpp"
+#include "test_util.hpp"
+
+namespace gpubatch::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Floats = std::vector<float>;
+
+// 600,000 floats: 2.4 MB in and 2.4 MB out, over the default 4 MiB line.
+Floats large_input(float value) { return Floats(600'000, value); }
+Floats relu_of(const Floats& x) { return reference::run(Request::unary(Op::relu, x)).values; }
+
+// A small request sits on the paused device, so the executor is busy when the large one comes.
+struct BusyExecutor {
+  explicit BusyExecutor(BatchConfig config = BatchConfig::adaptive())
+      : device(std::make_shared<FakeDevice>()), executor(device, config) {
+    device->pause();
+    small = executor.handle().relu({-1.0f});
+    EXPECT_TRUE(device->wait_for_inflight(1, 30s));
+  }
+  std::shared_ptr<FakeDevice> device;
+  BatchExecutor executor;
+  std::future<Floats> small;
+};
+
+TEST(DirectLane, ALargeFutureOfABusyExecutorRunsOnItsCallersThreadAndComesBackReady) {
+  BusyExecutor busy;
+  std::thread::id caller;
+  std::atomic<bool> returned{false};
+  std::future<Floats> large;
+  std::thread t([&] {
+    caller = std::this_thread::get_id();
+    large = busy.executor.handle().relu(large_input(-2.0f));
+    returned = true;
+  });
+  ASSERT_TRUE(busy.device->wait_for_submits_entered(2, 30s));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(returned.load()) << "the call waits for its own batch";
+  busy.device->resume();
+  t.join();
+  EXPECT_EQ(busy.device->submit_threads().at(1), caller) << "the caller's own thread submitted it";
+  ASSERT_EQ(large.wait_for(0s), std::future_status::ready) << "the future comes back ready";
+  EXPECT_EQ(large.get(), relu_of(large_input(-2.0f)));
+  EXPECT_EQ(busy.small.get(), Floats{0.0f});
+  const Stats s = busy.executor.stats();
+  EXPECT_EQ(s.direct, 1u);
+  EXPECT_EQ(s.completed, 2u);
+  EXPECT_EQ(s.submitted, 2u);
+  EXPECT_EQ(s.queue_depth, 0u);
+  EXPECT_EQ(s.batches, 1u) << "the lane's request is no batch of the strand's";
+}
+
+// The request goes through the strand when: the lane is off, the executor is idle, the request
+// is below the line, carries a deadline or a priority, or is a completion handler's.
+TEST(DirectLane, EverythingElseTakesTheBatchedPath) {
+  auto via_strand = [](BusyExecutor& busy, auto submit) {
+    const std::size_t before = busy.device->submit_threads().size();
+    std::thread::id caller = std::this_thread::get_id();
+    auto result = submit(busy.executor.handle());
+    EXPECT_TRUE(busy.device->wait_for_submits_entered(before + 1, 30s));
+    std::this_thread::sleep_for(10ms);
+    const auto threads = busy.device->submit_threads();
+    for (std::size_t i = before; i < threads.size(); ++i) EXPECT_NE(threads[i], caller);
+    return result;
+  };
+  {
+    BatchConfig off = BatchConfig::adaptive();
+    off.direct_bytes = 0;
+    BusyExecutor busy(off);
+    auto f = via_strand(busy, [](BatchedGpuHandle gpu) { return gpu.relu(large_input(3.0f)); });
+    EXPECT_NE(f.wait_for(0s), std::future_status::ready) << "a batched future comes back pending";
+    busy.device->resume();
+    EXPECT_EQ(f.get(), large_input(3.0f));
+    EXPECT_EQ(busy.executor.stats().direct, 0u);
+  }
+  {
+    BatchConfig higher = BatchConfig::adaptive();
+    higher.direct_bytes = std::size_t{16} << 20;
+    BusyExecutor busy(higher);
+    auto f = via_strand(busy, [](BatchedGpuHandle gpu) { return gpu.relu(large_input(4.0f)); });
+    busy.device->resume();
+    EXPECT_EQ(f.get(), large_input(4.0f)) << "below the configured line";
+  }
+  {
+    BusyExecutor busy;
+    auto f = via_strand(busy, [](BatchedGpuHandle gpu) {
+      return gpu.relu(large_input(5.0f), SubmitOptions::within(60s));
+    });
+    busy.device->resume();
+    EXPECT_EQ(f.get(), large_input(5.0f)) << "with a deadline";
+    EXPECT_EQ(busy.executor.stats().direct, 0u);
+  }
+  {
+    BatchConfig levels = BatchConfig::adaptive();
+    levels.priority_levels = 2;
+    BusyExecutor busy(levels);
+    auto f = via_strand(busy, [](BatchedGpuHandle gpu) {
+      return gpu.relu(large_input(6.0f), SubmitOptions::with_priority(1));
+    });
+    busy.device->resume();
+    EXPECT_EQ(f.get(), large_input(6.0f)) << "at priority 1";
+    EXPECT_EQ(busy.executor.stats().direct, 0u);
+  }
+  {
+    BusyExecutor busy;
+    std::promise<Floats> got;
+    via_strand(busy, [&](BatchedGpuHandle gpu) {
+      gpu.relu(large_input(7.0f), [&](std::exception_ptr e, Floats v) {
+        if (e) got.set_exception(e);
+        else got.set_value(std::move(v));
+      });
+      return 0;
+    });
+    busy.device->resume();
+    EXPECT_EQ(got.get_future().get(), large_input(7.0f)) << "a handler's call never waits";
+    EXPECT_EQ(busy.executor.stats().direct, 0u);
+  }
+  {
+    auto device = std::make_shared<FakeDevice>();
+    BatchExecutor idle(device, BatchConfig::adaptive());
+    EXPECT_EQ(idle.handle().relu(large_input(8.0f)).get(), large_input(8.0f));
+    EXPECT_EQ(idle.stats().direct, 0u) << "an idle executor batches it (its inline pass sends it at once)";
+  }
+}
+
+// A submit the device refuses (a lost device, out of memory) leaves the request to the batched
+// path, which handles it as it always has: here the retry there succeeds.
+TEST(DirectLane, ARefusedSubmitLeavesTheRequestToTheBatchedPath) {
+  BusyExecutor busy;
+  busy.device->fail_next_submit(ErrorCode::device_lost, 1);
+  std::future<Floats> large;
+  std::thread t([&] { large = busy.executor.handle().relu(large_input(-1.0f)); });
+  ASSERT_TRUE(busy.device->wait_for_submits_entered(3, 30s)) << "the lane's try, then the strand's";
+  busy.device->resume();
+  t.join();
+  EXPECT_EQ(large.get(), relu_of(large_input(-1.0f)));
+  EXPECT_EQ(busy.device->submit_faults(), 1);
+  EXPECT_EQ(busy.executor.stats().direct, 0u);
+  EXPECT_EQ(busy.small.get(), Floats{0.0f});
+}
+
+// A batch that fails on the device fails the lane's request alone, with the batch's error, and
+// the executor recovers the device as for any batch.
+TEST(DirectLane, AFailedBatchFailsItsRequestWithTheDevicesError) {
+  BusyExecutor busy;
+  busy.device->fail_next_wait(ErrorCode::device_lost, 1);
+  std::future<Floats> large;
+  std::thread t([&] { large = busy.executor.handle().relu(large_input(-1.0f)); });
+  ASSERT_TRUE(busy.device->wait_for_submits_entered(2, 30s));
+  busy.device->resume();
+  t.join();
+  ASSERT_EQ(large.wait_for(0s), std::future_status::ready);
+  std::vector<ErrorCode> codes;
+  for (auto* f : {&large, &busy.small}) {
+    try {
+      f->get();
+    } catch (const Error& e) {
+      codes.push_back(e.code());
+    }
+  }
+  ASSERT_EQ(codes.size(), 1u) << "one of the two batches met the injected fault";
+  EXPECT_EQ(codes[0], ErrorCode::device_lost);
+  EXPECT_GE(busy.device->recoveries(), 1);
+  const Stats s = busy.executor.stats();
+  EXPECT_EQ(s.completed + s.device_errors, 2u);
+}
+
+// shutdown() waits for a request in the lane; one made after shutdown began is refused.
+TEST(DirectLane, ShutdownWaitsForTheLaneAndRefusesLaterRequests) {
+  BusyExecutor busy;
+  std::future<Floats> large;
+  std::thread t([&] { large = busy.executor.handle().relu(large_input(2.0f)); });
+  ASSERT_TRUE(busy.device->wait_for_submits_entered(2, 30s));
+  std::atomic<bool> shut{false};
+  std::thread s([&] {
+    busy.executor.shutdown(ShutdownMode::drain);
+    shut = true;
+  });
+  std::this_thread::sleep_for(30ms);
+  EXPECT_FALSE(shut.load()) << "shutdown waits for both requests";
+  busy.device->resume();
+  t.join();
+  s.join();
+  EXPECT_EQ(large.get(), large_input(2.0f));
+  auto late = busy.executor.handle().relu(large_input(1.0f));
+  try {
+    late.get();
+    ADD_FAILURE() << "a request after shutdown was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::shut_down);
+  }
+}
+
+// Many callers mixing large and small requests against a device that takes its time: every
+// result is right, every future resolves, and the counts add up (TSan runs this in CI).
+TEST(DirectLane, ManyCallersMixingLargeAndSmallRequestsGetEveryResult) {
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 200us});
+  BatchConfig config = BatchConfig::adaptive();
+  config.direct_bytes = 64 << 10;  // 16,384 floats and up
+  BatchExecutor executor(device, config);
+  constexpr int kThreads = 8, kEach = 40;
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      auto gpu = executor.handle();
+      std::vector<std::pair<Floats, std::future<Floats>>> pending;
+      for (int i = 0; i < kEach; ++i) {
+        Floats x = random_floats(i % 3 == 0 ? 20'000 : 64, rng);
+        auto f = gpu.relu(x);
+        pending.emplace_back(std::move(x), std::move(f));
+      }
+      for (auto& [x, f] : pending)
+        if (f.get() != relu_of(x)) ++wrong;
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.completed, std::uint64_t{kThreads * kEach});
+  EXPECT_EQ(s.submitted, std::uint64_t{kThreads * kEach});
+  EXPECT_EQ(s.queue_depth, 0u);
+  EXPECT_LE(s.direct, std::uint64_t{kThreads * ((kEach + 2) / 3)});
+  EXPECT_GT(s.direct, 0u) << "a burst of callers keeps the executor busy: large ones take the lane";
+}
+
+// A device of host cores (lavapipe) keeps its large requests batched: the device's work on those
+// cores, not the strand's copy, is what limits them there. GPUBATCH_HOST_DIRECT=on lifts that.
+TEST(DirectLane, IsOffOnADeviceOfHostCoresUnlessAsked) {
+  for (const char* env : {"", "on"}) {
+    EnvGuard guard("GPUBATCH_HOST_DIRECT", env);
+    auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.host_cpu = true});
+    BatchExecutor executor(device, BatchConfig::adaptive());
+    device->pause();
+    auto small = executor.handle().relu({1.0f});
+    ASSERT_TRUE(device->wait_for_inflight(1, 30s));
+    std::future<Floats> large;
+    std::thread t([&] { large = executor.handle().relu(large_input(1.0f)); });
+    ASSERT_TRUE(device->wait_for_submits_entered(2, 30s));
+    device->resume();
+    t.join();
+    EXPECT_EQ(large.get(), large_input(1.0f));
+    EXPECT_EQ(executor.stats().direct, *env ? 1u : 0u) << "GPUBATCH_HOST_DIRECT='" << env << "'";
+  }
+}
+
+}  // namespace
+}  // namespace gpubatch::testing

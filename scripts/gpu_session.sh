@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1405,6 +1405,47 @@ if on direct; then
     load di-lonebig-prev-$rep gpubatch-load-prev $lonebig
     load di-bighost-$rep gpubatch-load $big --host-buffers
     load di-bighost-off-$rep env GPUBATCH_DIRECT_BYTES=0 -- gpubatch-load $big --host-buffers
+  done
+fi
+
+# The direct lane's final build (fifth session of 2026-11-26) beside the lane off and the previous
+# build (gpubatch-load-prev, e3ca970), interleaved: the large sizes, one caller with 8 in flight,
+# the sizes below the line, and the small end that must not move.
+if on directfinal; then
+  big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 6000"
+  half="--threads 16 --inflight 8 --op relu --size 524288 --requests 12000"
+  mid="--threads 16 --inflight 8 --op relu --size 65536 --requests 60000"
+  one="--threads 1 --inflight 8 --op relu --size 1048576 --requests 1500"
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  for rep in 1 2; do
+    for size in big half; do
+      load df-$size-$rep gpubatch-load ${!size}
+      load df-$size-off-$rep env GPUBATCH_DIRECT_BYTES=0 -- gpubatch-load ${!size}
+      load df-$size-prev-$rep gpubatch-load-prev ${!size}
+      load df-$size-unb-$rep gpubatch-load ${!size} --unbatched
+    done
+    for size in one mid lone crowd; do
+      load df-$size-$rep gpubatch-load ${!size}
+      load df-$size-prev-$rep gpubatch-load-prev ${!size}
+    done
+  done
+fi
+
+# The final direct lane (its waits nap again; fifth session of 2026-11-26): the large sizes
+# beside the lane off and the unbatched path, and one caller with 8 in flight, interleaved.
+if on directcheck; then
+  big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 6000"
+  half="--threads 16 --inflight 8 --op relu --size 524288 --requests 12000"
+  one="--threads 1 --inflight 8 --op relu --size 1048576 --requests 1500"
+  for rep in 1 2; do
+    for size in big half; do
+      load dc-$size-$rep gpubatch-load ${!size}
+      load dc-$size-off-$rep env GPUBATCH_DIRECT_BYTES=0 -- gpubatch-load ${!size}
+      load dc-$size-unb-$rep gpubatch-load ${!size} --unbatched
+    done
+    load dc-one-$rep gpubatch-load $one
+    load dc-one-off-$rep env GPUBATCH_DIRECT_BYTES=0 -- gpubatch-load $one
   done
 fi
 

@@ -42,7 +42,7 @@ bool ExecutorCore::try_direct(const Request& request, Completion& completion, Cl
   if (!inflight) return give_back();
   direct_stats_.accepted.fetch_add(1, std::memory_order_relaxed);
   // The request stays the caller's (it lives until this call returns); the batch's watchdog.
-  await_lane(request, completion, now, inflight, watchdog_, true, "a large request's own batch", direct_stats_);
+  await_lane(request, completion, now, inflight, watchdog_, "a large request's own batch", direct_stats_);
   return true;
 }
 

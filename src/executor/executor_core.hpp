@@ -399,8 +399,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   struct LaneStats;
   // Waits for a lane's request (`what` names the lane in errors), then counts and resolves it.
   void await_lane(const Request& request, Completion& completion, Clock::time_point enqueued,
-                  std::unique_ptr<InFlightBatch>& inflight, Clock::duration limit, bool block,
-                  const char* what, LaneStats& stats) noexcept;
+                  std::unique_ptr<InFlightBatch>& inflight, Clock::duration limit, const char* what,
+                  LaneStats& stats) noexcept;
 
   // ---- shutdown ----
   void maybe_done();

@@ -157,16 +157,20 @@ void ExecutorCore::resident_loop() {
 // backstop for a device without one.
 void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
   await_lane(e.request, e.completion, e.enqueued, e.inflight,
-             2 * std::chrono::duration_cast<Clock::duration>(config_.batch_timeout), false,
-             "the resident kernel", resident_stats_);
+             2 * std::chrono::duration_cast<Clock::duration>(config_.batch_timeout), "the resident kernel",
+             resident_stats_);
 }
 
-// Waits for one lane request (`block`: in the driver; else a 1 ms blocking slice, then 50 us naps
-// between looks, so that a stalled ring costs little CPU; shutdown(cancel) and the `limit` from
-// its arrival are looked at between them), then resolves it. device_lost goes through the recovery batches use.
+// Waits for one lane request (a 1 ms blocking slice, then 50 us naps between looks; shutdown
+// (cancel) and the `limit` from its arrival are looked at between them), then resolves it. The
+// naps are on purpose for the direct lane too: with a blocking wait for the whole of a
+// 1,048,576-float request's batch, 16 callers used 5.4-5.9 ms of CPU per request against 4.7-5.1
+// with the naps (the driver's wait spins), and moved 10.0-10.4 GB/s against 11.8-13.2 (H100,
+// BENCHMARKS.md fifth session of 2026-11-26, calls 8 and 9). device_lost goes through the
+// recovery batches use.
 void ExecutorCore::await_lane(const Request& request, Completion& completion, Clock::time_point enqueued,
                               std::unique_ptr<InFlightBatch>& inflight, Clock::duration limit,
-                              bool block, const char* what, LaneStats& st) noexcept {
+                              const char* what, LaneStats& st) noexcept {
   std::exception_ptr error;
   bool served = false;
   bool cancelled = false;
@@ -176,15 +180,7 @@ void ExecutorCore::await_lane(const Request& request, Completion& completion, Cl
   try {
     for (;;) {
       const bool cancel = cancel_.load(std::memory_order_acquire);
-      // A device batch is waited for in the driver (slices of up to 100 ms, so that the limit is
-      // looked at); the ring's done word is looked at every 50 us after a first 1 ms.
-      const auto slice = cancel ? std::chrono::nanoseconds(0)
-                         : block ? std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                       std::clamp<Clock::duration>(until - Clock::now(), Clock::duration::zero(),
-                                                                   std::chrono::milliseconds(100)))
-                         : first ? std::chrono::nanoseconds(std::chrono::milliseconds(1))
-                                 : std::chrono::nanoseconds(0);
-      if (inflight->wait_for(slice)) {
+      if (inflight->wait_for(cancel || !first ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1))) {
         inflight->take_result(0, result);
         served = true;
         break;
@@ -198,7 +194,7 @@ void ExecutorCore::await_lane(const Request& request, Completion& completion, Cl
       if (Clock::now() >= until)
         throw Error(ErrorCode::device_lost, std::string(what) + " did not answer within " +
                                                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(limit).count()) + " ms");
-      if (!first && !block) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (!first) std::this_thread::sleep_for(std::chrono::microseconds(50));
       first = false;
     }
   } catch (...) {

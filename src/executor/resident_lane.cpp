@@ -164,9 +164,9 @@ void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
 // Waits for one lane request (a 1 ms blocking slice, then 50 us naps between looks; shutdown
 // (cancel) and the `limit` from its arrival are looked at between them), then resolves it. The
 // naps are on purpose for the direct lane too: with a blocking wait for the whole of a
-// 1,048,576-float request's batch, 16 callers used 5.4-5.9 ms of CPU per request against 4.7-5.1
+// 1,048,576-float request's batch, 16 callers used 5.4-5.9 ms of CPU per request against 4.6-5.1
 // with the naps (the driver's wait spins), and moved 10.0-10.4 GB/s against 11.8-13.2 (H100,
-// BENCHMARKS.md fifth session of 2026-11-26, calls 8 and 9). device_lost goes through the
+// BENCHMARKS.md fifth session of 2026-11-26, calls 8-10). device_lost goes through the
 // recovery batches use.
 void ExecutorCore::await_lane(const Request& request, Completion& completion, Clock::time_point enqueued,
                               std::unique_ptr<InFlightBatch>& inflight, Clock::duration limit,

@@ -436,7 +436,7 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
     }
     if (resident_on_ && options.priority == 0 && try_resident(request, completion, now)) return;
     if (config_.direct_bytes != 0 && bytes >= config_.direct_bytes && options.priority == 0 &&
-        deadline == Clock::time_point::max() && direct_lane_ && returns_future(completion) &&
+        deadline == Clock::time_point::max() && direct_lane_ && (returns_future(completion) || caller_waits()) &&
         try_direct(request, completion, now))
       return;
     const bool future_call = bytes <= kLoneFutureBytes && returns_future(completion);

@@ -392,8 +392,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void wake_resident_locked();  // under shutdown_mutex_ via stop_threads_locked()
 
   // ---- the direct lane (src/executor/direct_lane.cpp; DESIGN.md "Large requests") ----
-  // Producer: a std::future's request of at least BatchConfig::direct_bytes, made while the
-  // executor is busy, is submitted alone by the caller's thread, awaited and resolved there;
+  // Producer: a std::future's (or handle.run()'s) request of at least BatchConfig::direct_bytes,
+  // made while the executor is busy, is submitted alone by the caller's thread, awaited and resolved there;
   // true when done so (the completion resolved), false: batch it as usual.
   bool try_direct(const Request& request, Completion& completion, Clock::time_point now) noexcept;
   struct LaneStats;

@@ -69,7 +69,8 @@ TEST(DirectLane, ALargeFutureOfABusyExecutorRunsOnItsCallersThreadAndComesBackRe
 }
 
 // The request goes through the strand when: the lane is off, the executor is idle, the request
-// is below the line, carries a deadline or a priority, or is a completion handler's.
+// is below the line, carries a deadline or a priority, or is a completion handler's (other than
+// handle.run()'s, whose caller waits).
 TEST(DirectLane, EverythingElseTakesTheBatchedPath) {
   auto via_strand = [](BusyExecutor& busy, auto submit) {
     const std::size_t before = busy.device->submit_threads().size();
@@ -261,6 +262,23 @@ TEST(DirectLane, IsOffOnADeviceOfHostCoresUnlessAsked) {
     EXPECT_EQ(large.get(), large_input(1.0f));
     EXPECT_EQ(executor.stats().direct, *env ? 1u : 0u) << "GPUBATCH_HOST_DIRECT='" << env << "'";
   }
+}
+
+// handle.run() waits for its result anyway: its large request takes the lane too.
+TEST(DirectLane, ASynchronousRunTakesTheLaneToo) {
+  BusyExecutor busy;
+  std::thread::id caller;
+  Result result;
+  std::thread t([&] {
+    caller = std::this_thread::get_id();
+    result = busy.executor.handle().run(Request::unary(Op::relu, large_input(-3.0f)));
+  });
+  ASSERT_TRUE(busy.device->wait_for_submits_entered(2, 30s));
+  busy.device->resume();
+  t.join();
+  EXPECT_EQ(busy.device->submit_threads().at(1), caller);
+  EXPECT_EQ(result.values, relu_of(large_input(-3.0f)));
+  EXPECT_EQ(busy.executor.stats().direct, 1u);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1446,6 +1446,21 @@ if on directcheck; then
     done
     load dc-one-$rep gpubatch-load $one
     load dc-one-off-$rep env GPUBATCH_DIRECT_BYTES=0 -- gpubatch-load $one
+  done
+fi
+
+# Where the direct lane's line should fall (fifth session of 2026-11-26): 262,144 and 131,072
+# floats (2 MiB and 1 MiB of input and output, below the default 4 MiB) with the line lowered
+# to 1 MiB, beside the default and the unbatched path, interleaved.
+if on directline; then
+  q="--threads 16 --inflight 8 --op relu --size 262144 --requests 24000"
+  e="--threads 16 --inflight 8 --op relu --size 131072 --requests 48000"
+  for rep in 1 2; do
+    for size in q e; do
+      load dl-$size-$rep gpubatch-load ${!size}
+      load dl-$size-line1m-$rep env GPUBATCH_DIRECT_BYTES=1048576 -- gpubatch-load ${!size}
+      load dl-$size-unb-$rep gpubatch-load ${!size} --unbatched
+    done
   done
 fi
 

@@ -21,25 +21,11 @@ bool ExecutorCore::try_direct(const Request& request, Completion& completion, Cl
   // Busy: a batch on the device or requests waiting for the strand.
   if (inflight_slots_.load(std::memory_order_relaxed) == 0 && queue_.pushed_approx() == queue_.popped_approx())
     return false;
-  // Counted before the look at resident_closed_ (both seq_cst): either shutdown sees this
-  // request unresolved and waits for it, or this producer sees the shutdown and batches it
-  // (where the closed queue refuses it).
-  unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
-  auto give_back = [this] {
-    unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
-    maybe_done();
-    return false;
-  };
-  if (resident_closed_.load(std::memory_order_seq_cst)) return give_back();
-  std::unique_ptr<InFlightBatch> inflight;
-  try {
+  std::unique_ptr<InFlightBatch> inflight = lane_submit([&] {
     const Request* one[] = {&request};
-    inflight = device_->submit(one);
-  } catch (...) {
-    inflight.reset();  // the batched path meets the device's trouble (out of memory, a lost
-                       // device) and handles it: splitting, recovery, a typed error
-  }
-  if (!inflight) return give_back();
+    return device_->submit(one);
+  });
+  if (!inflight) return false;
   direct_stats_.accepted.fetch_add(1, std::memory_order_relaxed);
   // The request stays the caller's (it lives until this call returns); the batch's watchdog.
   await_lane(request, completion, now, inflight, watchdog_, "a large request's own batch", direct_stats_);

@@ -397,6 +397,28 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // true when done so (the completion resolved), false: batch it as usual.
   bool try_direct(const Request& request, Completion& completion, Clock::time_point now) noexcept;
   struct LaneStats;
+  // A lane's submission (resident_lane.cpp, direct_lane.cpp). The request counts as unresolved
+  // before the look at resident_closed_ (both seq_cst): either shutdown sees it and waits for it,
+  // or this producer sees the shutdown and batches it (where the closed queue refuses it). Null,
+  // with nothing counted, when shutdown began or `submit` gave no batch or threw: the batched
+  // path then meets the device's trouble (out of memory, a lost device) and handles it.
+  template <typename Submit>
+  std::unique_ptr<InFlightBatch> lane_submit(Submit&& submit) noexcept {
+    unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
+    std::unique_ptr<InFlightBatch> inflight;
+    if (!resident_closed_.load(std::memory_order_seq_cst)) {
+      try {
+        inflight = submit();
+      } catch (...) {
+        inflight.reset();
+      }
+    }
+    if (!inflight) {
+      unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
+      maybe_done();
+    }
+    return inflight;
+  }
   // Waits for a lane's request (`what` names the lane in errors), then counts and resolves it.
   void await_lane(const Request& request, Completion& completion, Clock::time_point enqueued,
                   std::unique_ptr<InFlightBatch>& inflight, Clock::duration limit, const char* what,

@@ -73,23 +73,8 @@ bool ExecutorCore::try_resident(Request& request, Completion& completion, Clock:
   if (queue_.pushed_approx() != queue_.popped_approx()) return false;
   for (const auto& q : upper_queues_)
     if (q->pushed_approx() != q->popped_approx()) return false;
-  // Counted before the look at resident_closed_ (both seq_cst): either shutdown sees this
-  // request unresolved and waits for it, or this producer sees the shutdown and batches it
-  // (where the closed queue refuses it).
-  unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
-  auto give_back = [this] {
-    unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
-    maybe_done();
-    return false;
-  };
-  if (resident_closed_.load(std::memory_order_seq_cst)) return give_back();
-  std::unique_ptr<InFlightBatch> inflight;
-  try {
-    inflight = device_->try_submit_resident(request);
-  } catch (...) {
-    inflight.reset();  // the batched path meets the device's trouble and reports it
-  }
-  if (!inflight) return give_back();
+  std::unique_ptr<InFlightBatch> inflight = lane_submit([&] { return device_->try_submit_resident(request); });
+  if (!inflight) return false;
   resident_stats_.accepted.fetch_add(1, std::memory_order_relaxed);
   bool wake = false;
   ResidentEntry entry{std::move(request), std::move(completion), now, std::move(inflight)};

@@ -314,7 +314,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
   // host cores (lavapipe) the device's own work on those cores is the limit and the batched path
   // was faster (2 cores, 1,048,576-float relu, --threads 2 --inflight 8: 1.23-1.34 GB/s batched
   // against 1.02-1.25 with the lane, three rounds); GPUBATCH_HOST_DIRECT=on turns it on there.
-  direct_lane_ = device_->inflight_multiplier() == 1 &&
+  direct_lane_ = config_.direct_bytes != 0 && device_->inflight_multiplier() == 1 &&
                  (!device_->runs_on_host_cpu() || env_is("GPUBATCH_HOST_DIRECT", "on"));
   for (std::size_t level = 1; level < config_.priority_levels; ++level)
     upper_queues_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(config_.queue_capacity_of(level)));
@@ -435,8 +435,8 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       return;
     }
     if (resident_on_ && options.priority == 0 && try_resident(request, completion, now)) return;
-    if (config_.direct_bytes != 0 && bytes >= config_.direct_bytes && options.priority == 0 &&
-        deadline == Clock::time_point::max() && direct_lane_ && (returns_future(completion) || caller_waits()) &&
+    if (direct_lane_ && bytes >= config_.direct_bytes && options.priority == 0 &&
+        deadline == Clock::time_point::max() && (returns_future(completion) || caller_waits()) &&
         try_direct(request, completion, now))
       return;
     const bool future_call = bytes <= kLoneFutureBytes && returns_future(completion);

@@ -603,9 +603,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
 
   // Resident mode. resident_on_ is set by start() before any producer can see the executor.
   bool resident_on_ = false;
-  // Large requests may take the direct lane: a device of its own (not a device set, which places
-  // parts on its members from the strand), and not one of host cores unless GPUBATCH_HOST_DIRECT
-  // = on. Set by the constructor.
+  // Large requests may take the direct lane: direct_bytes is not 0, a device of its own (not a
+  // device set, which places parts on its members from the strand), and not one of host cores
+  // unless GPUBATCH_HOST_DIRECT = on. Set by the constructor.
   bool direct_lane_ = false;
   std::atomic<bool> resident_closed_{false};  // shutdown began: producers batch instead
   std::mutex resident_mutex_;

@@ -4,7 +4,6 @@
 // order and resolves their futures. Everything else takes the batched path at the same time.
 #include <pthread.h>
 
-#include <algorithm>
 #include <string>
 #include <utility>
 

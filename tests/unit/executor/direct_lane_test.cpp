@@ -16,6 +16,7 @@
 #include "gpubatch/error.hpp"
 #include "gpubatch/executor.hpp"
 #include "gpubatch/reference.hpp"
+#include "gpubatch/stats.hpp"
 #include "test_util.hpp"
 
 namespace gpubatch::testing {
@@ -66,6 +67,7 @@ TEST(DirectLane, ALargeFutureOfABusyExecutorRunsOnItsCallersThreadAndComesBackRe
   EXPECT_EQ(s.submitted, 2u);
   EXPECT_EQ(s.queue_depth, 0u);
   EXPECT_EQ(s.batches, 1u) << "the lane's request is no batch of the strand's";
+  EXPECT_NE(to_prometheus(s).find("gpubatch_direct_requests_total 1"), std::string::npos);
 }
 
 // The request goes through the strand when: the lane is off, the executor is idle, the request

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1461,6 +1461,79 @@ if on directline; then
       load dl-$size-line1m-$rep env GPUBATCH_DIRECT_BYTES=1048576 -- gpubatch-load ${!size}
       load dl-$size-unb-$rep gpubatch-load ${!size} --unbatched
     done
+  done
+fi
+
+# Is one strand the crowd's cap (third session of 2026-11-27)? The crowd with its threads' CPU
+# weighed (bench/thread_cpu.py), beside two processes of 8 callers each on the same GPU at once
+# (two executors, two strands: their summed rate is what a second strand could reach), and one
+# perf profile by thread name (when .gpu/bin/perf is bundled).
+if on crowdsplit; then
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  half="--threads 8 --inflight 1024 --requests 2000000 --op relu --size 256"
+  for rep in 1 2 3; do
+    python3 bench/thread_cpu.py --json-out "$out/threads-crowd-$rep.json" -- "$run" gpubatch-load $crowd --json \
+      2>> "$out/log.txt" | tail -1 | sed "s/^{/{\"name\": \"crowd-$rep\", /" >> "$out/results.jsonl"
+    for k in a b; do
+      timeout 90 "$run" gpubatch-load $half --json 2>> "$out/log.txt" | tail -1 \
+        | sed "s/^{/{\"name\": \"pair$k-$rep\", /" > "$out/pair$k.json" &
+    done
+    wait
+    cat "$out/paira.json" "$out/pairb.json" >> "$out/results.jsonl"
+  done
+  if have perf; then
+    timeout 120 "$run" perf record -F 2999 -g -o "$out/crowd.data" -- "$PWD/$run" gpubatch-load $crowd > "$out/perf-crowd-run.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/crowd.data" --no-children --sort comm -g none > "$out/perf-comm.txt" 2>&1
+    for c in gpubatch-strand gpubatch-done gpubatch-load; do
+      timeout 120 "$run" perf report -i "$out/crowd.data" --comm $c --no-children --sort dso,sym -g none \
+        --percent-limit 0.2 > "$out/perf-$c.txt" 2>&1
+    done
+    rm -f "$out/crowd.data"
+  fi
+fi
+
+# Where a lone large request from vectors spends its time (third session of 2026-11-27): a
+# traced run (GPU timestamps on) beside untraced runs from vectors, from HostBuffers and
+# unbatched, at 4,194,304 and 1,048,576 floats.
+if on lonebig; then
+  for n in 4194304 1048576; do
+    lone="--threads 1 --inflight 1 --op relu --size $n --requests 300"
+    load lb-$n-trace env GPUBATCH_TRACE=$out/trace-lone-$n.json GPUBATCH_GPU_TIMESTAMPS=on -- gpubatch-load $lone
+    [ -f "$out/trace-lone-$n.json" ] && python3 bench/trace_batches.py "$out/trace-lone-$n.json" > "$out/trace-lone-$n.txt" 2>&1
+    rm -f "$out/trace-lone-$n.json"
+    for rep in 1 2; do
+      load lb-$n-vec-$rep gpubatch-load $lone
+      load lb-$n-sync-$rep gpubatch-load --sync $lone
+      load lb-$n-host-$rep gpubatch-load --host-buffers $lone
+      load lb-$n-unb-$rep gpubatch-load --unbatched $lone
+    done
+  done
+fi
+
+# Large results copied out by several threads (third session of 2026-11-27): this build beside
+# the previous one, interleaved, for a lone large request (future and --sync), 16 callers of
+# 1,048,576 floats, and the 256-float crowd; one traced lone run of this build.
+if on bigout; then
+  for n in 4194304 1048576; do
+    lone="--threads 1 --inflight 1 --op relu --size $n --requests 300"
+    for rep in 1 2 3; do
+      load bo-$n-vec-$rep gpubatch-load $lone
+      load bo-$n-vec-prev-$rep gpubatch-load-prev $lone
+      load bo-$n-sync-$rep gpubatch-load --sync $lone
+      load bo-$n-sync-prev-$rep gpubatch-load-prev --sync $lone
+    done
+    load bo-$n-unb gpubatch-load --unbatched $lone
+    load bo-$n-trace env GPUBATCH_TRACE=$out/trace-bo-$n.json GPUBATCH_GPU_TIMESTAMPS=on -- gpubatch-load $lone
+    [ -f "$out/trace-bo-$n.json" ] && python3 bench/trace_batches.py "$out/trace-bo-$n.json" > "$out/trace-bo-$n.txt" 2>&1
+    rm -f "$out/trace-bo-$n.json"
+  done
+  big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 3000"
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  for rep in 1 2; do
+    load bo-big-$rep gpubatch-load $big
+    load bo-big-prev-$rep gpubatch-load-prev $big
+    load bo-crowd-$rep gpubatch-load $crowd
+    load bo-crowd-prev-$rep gpubatch-load-prev $crowd
   done
 fi
 

@@ -21,6 +21,8 @@
 
 namespace gpubatch::detail {
 
+class ParallelRunner;  // below
+
 // One submitted batch. Owned by the executor until every result has been taken.
 class InFlightBatch {
  public:
@@ -37,6 +39,12 @@ class InFlightBatch {
   // different indices). By then the requests are the caller's again: it may have moved their
   // input buffers into `out`, so take_result must not read them.
   virtual void take_result(std::size_t index, Result& out) = 0;
+  // The same, free to spread a large result's copy over `parallel` (the executor lends its
+  // completion threads). A device that has nothing to spread takes it alone.
+  virtual void take_result(std::size_t index, Result& out, ParallelRunner& parallel) {
+    (void)parallel;
+    take_result(index, out);
+  }
   // Device execution time of the batch when the device measures it, else negative.
   virtual std::chrono::nanoseconds device_time() const { return std::chrono::nanoseconds(-1); }
   // For a watchdog's message: where the device stands with this unfinished batch (for Vulkan,

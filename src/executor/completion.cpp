@@ -54,20 +54,24 @@ void ExecutorCore::return_batch_to_pool(std::unique_ptr<Batch> batch) {
   if (pool_.size() < 2 * max_inflight_ + 2) pool_.push_back(std::move(batch));
 }
 
-// The strand runs parts itself too, so it never waits for a part nobody has claimed: a completion
-// thread that is waiting for the device simply does not help.
+// Owners: the strand (a batch's copies into staging) and any thread taking a batch's results (a
+// large result's copy out of readback: a completion thread, or a caller completing its own batch).
+// One job is published at a time; an owner that finds another's job there runs its parts alone.
+// The owner runs parts itself too, so it never waits for a part nobody has claimed: a completion
+// thread that is waiting for the device, or busy with a batch, simply does not help.
 void ExecutorCore::run_parallel(std::size_t parts, const std::function<void(std::size_t)>& work) {
-  if (parts <= 1 || config_.completion_threads == 0) {
-    for (std::size_t i = 0; i < parts; ++i) work(i);
-    return;
-  }
   ParallelJob job;
   job.work = &work;
   job.parts = parts;
   job.left.store(parts, std::memory_order_relaxed);
-  {
+  bool published = false;
+  if (parts > 1 && config_.completion_threads != 0) {
     std::lock_guard<std::mutex> lock(inflight_mutex_);
-    parallel_job_ = &job;
+    if (parallel_job_ == nullptr) parallel_job_ = &job, published = true;
+  }
+  if (!published) {
+    for (std::size_t i = 0; i < parts; ++i) work(i);
+    return;
   }
   inflight_cv_.notify_all();
   for (;;) {
@@ -76,7 +80,7 @@ void ExecutorCore::run_parallel(std::size_t parts, const std::function<void(std:
       std::lock_guard<std::mutex> lock(inflight_mutex_);
       if (job.next == job.parts) break;
       part = job.next++;
-      if (job.next == job.parts) parallel_job_ = nullptr;
+      if (job.next == job.parts) parallel_job_ = nullptr;  // still ours: only its last claim clears it
     }
     work(part);
     job.left.fetch_sub(1, std::memory_order_release);
@@ -209,7 +213,7 @@ void ExecutorCore::take_chunk_results(Batch& b, std::size_t first, std::size_t l
       r.values.clear();
       r.states.clear();
       reuse_input_buffer(b.items[i].request, r);
-      b.inflight->take_result(i, r);
+      b.inflight->take_result(i, r, helpers_);
     } catch (...) {
       errors.emplace_back(i, fresh_current_exception());
       r = Result{};

@@ -92,10 +92,11 @@ class SetBatch final : public InFlightBatch {
   bool wait_for(std::chrono::nanoseconds timeout) override { return advance(timeout, false); }
   bool poll() override { return advance(std::chrono::nanoseconds(0), true); }
 
-  void take_result(std::size_t index, Result& out) override {
+  void take_result(std::size_t index, Result& out) override { take_result(index, out, inline_runner()); }
+  void take_result(std::size_t index, Result& out, ParallelRunner& parallel) override {
     Part& p = parts_.size() == 1 ? parts_.front() : parts_[part_of_.at(index)];
     if (p.error) std::rethrow_exception(p.error);
-    p.inflight->take_result(parts_.size() == 1 ? index : local_of_[index], out);
+    p.inflight->take_result(parts_.size() == 1 ? index : local_of_[index], out, parallel);
   }
 
   std::chrono::nanoseconds device_time() const override {

@@ -109,8 +109,9 @@ ExecutorCore* this_thread_core() noexcept;
 // Makes this thread count as `core`'s (or none) for a while; returns what it was.
 ExecutorCore* exchange_thread_core(ExecutorCore* core) noexcept;
 
-// A job the strand spreads over the completion threads (ParallelRunner): parts are claimed under
-// inflight_mutex_; `left` counts those not yet finished.
+// A job the strand (or a thread taking large results) spreads over the completion threads
+// (ParallelRunner, ExecutorCore::run_parallel): parts are claimed under inflight_mutex_; `left`
+// counts those not yet finished.
 struct ParallelJob {
   const std::function<void(std::size_t)>* work = nullptr;
   std::size_t parts = 0;
@@ -323,10 +324,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::uint64_t wake_position() const noexcept;
   static constexpr std::uint64_t kNever = ~std::uint64_t{0};
 
-  // ---- the strand's helpers: completion threads run parts of its device work ----
-  class StrandRunner final : public ParallelRunner {
+  // ---- helpers: completion threads run parts of the strand's device work and of large results ----
+  class HelperRunner final : public ParallelRunner {
    public:
-    explicit StrandRunner(ExecutorCore& core) : core_(core) {}
+    explicit HelperRunner(ExecutorCore& core) : core_(core) {}
     std::size_t width() const override { return core_.config_.completion_threads + 1; }
     void run(std::size_t parts, const std::function<void(std::size_t)>& work) override {
       core_.run_parallel(parts, work);
@@ -515,8 +516,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::condition_variable inflight_cv_;
   std::deque<std::unique_ptr<Batch>> inflight_queue_;  // submitted, not yet waited for
   std::deque<Batch*> ready_;  // finished, with chunks not yet claimed (owned by their chunks)
-  ParallelJob* parallel_job_ = nullptr;  // the strand's, while it has parts not yet claimed
-  StrandRunner strand_runner_{*this};
+  ParallelJob* parallel_job_ = nullptr;  // one owner's, while it has parts not yet claimed
+  HelperRunner helpers_{*this};  // the strand's copies in, large results' copies out
   std::size_t awaiting_ = 0;  // completion threads waiting for the device (<= await_width_)
   // The previous batch's completion (Clock ticks): a batch's service time starts at its
   // submission or there, whichever is later.

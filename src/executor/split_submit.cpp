@@ -40,13 +40,14 @@ class SplitInFlight final : public InFlightBatch {
     return true;
   }
 
-  void take_result(std::size_t index, Result& out) override {
+  void take_result(std::size_t index, Result& out) override { take_result(index, out, inline_runner()); }
+  void take_result(std::size_t index, Result& out, ParallelRunner& parallel) override {
     auto it = std::upper_bound(parts_.begin(), parts_.end(), index,
                                [](std::size_t i, const Part& p) { return i < p.first; });
     if (it == parts_.begin()) throw Error(ErrorCode::internal, "split batch: no such request");
     Part& p = *--it;
     if (p.error) std::rethrow_exception(p.error);
-    p.inflight->take_result(index - p.first, out);
+    p.inflight->take_result(index - p.first, out, parallel);
   }
 
   std::chrono::nanoseconds device_time() const override {

@@ -16,6 +16,7 @@
 #include "gpu/host_memory.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/memory.hpp"
+#include "gpu/parallel_copy.hpp"
 #include "gpu/recorder.hpp"
 #include "gpu/transfer_path.hpp"
 #include "gpu/vk_check.hpp"
@@ -177,7 +178,14 @@ class VulkanInFlight final : public detail::InFlightBatch {
     return wait_for(std::chrono::nanoseconds(0));
   }
 
-  void take_result(std::size_t index, Result& out) override {
+  void take_result(std::size_t index, Result& out) override { take_result(index, out, detail::inline_runner()); }
+
+  // A large float result that lands in a buffer of its own size (the executor hands over the
+  // request's input vector: element-wise ops, chains) is copied in parts over `parallel`'s
+  // threads: one thread's copy out of readback took 1.75 ms of a lone 4,194,304-float request's
+  // 3.3 ms on the H100 (trace, BENCHMARKS.md third session of 2026-11-27). Anything else is
+  // assigned in one pass.
+  void take_result(std::size_t index, Result& out, detail::ParallelRunner& parallel) override {
     const plan::OutputSlot& slot = frame_->plan.outputs().at(index);
     if (slot.error) std::rethrow_exception(slot.error);
     if (slot.host) {  // the values are in the request's host_result already
@@ -192,7 +200,11 @@ class VulkanInFlight final : public detail::InFlightBatch {
       out.states.assign(from, from + slot.bytes);
     } else {
       const auto* from = reinterpret_cast<const float*>(src);
-      out.values.assign(from, from + slot.bytes / sizeof(float));
+      const std::size_t n = slot.bytes / sizeof(float);
+      if (n >= kParallelCopyBytes / sizeof(float) && out.values.size() == n && parallel.width() > 1)
+        split_copy(out.values.data(), from, slot.bytes, parallel);
+      else
+        out.values.assign(from, from + n);
     }
   }
 

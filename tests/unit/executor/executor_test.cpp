@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -398,6 +399,26 @@ TEST(BatchExecutor, ALargeBatchIsResolvedInChunksByEveryCompletionThread) {
   EXPECT_EQ(s.completed, 1000u - 11u);
   EXPECT_EQ(s.device_errors, 11u);
   EXPECT_EQ(s.end_to_end.count, 1000u) << "every chunk records its requests";
+}
+
+TEST(BatchExecutor, IdleCompletionThreadsHelpTakeALargeResult) {
+  // A lone request's result is taken by one thread; the device may spread its copy over the
+  // runner it is given (VulkanInFlight: a large result out of readback). Here each take runs 4
+  // parts of 20 ms: the other completion threads, idle, take some of them.
+  FakeDevice::Options options;
+  options.result_parts = 4;
+  options.result_part_sleep = 20ms;
+  auto device = std::make_shared<FakeDevice>(options);
+  BatchConfig config = BatchConfig::adaptive();
+  config.completion_threads = 4;
+  BatchExecutor executor(device, config);
+  auto gpu = executor.handle();
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(gpu.relu({static_cast<float>(i), -1.0f}).get(), (std::vector<float>{static_cast<float>(i), 0.0f}));
+  EXPECT_EQ(gpu.run(Request::relu({-2.0f, 5.0f})).values, (std::vector<float>{0.0f, 5.0f})) << "a caller taking its own result";
+  const auto widths = device->result_widths(), threads = device->result_threads();
+  ASSERT_EQ(widths.size(), 5u);
+  for (std::size_t w : widths) EXPECT_EQ(w, 5u) << "the completion threads and the taking thread";
+  EXPECT_GT(*std::max_element(threads.begin(), threads.end()), 1u) << "parts ran on more than one thread";
 }
 
 TEST(BatchExecutor, ALargeBatchThatFailsAsAWholeFailsInEveryChunk) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -39,6 +40,10 @@ class FakeDevice : public detail::BatchDevice {
     std::size_t oom_above_requests = std::numeric_limits<std::size_t>::max();
     std::optional<float> oom_marker;
     std::chrono::nanoseconds gpu_time{-1};  // what each batch's device_time() says (-1: unknown)
+    // take_result(i, out, parallel) runs this many parts on `parallel`, each sleeping
+    // result_part_sleep (0: takes results alone), and notes the threads that ran them.
+    std::size_t result_parts = 0;
+    std::chrono::microseconds result_part_sleep{0};
   };
 
   FakeDevice() : FakeDevice(Options{}) {}
@@ -119,6 +124,8 @@ class FakeDevice : public detail::BatchDevice {
     for (const Request* r : requests)
       if (!r->a.empty()) batch->markers_.push_back(r->a[0]);
     batch->gpu_time_ = options_.gpu_time;
+    batch->result_parts_ = options_.result_parts;
+    batch->result_part_sleep_ = options_.result_part_sleep;
     return batch;
   }
 
@@ -239,6 +246,16 @@ class FakeDevice : public detail::BatchDevice {
     std::lock_guard<std::mutex> lock(state_->m);
     return state_->submit_faults;
   }
+  // For each take_result that ran parts (Options::result_parts): the runner's width, and how
+  // many threads ran its parts.
+  std::vector<std::size_t> result_widths() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->result_widths;
+  }
+  std::vector<std::size_t> result_threads() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->result_threads;
+  }
   // Waits until at least n batches were submitted; false on timeout.
   bool wait_for_batches(std::size_t n, std::chrono::milliseconds timeout = std::chrono::seconds(30)) const {
     std::unique_lock<std::mutex> lock(state_->m);
@@ -278,6 +295,7 @@ class FakeDevice : public detail::BatchDevice {
     std::size_t requests_seen = 0;
     std::size_t inflight = 0;
     std::size_t max_inflight = 0;
+    std::vector<std::size_t> result_widths, result_threads;  // per take_result with parts
     std::uint64_t polls = 0;
     std::uint64_t blocking_waits = 0;
     detail::TransferTotals totals;
@@ -330,8 +348,28 @@ class FakeDevice : public detail::BatchDevice {
       out = std::move(results_.at(index));
     }
 
+    void take_result(std::size_t index, Result& out, detail::ParallelRunner& parallel) override {
+      if (result_parts_ != 0) {
+        std::mutex m;
+        std::vector<std::thread::id> threads;
+        const std::function<void(std::size_t)> work = [&](std::size_t) {
+          std::this_thread::sleep_for(result_part_sleep_);
+          std::lock_guard<std::mutex> lock(m);
+          if (std::find(threads.begin(), threads.end(), std::this_thread::get_id()) == threads.end())
+            threads.push_back(std::this_thread::get_id());
+        };
+        parallel.run(result_parts_, work);
+        std::lock_guard<std::mutex> lock(state_->m);
+        state_->result_widths.push_back(parallel.width());
+        state_->result_threads.push_back(threads.size());
+      }
+      take_result(index, out);
+    }
+
     std::chrono::nanoseconds device_time() const override { return gpu_time_; }
     std::chrono::nanoseconds gpu_time_{-1};
+    std::size_t result_parts_ = 0;
+    std::chrono::microseconds result_part_sleep_{0};
     std::vector<float> markers_;  // a[0] of its requests, for hold()
 
    private:

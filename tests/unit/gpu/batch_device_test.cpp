@@ -12,6 +12,7 @@
 #include "gpu/vulkan_batch_device.hpp"
 #include "gpubatch/batch_device.hpp"
 #include "gpubatch/reference.hpp"
+#include "gpubatch/reference.hpp"
 #include "support/random_data.hpp"
 #include "test_device.hpp"
 
@@ -158,6 +159,32 @@ TEST(BatchDevice, InputsCopiedOnSeveralThreadsLandWhereTheyBelong) {
   EXPECT_EQ(runner.parts_run, 4u) << "about 3.5 MB of input: one range per thread";
   ASSERT_TRUE(in_flight->wait_for(std::chrono::seconds(60)));
   ASSERT_TRUE(every_result_matches(*in_flight, requests));
+}
+
+TEST(BatchDevice, LargeResultsCopiedOnSeveralThreadsMatch) {
+  // A result of 1 MiB and more whose buffer already has its size (the executor hands over the
+  // request's input vector) is copied out of readback in parts on the runner's threads; one
+  // landing in an empty buffer, and small ones, are copied whole. Every value must match.
+  Device& device = test_device();
+  std::mt19937 rng(12);
+  std::vector<Request> requests;
+  requests.push_back(Request::relu(random_floats(600001, rng)));
+  requests.push_back(Request::add(random_floats(262144, rng), random_floats(262144, rng)));
+  requests.push_back(chain(random_floats(300000, rng)).relu().scale(2.0f));
+  requests.push_back(Request::relu(random_floats(400000, rng)));  // taken into an empty buffer
+  for (int i = 0; i < 20; ++i) requests.push_back(Request::scale(random_floats(1 + i * 41, rng), 0.5f));
+  std::vector<const Request*> pointers;
+  for (auto& r : requests) pointers.push_back(&r);
+  auto in_flight = device.batch_device()->submit(pointers);
+  ASSERT_TRUE(in_flight->wait_for(std::chrono::seconds(60)));
+  ThreadedRunner runner(4);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    Result out;
+    if (i != 3) out.values.assign(requests[i].a.size(), -1.0f);  // as the input vector handed over
+    in_flight->take_result(i, out, runner);
+    EXPECT_FALSE(reference::check(requests[i], out)) << "request " << i;
+  }
+  EXPECT_EQ(runner.parts_run, 12u) << "the first three results, four parts each";
 }
 
 // GPU timestamps around a batch cost a lone request's round trip (a bottom-of-pipe timestamp

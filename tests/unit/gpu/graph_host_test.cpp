@@ -187,7 +187,8 @@ TEST(GraphHostBuffer, ParallelCopyCopiesEveryByte) {
   gpu::ParallelCopy copier(4);
   std::mt19937 rng(26);
   for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{4096}, gpu::ParallelCopy::kParallelBytes - 1,
-                            gpu::ParallelCopy::kParallelBytes, gpu::ParallelCopy::kParallelBytes * 3 + 13}) {
+                            gpu::ParallelCopy::kParallelBytes, gpu::ParallelCopy::kParallelBytes * 3 + 13,
+                            4 * gpu::ParallelCopy::kMinPartBytes + 3}) {
     std::vector<unsigned char> src(bytes), dst(bytes + 1, 0xab);
     for (auto& b : src) b = static_cast<unsigned char>(rng());
     const auto before = copier.parallel_copies();

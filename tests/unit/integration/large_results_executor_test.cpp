@@ -1,0 +1,84 @@
+// Large results taken in parts by several threads (VulkanInFlight::take_result over the
+// executor's completion threads, ExecutorCore::run_parallel) on the real device, under the
+// validation layer: lone large requests (a completion thread or the caller takes the result,
+// the idle completion threads help), a crowd of them beside small ones (the strand's copies in
+// and the results' copies out want the helpers at once), through futures and handle.run().
+// Every result against the CPU reference.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <future>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "gpubatch/config.hpp"
+#include "gpubatch/device.hpp"
+#include "gpubatch/executor.hpp"
+#include "gpubatch/reference.hpp"
+#include "support/random_data.hpp"
+
+using namespace gpubatch;
+
+namespace {
+
+// Four completion threads also on a device of host cores (lavapipe caps them at half the cores).
+BatchExecutor four_helpers(Device& device) {
+  BatchConfig config = BatchConfig::preset("adaptive");
+  config.completion_threads = 4;
+  ::setenv("GPUBATCH_HOST_THREAD_CAP", "off", 1);
+  BatchExecutor executor(device, config);
+  ::unsetenv("GPUBATCH_HOST_THREAD_CAP");
+  return executor;
+}
+
+TEST(LargeResults, ALoneLargeRequestComesBackWhole) {
+  Device device;
+  BatchExecutor executor = four_helpers(device);
+  ASSERT_EQ(executor.config().completion_threads, 4u);
+  auto gpu = executor.handle();
+  std::mt19937 rng(31);
+  for (std::size_t n : {std::size_t{262144}, std::size_t{262145}, std::size_t{700001}}) {
+    const Request r = Request::unary(Op::gelu, random_floats(n, rng));
+    EXPECT_EQ(reference::check(r, gpu.submit(r).get()), std::nullopt) << n << " floats, future";
+    const Request c = chain(random_floats(n, rng)).relu().scale(0.25f);
+    EXPECT_EQ(reference::check(c, gpu.run(c)), std::nullopt) << n << " floats, run()";
+  }
+}
+
+TEST(LargeResults, ACrowdOfLargeAndSmallRequests) {
+  Device device;
+  BatchExecutor executor = four_helpers(device);
+  constexpr int kThreads = 3, kRounds = 3;
+  std::atomic<int> mismatches{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(700 + t);
+      auto gpu = executor.handle();
+      for (int round = 0; round < kRounds; ++round) {
+        std::vector<Request> requests;
+        requests.push_back(Request::unary(Op::relu, random_floats(300000 + t, rng)));
+        requests.push_back(Request::add(random_floats(270000, rng), random_floats(270000, rng)));
+        for (int i = 0; i < 10; ++i) requests.push_back(Request::unary(Op::relu, random_floats(1 + rng() % 700, rng)));
+        std::vector<std::future<Result>> futures;
+        for (const auto& r : requests) futures.push_back(gpu.submit(r));
+        for (std::size_t i = 0; i < requests.size(); ++i) {
+          try {
+            if (reference::check(requests[i], futures[i].get())) ++mismatches;
+          } catch (const std::exception&) {
+            ++errors;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  executor.shutdown();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(executor.stats().completed, std::uint64_t{kThreads * kRounds * 12});
+}
+
+}  // namespace

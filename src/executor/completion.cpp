@@ -16,10 +16,9 @@
 
 namespace gpubatch::detail {
 
-namespace {
-
 // A request whose result is as large as its first input gets that input's buffer for the result
-// (the device has read the input by now): one allocation and one free fewer per request.
+// (the device has read the input by now): one allocation and one free fewer per request, and a
+// large result is copied into memory that is already the process's (no page faults).
 void reuse_input_buffer(Request& request, Result& result) noexcept {
   if (request.op == Op::interpolate) {
     if (result.states.capacity() == 0 && request.states_a.size() == output_bytes(request))
@@ -28,8 +27,6 @@ void reuse_input_buffer(Request& request, Result& result) noexcept {
     result.values = std::move(request.a);
   }
 }
-
-}  // namespace
 
 
 std::unique_ptr<Batch> ExecutorCore::take_batch_from_pool() {

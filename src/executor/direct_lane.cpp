@@ -17,7 +17,7 @@
 
 namespace gpubatch::detail {
 
-bool ExecutorCore::try_direct(const Request& request, Completion& completion, Clock::time_point now) noexcept {
+bool ExecutorCore::try_direct(Request& request, Completion& completion, Clock::time_point now) noexcept {
   // Busy: a batch on the device or requests waiting for the strand.
   if (inflight_slots_.load(std::memory_order_relaxed) == 0 && queue_.pushed_approx() == queue_.popped_approx())
     return false;

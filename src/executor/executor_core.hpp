@@ -100,6 +100,9 @@ struct Batch {
 void resolve_value(Completion& completion, Result&& result, ExecutorCore* core = nullptr) noexcept;
 void resolve_error(Completion& completion, std::exception_ptr error, bool from_initiation,
                    ExecutorCore* core = nullptr) noexcept;
+// Moves the request's first input into `result` when the result has its size (after the device
+// has read it; completion.cpp).
+void reuse_input_buffer(Request& request, Result& result) noexcept;
 // "relu request (256 floats)"
 std::string describe(const Request& request);
 std::string describe(const RequestShape& shape);
@@ -396,7 +399,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // Producer: a std::future's (or handle.run()'s) request of at least BatchConfig::direct_bytes,
   // made while the executor is busy, is submitted alone by the caller's thread, awaited and resolved there;
   // true when done so (the completion resolved), false: batch it as usual.
-  bool try_direct(const Request& request, Completion& completion, Clock::time_point now) noexcept;
+  bool try_direct(Request& request, Completion& completion, Clock::time_point now) noexcept;
   struct LaneStats;
   // A lane's submission (resident_lane.cpp, direct_lane.cpp). The request counts as unresolved
   // before the look at resident_closed_ (both seq_cst): either shutdown sees it and waits for it,
@@ -421,7 +424,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     return inflight;
   }
   // Waits for a lane's request (`what` names the lane in errors), then counts and resolves it.
-  void await_lane(const Request& request, Completion& completion, Clock::time_point enqueued,
+  void await_lane(Request& request, Completion& completion, Clock::time_point enqueued,
                   std::unique_ptr<InFlightBatch>& inflight, Clock::duration limit, const char* what,
                   LaneStats& stats) noexcept;
 

@@ -152,7 +152,7 @@ void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
 // with the naps (the driver's wait spins), and moved 10.0-10.4 GB/s against 11.8-13.2 (H100,
 // BENCHMARKS.md fifth session of 2026-11-26, calls 8-10). device_lost goes through the
 // recovery batches use.
-void ExecutorCore::await_lane(const Request& request, Completion& completion, Clock::time_point enqueued,
+void ExecutorCore::await_lane(Request& request, Completion& completion, Clock::time_point enqueued,
                               std::unique_ptr<InFlightBatch>& inflight, Clock::duration limit,
                               const char* what, LaneStats& st) noexcept {
   std::exception_ptr error;
@@ -165,7 +165,8 @@ void ExecutorCore::await_lane(const Request& request, Completion& completion, Cl
     for (;;) {
       const bool cancel = cancel_.load(std::memory_order_acquire);
       if (inflight->wait_for(cancel || !first ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1))) {
-        inflight->take_result(0, result);
+        reuse_input_buffer(request, result);  // read by now: the result goes into its buffer
+        inflight->take_result(0, result, helpers_);
         served = true;
         break;
       }

@@ -754,7 +754,7 @@ int main(int argc, char** argv) {
           "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
           "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
           "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
-          "\"resident\": %llu, \"direct\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
+          "\"resident\": %llu, \"direct\": %llu, \"split\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
           "\"devices\": %s%s}\n",
           json_escaped(device_names).c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
           static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
@@ -769,6 +769,7 @@ int main(int argc, char** argv) {
           cpu_us_per_request, cores_busy, o.idle_ms, idle_cores_busy,
           static_cast<unsigned long long>(after.resident - before.resident),
           static_cast<unsigned long long>(after.direct - before.direct),
+          static_cast<unsigned long long>(after.split - before.split),
           static_cast<unsigned long long>(after.caller_completions - before.caller_completions),
           static_cast<unsigned long long>(after.strand_runs - before.strand_runs),
           static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),

@@ -153,6 +153,20 @@ class BatchDevice {
     (void)parallel;
     return submit(requests);
   }
+  // Chunked requests (DESIGN.md "Large requests"), optional. split_bytes(): requests of at least
+  // this many input + output bytes may be offered to submit_split (0: none). submit_split: the
+  // request as chunks that pipeline — its data moves through pinned memory chunk by chunk, driven
+  // by wait_for() on the calling thread, the copies spread over `parallel` — or null when the
+  // device does not split this one (its op, its size, no pinned memory free), the request then
+  // untouched. A non-null batch may have taken the request's input vector (its result comes back
+  // in that buffer); the request must live until the batch is destroyed. Throws as submit() does,
+  // the request then untouched.
+  virtual std::size_t split_bytes() const { return 0; }
+  virtual std::unique_ptr<InFlightBatch> submit_split(Request& request, ParallelRunner& parallel) {
+    (void)request;
+    (void)parallel;
+    return nullptr;
+  }
   virtual TransferTotals transfers() const = 0;
   // Whether `request` may run here: false when it reads or writes a HostBuffer that another
   // device allocated (a device set routes such requests to their owner). Cheap; thread-safe.

@@ -54,6 +54,14 @@ struct DeviceOptions {
   // any size, which was faster on the H100 in 24 of 25 comparisons; none where device memory is
   // host memory (lavapipe, iGPUs).
   std::optional<std::uint64_t> copy_engine_bytes;
+  // An executor's element-wise request (one input, a std::vector: relu ... clamp, a chain without
+  // extra inputs) of at least this many input + output bytes, from a std::future or
+  // handle.run(), is cut into chunks that pipeline: the caller's thread copies chunk k+1 into
+  // pinned memory while the GPU runs chunk k and an earlier chunk's result is copied out
+  // (docs/DESIGN.md "Large requests"). UINT64_MAX: never. Unset: GPUBATCH_SPLIT_BYTES (a number or
+  // "never"), else 8 MiB on a device with memory of its own and never where device memory is
+  // host memory (lavapipe, iGPUs).
+  std::optional<std::uint64_t> split_bytes;
 };
 
 struct DeviceInfo {

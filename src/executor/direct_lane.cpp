@@ -32,4 +32,14 @@ bool ExecutorCore::try_direct(Request& request, Completion& completion, Clock::t
   return true;
 }
 
+// Chunked: the device cuts the request into chunks that pipeline (src/gpu/chunked_request.hpp);
+// this thread drives them in await_lane's waits. Idle or busy: a lone large request gains most.
+bool ExecutorCore::try_split(Request& request, Completion& completion, Clock::time_point now) noexcept {
+  std::unique_ptr<InFlightBatch> inflight = lane_submit([&] { return device_->submit_split(request, helpers_); });
+  if (!inflight) return false;
+  split_stats_.accepted.fetch_add(1, std::memory_order_relaxed);
+  await_lane(request, completion, now, inflight, watchdog_, "a chunked request", split_stats_);
+  return true;
+}
+
 }  // namespace gpubatch::detail

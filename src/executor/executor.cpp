@@ -316,6 +316,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
   // against 1.02-1.25 with the lane, three rounds); GPUBATCH_HOST_DIRECT=on turns it on there.
   direct_lane_ = config_.direct_bytes != 0 && device_->inflight_multiplier() == 1 &&
                  (!device_->runs_on_host_cpu() || env_is("GPUBATCH_HOST_DIRECT", "on"));
+  split_line_ = device_->inflight_multiplier() == 1 ? device_->split_bytes() : 0;
   for (std::size_t level = 1; level < config_.priority_levels; ++level)
     upper_queues_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(config_.queue_capacity_of(level)));
   for (std::size_t i = 0; i < config_.completion_threads + kCallerSlots; ++i)
@@ -435,6 +436,9 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       return;
     }
     if (resident_on_ && options.priority == 0 && try_resident(request, completion, now)) return;
+    if (split_line_ && bytes >= split_line_ && options.priority == 0 && deadline == Clock::time_point::max() &&
+        (returns_future(completion) || caller_waits()) && try_split(request, completion, now))
+      return;
     if (direct_lane_ && bytes >= config_.direct_bytes && options.priority == 0 &&
         deadline == Clock::time_point::max() && (returns_future(completion) || caller_waits()) &&
         try_direct(request, completion, now))

@@ -400,6 +400,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // made while the executor is busy, is submitted alone by the caller's thread, awaited and resolved there;
   // true when done so (the completion resolved), false: batch it as usual.
   bool try_direct(Request& request, Completion& completion, Clock::time_point now) noexcept;
+  // The same for a request the device takes in chunks that pipeline (BatchDevice::submit_split,
+  // from split_line_ bytes), on an idle executor too.
+  bool try_split(Request& request, Completion& completion, Clock::time_point now) noexcept;
   struct LaneStats;
   // A lane's submission (resident_lane.cpp, direct_lane.cpp). The request counts as unresolved
   // before the look at resident_closed_ (both seq_cst): either shutdown sees it and waits for it,
@@ -611,6 +614,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // device set, which places parts on its members from the strand), and not one of host cores
   // unless GPUBATCH_HOST_DIRECT = on. Set by the constructor.
   bool direct_lane_ = false;
+  // Requests of at least this many bytes may go in chunks (BatchDevice::split_bytes; 0: none, and
+  // none for a device set). Set by the constructor.
+  std::size_t split_line_ = 0;
   std::atomic<bool> resident_closed_{false};  // shutdown began: producers batch instead
   std::mutex resident_mutex_;
   std::condition_variable resident_cv_;
@@ -630,6 +636,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   };
   LaneStats resident_stats_;
   LaneStats direct_stats_;
+  LaneStats split_stats_;  // the direct lane's requests that went in chunks
 };
 
 // Stats::devices: the device's own breakdown (a device set's members), else one entry for the

@@ -27,6 +27,7 @@ void ExecutorCore::class_stats(Stats& s) const {
     if (level == 0) {
       snap += resident_stats_.classes.by_level[0];
       snap += direct_stats_.classes.by_level[0];
+      snap += split_stats_.classes.by_level[0];
     }
     s.end_to_end_by_priority.push_back(latency_class(std::to_string(level), snap));
   }
@@ -34,6 +35,7 @@ void ExecutorCore::class_stats(Stats& s) const {
     auto snap = sum([&](const ClassHistograms& h) -> const LatencyHistogram& { return h.by_op[op]; });
     snap += resident_stats_.classes.by_op[op];
     snap += direct_stats_.classes.by_op[op];
+    snap += split_stats_.classes.by_op[op];
     if (snap.count) s.end_to_end_by_op.push_back(latency_class(std::string(kOpTable[op].name), snap));
   }
 }
@@ -69,10 +71,10 @@ Stats ExecutorCore::stats() const {
     dt += c->device_time;
     e2e += c->end_to_end;
   }
-  // Lane requests (resident_lane.cpp, direct_lane.cpp) never enter the queue: they count as
-  // accepted and as having left it at once.
+  // Lane requests (resident_lane.cpp, direct_lane.cpp: whole or in chunks) never enter the queue:
+  // they count as accepted and as having left it at once.
   std::uint64_t lanes = 0, lanes_cancelled = 0;
-  for (const LaneStats* lane : {&resident_stats_, &direct_stats_}) {
+  for (const LaneStats* lane : {&resident_stats_, &direct_stats_, &split_stats_}) {
     lanes += load(lane->accepted);
     s.completed += load(lane->completed);
     s.device_errors += load(lane->failed);
@@ -81,7 +83,8 @@ Stats ExecutorCore::stats() const {
   }
   s.submitted += lanes;
   s.resident = load(resident_stats_.completed);
-  s.direct = load(direct_stats_.completed);
+  s.split = load(split_stats_.completed);
+  s.direct = load(direct_stats_.completed) + s.split;
   s.cancelled += lanes_cancelled;
   s.failed = s.expired + s.cancelled + s.device_errors;
   const std::uint64_t left = dispatched + s.expired + s.cancelled - lanes_cancelled + lanes;

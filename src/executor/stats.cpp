@@ -163,6 +163,8 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   w.sample("resident_requests_total", "", s.resident);
   w.header("direct_requests_total", "counter", "Large requests run on their caller's thread (direct_bytes).");
   w.sample("direct_requests_total", "", s.direct);
+  w.header("split_requests_total", "counter", "Of those, requests taken in chunks that pipeline (split_bytes).");
+  w.sample("split_requests_total", "", s.split);
   w.header("queue_depth", "gauge", "Accepted requests not yet in a submitted batch.");
   w.sample("queue_depth", "", s.queue_depth);
   w.header("inflight_batches", "gauge", "Batches submitted to the device and not yet complete.");

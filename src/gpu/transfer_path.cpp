@@ -59,6 +59,17 @@ CopyEngineRule copy_engine_rule(const detail::GpuContext& ctx, const DeviceOptio
   return {has_separate_device_memory(ctx.memory_properties()) ? kDefaultThreshold : kNever, false};
 }
 
+SplitRule split_rule(const detail::GpuContext& ctx, const DeviceOptions& options) {
+  constexpr std::uint64_t kDefaultSplit = std::uint64_t{8} << 20;
+  SplitRule rule;
+  if (options.split_bytes) rule.bytes = *options.split_bytes;
+  else if (const auto bytes = env_bytes("GPUBATCH_SPLIT_BYTES")) rule.bytes = *bytes;
+  else rule.bytes = has_separate_device_memory(ctx.memory_properties()) ? kDefaultSplit : kNever;
+  const std::uint64_t chunk = env_bytes("GPUBATCH_SPLIT_CHUNK_BYTES").value_or(std::uint64_t{2} << 20);
+  rule.chunk_floats = static_cast<std::size_t>(std::clamp<std::uint64_t>(chunk / sizeof(float), 1024, std::uint64_t{1} << 26));
+  return rule;
+}
+
 std::uint64_t cached_upload_bytes() { return env_bytes("GPUBATCH_CACHED_UPLOAD_BYTES").value_or(256 * 1024); }
 
 std::vector<VkBufferCopy> staged_regions(std::size_t total, std::span<const BufferCopy> holes,

@@ -64,6 +64,16 @@ bool ew_vector_kernels(bool device_default);
 // never completes"; anything else is an invalid_config Error.
 bool upload_wait_on_host();
 
+// Requests of at least `bytes` (input + output) that an executor may hand over as chunks, and
+// each chunk's input floats (DeviceOptions::split_bytes; chunked_request.hpp): options, else
+// GPUBATCH_SPLIT_BYTES (bytes or "never"), else 8 MiB on a device with memory of its own, never
+// on one whose memory is host memory; the chunk, GPUBATCH_SPLIT_CHUNK_BYTES, else 2 MiB of input.
+struct SplitRule {
+  std::uint64_t bytes = 0;
+  std::size_t chunk_floats = 0;
+};
+SplitRule split_rule(const detail::GpuContext& ctx, const DeviceOptions& options);
+
 // A device's rules for where batches' data goes, read once when it opens.
 struct PathRules {
   CopyEngineRule copy_engine;
@@ -71,6 +81,7 @@ struct PathRules {
   std::uint64_t cached_upload_bytes = 0;     // cached_upload_bytes()
   bool ew_vector = false;                    // ew_vector_kernels()
   bool upload_wait_on_host = false;          // upload_wait_on_host()
+  SplitRule split;                           // split_rule()
 };
 
 // One extra region copied by the GPU: from a caller's HostBuffer into device memory, or back.

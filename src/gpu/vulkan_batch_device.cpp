@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -587,7 +588,8 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
     : identity_(std::move(identity)) {
   auto context = identity_->context();
   rules_ = {copy_engine_rule(*context, identity_->options()), copy_results_by_kernel(), cached_upload_bytes(),
-            ew_vector_kernels(context->info().type == "cpu"), upload_wait_on_host()};
+            ew_vector_kernels(context->info().type == "cpu"), upload_wait_on_host(),
+            split_rule(*context, identity_->options())};
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.
   const std::uint64_t device_limit = context->max_allocation_bytes() - (1u << 20);
@@ -639,6 +641,18 @@ bool VulkanBatchDevice::can_run(const Request& request) const {
 }
 
 void VulkanBatchDevice::recover() { identity_->recover(current()->context); }
+
+std::size_t VulkanBatchDevice::split_bytes() const {
+  if (rules_.split.bytes == std::numeric_limits<std::uint64_t>::max()) return 0;
+  return static_cast<std::size_t>(std::max<std::uint64_t>(rules_.split.bytes, 1));
+}
+
+std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit_split(Request& request,
+                                                                       detail::ParallelRunner& parallel) {
+  if (split_bytes() == 0 || !splittable(request) || input_bytes(request) + output_bytes(request) < split_bytes())
+    return nullptr;
+  return submit_chunked(shared_from_this(), chunk_pool_, request, rules_.split.chunk_floats, parallel);
+}
 
 std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const Request* const> requests) {
   return submit(requests, detail::inline_runner());

@@ -12,6 +12,7 @@
 #include "gpubatch/batch_device.hpp"
 #include "gpu/context.hpp"
 #include "gpu/device_identity.hpp"
+#include "gpu/chunked_request.hpp"
 #include "gpu/transfer_path.hpp"
 
 namespace gpubatch::gpu {
@@ -47,6 +48,9 @@ class VulkanBatchDevice : public detail::BatchDevice,
   // Copies inputs into staging on `parallel`'s threads when a batch holds enough of them.
   std::unique_ptr<detail::InFlightBatch> submit(std::span<const Request* const> requests,
                                                 detail::ParallelRunner& parallel) override;
+  // Chunked requests (chunked_request.hpp): from rules_.split (DeviceOptions::split_bytes).
+  std::size_t split_bytes() const override;
+  std::unique_ptr<detail::InFlightBatch> submit_split(Request& request, detail::ParallelRunner& parallel) override;
   detail::TransferTotals transfers() const override;
   // False for a request whose HostBuffer another device (or this one before a re-creation) made.
   bool can_run(const Request& request) const override;
@@ -94,6 +98,7 @@ class VulkanBatchDevice : public detail::BatchDevice,
   detail::ResidentSettings resident_settings_;  // guarded
   std::shared_ptr<ResidentRing> ring_;          // guarded
   PathRules rules_;  // which memory and queues a batch's data takes (transfer_path.hpp)
+  ChunkPool chunk_pool_;  // pinned buffers of chunked requests
 };
 
 }  // namespace gpubatch::gpu

@@ -283,5 +283,53 @@ TEST(DirectLane, ASynchronousRunTakesTheLaneToo) {
   EXPECT_EQ(busy.executor.stats().direct, 1u);
 }
 
+// A request the device takes in chunks (BatchDevice::submit_split, from its split_bytes()) runs
+// on its caller's thread, on an idle executor too, and counts as split and as direct; a refused
+// split, and what the lane never takes (handlers, deadlines, priorities), go to the strand.
+TEST(DirectLane, ARequestTheDeviceSplitsRunsOnItsCallersThreadIdleOrBusy) {
+  FakeDevice::Options options;
+  options.split_bytes = 64 << 10;
+  auto device = std::make_shared<FakeDevice>(options);
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  std::future<Floats> f = gpu.relu(Floats(20'000, -1.5f));
+  EXPECT_EQ(f.wait_for(0s), std::future_status::ready) << "ran in the call";
+  EXPECT_EQ(f.get(), Floats(20'000, 0.0f));
+  EXPECT_EQ(gpu.run(Request::unary(Op::relu, Floats(20'000, 2.0f))).values, Floats(20'000, 2.0f));
+  EXPECT_EQ(device->splits(), 2);
+  EXPECT_EQ(device->submit_threads(), (std::vector<std::thread::id>(2, std::this_thread::get_id())));
+  EXPECT_EQ(gpu.relu(Floats(1000, -1.0f)).get(), Floats(1000, 0.0f)) << "below the line: batched";
+  std::promise<Floats> handled;
+  gpu.relu(Floats(20'000, 3.0f), [&](std::exception_ptr e, Floats v) {
+    if (e) handled.set_exception(e);
+    else handled.set_value(std::move(v));
+  });
+  EXPECT_EQ(handled.get_future().get(), Floats(20'000, 3.0f)) << "a handler: batched";
+  SubmitOptions high;
+  high.deadline = std::chrono::steady_clock::now() + 10s;
+  EXPECT_EQ(gpu.submit(Request::unary(Op::relu, Floats(20'000, -4.0f)), high).get().values, Floats(20'000, 0.0f));
+  EXPECT_EQ(device->splits(), 2) << "neither the handler's nor the deadline's request split";
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.split, 2u);
+  EXPECT_EQ(s.direct, 2u) << "split requests are the lane's";
+  EXPECT_EQ(s.completed, 5u);
+  EXPECT_EQ(s.batches, 3u);
+  EXPECT_NE(to_prometheus(s).find("gpubatch_split_requests_total 2"), std::string::npos);
+}
+
+TEST(DirectLane, ASplitTheDeviceRefusesIsBatched) {
+  FakeDevice::Options options;
+  options.split_bytes = 64 << 10;
+  options.split_refuses = true;
+  auto device = std::make_shared<FakeDevice>(options);
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  EXPECT_EQ(executor.handle().relu(Floats(20'000, -1.0f)).get(), Floats(20'000, 0.0f));
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.split, 0u);
+  EXPECT_EQ(s.batches, 1u);
+  EXPECT_EQ(s.completed, 1u);
+  EXPECT_EQ(s.device_errors, 0u);
+}
+
 }  // namespace
 }  // namespace gpubatch::testing

@@ -44,6 +44,11 @@ class FakeDevice : public detail::BatchDevice {
     // result_part_sleep (0: takes results alone), and notes the threads that ran them.
     std::size_t result_parts = 0;
     std::chrono::microseconds result_part_sleep{0};
+    // split_bytes(): requests of this many bytes and more are offered to submit_split (0: none),
+    // which runs them as a batch of one (a split; counted) or, with split_refuses, throws
+    // out_of_memory as a device without pinned memory free would.
+    std::size_t split_bytes = 0;
+    bool split_refuses = false;
   };
 
   FakeDevice() : FakeDevice(Options{}) {}
@@ -127,6 +132,20 @@ class FakeDevice : public detail::BatchDevice {
     batch->result_parts_ = options_.result_parts;
     batch->result_part_sleep_ = options_.result_part_sleep;
     return batch;
+  }
+
+  std::size_t split_bytes() const override { return options_.split_bytes; }
+  std::unique_ptr<detail::InFlightBatch> submit_split(Request& request, detail::ParallelRunner&) override {
+    if (options_.split_refuses) throw Error(ErrorCode::out_of_memory, "fake device: no pinned memory for chunks");
+    const Request* one[] = {&request};
+    auto batch = submit(one);
+    std::lock_guard<std::mutex> lock(state_->m);
+    ++state_->splits;
+    return batch;
+  }
+  int splits() const {
+    std::lock_guard<std::mutex> lock(state_->m);
+    return state_->splits;
   }
 
   detail::TransferTotals transfers() const override {
@@ -287,6 +306,7 @@ class FakeDevice : public detail::BatchDevice {
     int fail_wait = 0;
     ErrorCode fail_wait_code = ErrorCode::device_lost;
     int submit_faults = 0;
+    int splits = 0;  // submit_split() calls that gave a batch
     int oom_faults = 0;
     int recoveries = 0;
     std::vector<std::size_t> batch_sizes;

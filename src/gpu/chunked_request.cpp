@@ -1,0 +1,186 @@
+#include "gpu/chunked_request.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "gpu/context.hpp"
+#include "gpu/host_memory.hpp"
+#include "gpu/parallel_copy.hpp"
+#include "gpu/vulkan_batch_device.hpp"
+
+namespace gpubatch::gpu {
+
+bool splittable(const Request& r) noexcept {
+  if (r.host_a || r.host_result || r.a.empty()) return false;
+  if (r.op == Op::chain) return r.chain != nullptr && r.inputs.empty();
+  const OpInfo& info = op_info(r.op);
+  return info.kind == OpKind::ew && info.arity == 1;
+}
+
+std::unique_ptr<ChunkSet> ChunkPool::lease(const std::shared_ptr<detail::GpuContext>& context,
+                                           std::size_t chunk_floats) {
+  std::unique_ptr<ChunkSet> set;
+  {
+    std::lock_guard lock(mutex_);
+    if (leased_ >= kMaxSets) return nullptr;
+    // A set of a context a recovery replaced holds memory of the lost device: let it go.
+    std::erase_if(free_, [&](const auto& s) { return s->context != context || s->in.front().size() != chunk_floats; });
+    if (!free_.empty()) {
+      set = std::move(free_.back());
+      free_.pop_back();
+    }
+    ++leased_;
+  }
+  if (set) return set;
+  try {
+    set = std::make_unique<ChunkSet>();
+    set->context = context;
+    for (std::size_t i = 0; i < kSlots; ++i) {
+      set->in.push_back(allocate_host(context, chunk_floats));
+      set->out.push_back(allocate_host(context, chunk_floats));
+    }
+    return set;
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    --leased_;
+    throw;
+  }
+}
+
+void ChunkPool::give_back(std::unique_ptr<ChunkSet> set) {
+  std::lock_guard lock(mutex_);
+  --leased_;
+  if (set) free_.push_back(std::move(set));
+}
+
+void ChunkPool::drop() noexcept {
+  std::lock_guard lock(mutex_);
+  --leased_;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class ChunkedInFlight final : public detail::InFlightBatch {
+ public:
+  ChunkedInFlight(std::shared_ptr<VulkanBatchDevice> device, ChunkPool& pool, std::unique_ptr<ChunkSet> set,
+                  Request& request, std::size_t chunk_floats, detail::ParallelRunner& parallel)
+      : device_(std::move(device)),
+        pool_(pool),
+        set_(std::move(set)),
+        data_(std::move(request.a)),
+        chunk_(chunk_floats),
+        chunks_((data_.size() + chunk_floats - 1) / chunk_floats),
+        parallel_(parallel),
+        slots_(ChunkPool::kSlots) {
+    proto_.op = request.op;
+    proto_.scalar = request.scalar;
+    proto_.scalar2 = request.scalar2;
+    proto_.chain = request.chain;
+  }
+
+  ~ChunkedInFlight() override {
+    const bool idle = std::none_of(slots_.begin(), slots_.end(), [](const Slot& s) { return s.inflight != nullptr; });
+    for (Slot& s : slots_) s.inflight.reset();  // an unfinished chunk keeps its frame and buffers
+    if (!idle) {
+      pool_.drop();
+      return;
+    }
+    for (std::size_t k = 0; k < set_->in.size(); ++k) set_->in[k].memory()->floats = set_->out[k].memory()->floats = chunk_;
+    pool_.give_back(std::move(set_));
+  }
+
+  // The first chunk; the batch is not usable when this throws.
+  void start() { submit_next(); }
+  // Gives the request its vector back (the first submit failed).
+  std::vector<float> release_data() { return std::move(data_); }
+
+  bool wait_for(std::chrono::nanoseconds timeout) override {
+    const auto until = Clock::now() + timeout;
+    fill();
+    while (next_out_ < chunks_) {
+      Slot& s = slots_[next_out_ % slots_.size()];
+      if (!detail::poll_until(*s.inflight, until)) return false;
+      Result none;
+      s.inflight->take_result(0, none);  // a chunk's own error (its kernel, its buffers) fails the request
+      s.inflight.reset();                // its frame goes back
+      const std::size_t first = next_out_ * chunk_;
+      split_copy(data_.data() + first, set_->out[next_out_ % slots_.size()].data(),
+                 std::min(chunk_, data_.size() - first) * sizeof(float), parallel_);
+      ++next_out_;
+      fill();
+    }
+    return true;
+  }
+
+  void take_result(std::size_t, Result& out) override {
+    out.states.clear();
+    out.values = std::move(data_);
+  }
+
+  std::string pending_state() override {
+    std::string s = "chunk " + std::to_string(next_out_) + " of " + std::to_string(chunks_);
+    const Slot& slot = slots_[next_out_ % slots_.size()];
+    return slot.inflight ? s + ": " + slot.inflight->pending_state() : s;
+  }
+
+ private:
+  struct Slot {
+    Request request;  // lives while its chunk is on the device
+    std::unique_ptr<detail::InFlightBatch> inflight;
+  };
+
+  // Chunks up to kSlots ahead of the oldest unfinished one.
+  void fill() {
+    while (next_in_ < chunks_ && next_in_ - next_out_ < slots_.size()) submit_next();
+  }
+
+  void submit_next() {
+    const std::size_t k = next_in_ % slots_.size(), first = next_in_ * chunk_;
+    const std::size_t n = std::min(chunk_, data_.size() - first);
+    HostBuffer& in = set_->in[k];
+    HostBuffer& out = set_->out[k];
+    // The pool's buffers are this batch's alone while leased: each chunk uses a prefix of them.
+    in.memory()->floats = n;
+    out.memory()->floats = n;
+    split_copy(in.data(), data_.data() + first, n * sizeof(float), parallel_);
+    Slot& s = slots_[k];
+    s.request = proto_;
+    s.request.host_a = in.memory();
+    s.request.host_result = out.memory();
+    const Request* one[] = {&s.request};
+    s.inflight = device_->submit(one);
+    ++next_in_;
+  }
+
+  std::shared_ptr<VulkanBatchDevice> device_;
+  ChunkPool& pool_;
+  std::unique_ptr<ChunkSet> set_;
+  std::vector<float> data_;  // the request's input, then its result
+  Request proto_;            // op, scalars, chain: what every chunk runs
+  const std::size_t chunk_, chunks_;
+  detail::ParallelRunner& parallel_;
+  std::vector<Slot> slots_;
+  std::size_t next_in_ = 0, next_out_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<detail::InFlightBatch> submit_chunked(std::shared_ptr<VulkanBatchDevice> device, ChunkPool& pool,
+                                                      Request& request, std::size_t chunk_floats,
+                                                      detail::ParallelRunner& parallel) {
+  auto set = pool.lease(device->current_context(), chunk_floats);
+  if (!set) return nullptr;
+  auto batch = std::make_unique<ChunkedInFlight>(std::move(device), pool, std::move(set), request, chunk_floats, parallel);
+  try {
+    batch->start();
+  } catch (...) {
+    request.a = batch->release_data();
+    throw;
+  }
+  return batch;
+}
+
+}  // namespace gpubatch::gpu

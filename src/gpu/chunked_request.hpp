@@ -1,0 +1,68 @@
+#pragma once
+// One large element-wise request as chunks that pipeline (DESIGN.md "Large requests", issue 12):
+// the calling thread copies chunk k+1 of the request's vector into pinned memory while the GPU
+// runs chunk k, whose kernel reads that memory and writes its results into pinned memory in
+// place, and copies an earlier chunk's results back into the request's own buffer. Each copy is
+// spread over the executor's helpers (split_copy). Up to kSlots chunks are on the device at once.
+//
+// Why: a lone 4,194,304-float relu from vectors spent its time one stage after the other on the
+// H100 (copy in 0.63 ms, device 0.66 ms, copy out 0.60 ms; BENCHMARKS.md third session of
+// 2026-11-27); in chunks the device's part hides under the copies.
+//
+// The chunks are ordinary batches of one request each (Request::from_host ... deliver_to on the
+// pool's buffers), so planning, recording, frames, faults and errors are those of any batch.
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "gpubatch/batch_device.hpp"
+#include "gpubatch/host_buffer.hpp"
+#include "gpubatch/ops.hpp"
+
+namespace gpubatch::detail {
+class GpuContext;
+}
+
+namespace gpubatch::gpu {
+
+class VulkanBatchDevice;
+
+// Whether a request can go in chunks: an element-wise op of one input (relu ... clamp) or a chain
+// without extra inputs, from a non-empty vector, into a vector (no HostBuffers).
+bool splittable(const Request& request) noexcept;
+
+// Pinned in/out buffer pairs of one chunk each, kept from request to request. At most kMaxSets are
+// leased at once (callers beyond that are not split); a set of a replaced context is dropped.
+struct ChunkSet {
+  std::shared_ptr<detail::GpuContext> context;
+  std::vector<HostBuffer> in, out;
+};
+
+class ChunkPool {
+ public:
+  static constexpr std::size_t kMaxSets = 2;
+  static constexpr std::size_t kSlots = 4;  // chunks on the device at once
+
+  // A set of kSlots pairs of `chunk_floats` each on `context` (allocated on first use); null when
+  // kMaxSets are out. Throws Error(out_of_memory) when pinned memory cannot be had.
+  std::unique_ptr<ChunkSet> lease(const std::shared_ptr<detail::GpuContext>& context, std::size_t chunk_floats);
+  // A set whose chunks have all finished (one with work still on the device is dropped instead:
+  // drop()).
+  void give_back(std::unique_ptr<ChunkSet> set);
+  void drop() noexcept;
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<ChunkSet>> free_;
+  std::size_t leased_ = 0;
+};
+
+// `request` (splittable) as a chunked batch on `device`: takes its input vector and submits the
+// first chunk (wait_for() submits the others as it goes); null when the pool has no set free.
+// When that first submit throws, the request gets its vector back and the error propagates.
+std::unique_ptr<detail::InFlightBatch> submit_chunked(std::shared_ptr<VulkanBatchDevice> device, ChunkPool& pool,
+                                                      Request& request, std::size_t chunk_floats,
+                                                      detail::ParallelRunner& parallel);
+
+}  // namespace gpubatch::gpu

@@ -1,0 +1,159 @@
+// Chunked requests (src/gpu/chunked_request.*; BatchDevice::submit_split): which requests split,
+// ragged and exact chunk counts beyond the slots, every op that splits, the result in the
+// request's own buffer, the pool's limit, and faults on the first submit and on a later wait.
+// Chunks of 16 KiB (GPUBATCH_SPLIT_CHUNK_BYTES, read when the device opens) keep lavapipe quick.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "gpu/chunked_request.hpp"
+#include "gpu/fault_injection.hpp"
+#include "gpubatch/batch_device.hpp"
+#include "gpubatch/device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/reference.hpp"
+#include "support/random_data.hpp"
+
+using namespace gpubatch;
+using gpubatch::gpu::Fault;
+using gpubatch::gpu::FaultInjector;
+
+namespace {
+
+constexpr std::size_t kChunk = 4096;  // floats
+
+std::unique_ptr<Device> chunking_device(std::uint64_t split_bytes = 0) {
+  DeviceOptions options;
+  options.split_bytes = split_bytes;
+  ::setenv("GPUBATCH_SPLIT_CHUNK_BYTES", std::to_string(kChunk * sizeof(float)).c_str(), 1);
+  auto device = std::make_unique<Device>(options);
+  ::unsetenv("GPUBATCH_SPLIT_CHUNK_BYTES");
+  return device;
+}
+
+// Drives a chunked batch to the end as the executor's lane does, and takes its result.
+Result finish(detail::InFlightBatch& batch) {
+  while (!batch.wait_for(std::chrono::milliseconds(1))) {
+  }
+  Result out;
+  batch.take_result(0, out);
+  return out;
+}
+
+struct Disarm {
+  ~Disarm() { FaultInjector::disarm_all(); }
+};
+
+TEST(ChunkedRequest, WhichRequestsSplit) {
+  std::mt19937 rng(1);
+  EXPECT_TRUE(gpu::splittable(Request::relu(random_floats(10, rng))));
+  EXPECT_TRUE(gpu::splittable(Request::clamp(random_floats(10, rng), -1.0f, 1.0f)));
+  EXPECT_TRUE(gpu::splittable(chain(random_floats(10, rng)).relu().scale(2.0f)));
+  EXPECT_FALSE(gpu::splittable(chain(random_floats(10, rng)).add(random_floats(10, rng)))) << "an extra input";
+  EXPECT_FALSE(gpu::splittable(Request::add(random_floats(10, rng), random_floats(10, rng)))) << "two inputs";
+  EXPECT_FALSE(gpu::splittable(Request::dot(random_floats(10, rng), random_floats(10, rng))));
+  EXPECT_FALSE(gpu::splittable(Request::relu({}))) << "empty";
+}
+
+TEST(ChunkedRequest, EveryChunkLandsWhereItBelongs) {
+  auto device = chunking_device();
+  auto batch_device = device->batch_device();
+  ASSERT_EQ(batch_device->split_bytes(), 1u) << "DeviceOptions::split_bytes = 0: every request";
+  std::mt19937 rng(2);
+  // One chunk, exactly the slots, more chunks than slots (ragged and exact), a tiny tail.
+  for (std::size_t n : {kChunk - 5, 4 * kChunk, 9 * kChunk + 17, 11 * kChunk, 6 * kChunk + 1}) {
+    std::vector<Request> requests;
+    requests.push_back(Request::relu(random_floats(n, rng)));
+    requests.push_back(Request::gelu(random_floats(n, rng)));
+    requests.push_back(Request::clamp(random_floats(n, rng), -0.5f, 0.75f));
+    requests.push_back(chain(random_floats(n, rng)).relu().scale(-3.0f).exp());
+    for (const Request& r : requests) {
+      Request mine = r;
+      const float* buffer = mine.a.data();
+      auto batch = batch_device->submit_split(mine, detail::inline_runner());
+      ASSERT_TRUE(batch) << n;
+      EXPECT_TRUE(mine.a.empty()) << "the batch took the input";
+      const Result got = finish(*batch);
+      EXPECT_EQ(reference::check(r, got), std::nullopt) << to_string(r.op) << " " << n;
+      EXPECT_EQ(got.values.data(), buffer) << "the result comes back in the input's buffer";
+    }
+  }
+}
+
+TEST(ChunkedRequest, OthersAreNotSplitAndStayAsTheyWere) {
+  auto device = chunking_device(64 * 1024);
+  auto batch_device = device->batch_device();
+  std::mt19937 rng(3);
+  Request small = Request::relu(random_floats(1000, rng));  // below the line
+  Request two = Request::add(random_floats(20000, rng), random_floats(20000, rng));
+  HostBuffer in = device->allocate_host(20000);
+  Request host = Request::from_host(Op::relu, in);
+  for (Request* r : {&small, &two, &host}) {
+    const Request before = *r;
+    EXPECT_EQ(batch_device->submit_split(*r, detail::inline_runner()), nullptr);
+    EXPECT_EQ(r->a, before.a);
+  }
+}
+
+TEST(ChunkedRequest, TwoSetsAtOnceThenTheCallerIsNotSplit) {
+  auto device = chunking_device();
+  auto batch_device = device->batch_device();
+  std::mt19937 rng(4);
+  std::vector<Request> originals, mine;
+  for (int i = 0; i < 3; ++i) originals.push_back(Request::relu(random_floats(3 * kChunk, rng)));
+  mine = originals;
+  auto first = batch_device->submit_split(mine[0], detail::inline_runner());
+  auto second = batch_device->submit_split(mine[1], detail::inline_runner());
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(batch_device->submit_split(mine[2], detail::inline_runner()), nullptr) << "both sets are out";
+  EXPECT_EQ(mine[2].a, originals[2].a);
+  EXPECT_EQ(reference::check(originals[1], finish(*second)), std::nullopt);
+  second.reset();  // its set goes back
+  auto third = batch_device->submit_split(mine[2], detail::inline_runner());
+  ASSERT_TRUE(third);
+  EXPECT_EQ(reference::check(originals[2], finish(*third)), std::nullopt);
+  EXPECT_EQ(reference::check(originals[0], finish(*first)), std::nullopt);
+}
+
+TEST(ChunkedRequest, AFailedFirstSubmitLeavesTheRequestAndALaterLossFailsIt) {
+  Disarm disarm;
+  auto device = chunking_device();
+  auto batch_device = device->batch_device();
+  std::mt19937 rng(5);
+  const Request r = Request::relu(random_floats(7 * kChunk + 3, rng));
+  Request mine = r;
+  FaultInjector::arm(Fault::submit_device_lost);
+  try {
+    batch_device->submit_split(mine, detail::inline_runner());
+    ADD_FAILURE() << "the first chunk's submit was to fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::device_lost);
+  }
+  EXPECT_EQ(mine.a, r.a) << "the request has its input back";
+  batch_device->recover();
+  // A later chunk's wait reports the loss; the request fails with it, and the device serves the
+  // next one after recovery (the pool lets go of the lost device's buffers).
+  auto batch = batch_device->submit_split(mine, detail::inline_runner());
+  ASSERT_TRUE(batch);
+  FaultInjector::arm(Fault::wait_device_lost);
+  try {
+    finish(*batch);
+    ADD_FAILURE() << "a wait was to fail";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::device_lost);
+  }
+  batch.reset();
+  FaultInjector::disarm_all();
+  FaultInjector::arm(Fault::device_lost_check);  // re-created: a new context, new pinned buffers
+  batch_device->recover();
+  Request again = r;
+  auto next = batch_device->submit_split(again, detail::inline_runner());
+  ASSERT_TRUE(next);
+  EXPECT_EQ(reference::check(r, finish(*next)), std::nullopt);
+}
+
+}  // namespace

@@ -1,0 +1,75 @@
+// Chunked requests through the executor on the real device (DeviceOptions::split_bytes; src/gpu/
+// chunked_request.*, ExecutorCore::try_split), under the validation layer: three callers at once
+// (more than the device's two chunk sets: some fall back to the other paths), futures and
+// handle.run(), ops that split and ops that do not, beside small requests. Every result against
+// the CPU reference.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <future>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "gpubatch/config.hpp"
+#include "gpubatch/device.hpp"
+#include "gpubatch/executor.hpp"
+#include "gpubatch/reference.hpp"
+#include "gpubatch/stats.hpp"
+#include "support/random_data.hpp"
+
+using namespace gpubatch;
+
+namespace {
+
+TEST(ChunkedExecutor, CallersGetEveryResultWholeOrInChunks) {
+  DeviceOptions options;
+  options.split_bytes = 128 << 10;  // 16,384-float relu and up
+  ::setenv("GPUBATCH_SPLIT_CHUNK_BYTES", "16384", 1);  // 4,096 floats a chunk
+  Device device(options);
+  ::unsetenv("GPUBATCH_SPLIT_CHUNK_BYTES");
+  BatchExecutor executor(device, BatchConfig::preset("adaptive"));
+  constexpr int kThreads = 3, kRounds = 3;
+  std::atomic<int> mismatches{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(300 + t);
+      auto gpu = executor.handle();
+      for (int round = 0; round < kRounds; ++round) {
+        std::vector<Request> requests;
+        requests.push_back(Request::unary(Op::relu, random_floats(40000 + t, rng)));
+        requests.push_back(chain(random_floats(30001, rng)).gelu().scale(0.5f));
+        requests.push_back(Request::clamp(random_floats(50000, rng), -1.0f, 1.5f));
+        requests.push_back(Request::add(random_floats(40000, rng), random_floats(40000, rng)));  // not split
+        for (int i = 0; i < 6; ++i) requests.push_back(Request::unary(Op::tanh, random_floats(1 + rng() % 900, rng)));
+        std::vector<std::future<Result>> futures;
+        for (const auto& r : requests) futures.push_back(gpu.submit(r));
+        const Request sync = Request::unary(Op::swish, random_floats(20000, rng));
+        try {
+          if (reference::check(sync, gpu.run(sync))) ++mismatches;
+        } catch (const std::exception&) {
+          ++errors;
+        }
+        for (std::size_t i = 0; i < requests.size(); ++i) {
+          try {
+            if (reference::check(requests[i], futures[i].get())) ++mismatches;
+          } catch (const std::exception&) {
+            ++errors;
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  executor.shutdown();
+  EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.completed, std::uint64_t{kThreads * kRounds * 11});
+  EXPECT_GT(s.split, 0u) << "large one-input requests went in chunks";
+  EXPECT_LE(s.split, std::uint64_t{kThreads * kRounds * 4});
+}
+
+}  // namespace

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1535,6 +1535,39 @@ if on bigout; then
     load bo-crowd-$rep gpubatch-load $crowd
     load bo-crowd-prev-$rep gpubatch-load-prev $crowd
   done
+fi
+
+# Chunked requests (third session of 2026-11-27): this build (chunks by default from 8 MiB) beside
+# the same binary with chunks off (GPUBATCH_SPLIT_BYTES=never) and the session's first build,
+# interleaved; chunk sizes; 16 callers of 1,048,576 floats; the 256-float crowd.
+if on chunks; then
+  for n in 4194304 1048576 16777216; do
+    reqs=300; [ $n = 16777216 ] && reqs=60
+    lone="--threads 1 --inflight 1 --op relu --size $n --requests $reqs"
+    for rep in 1 2 3; do
+      load ch-$n-on-$rep gpubatch-load $lone
+      load ch-$n-off-$rep env GPUBATCH_SPLIT_BYTES=never -- gpubatch-load $lone
+      [ $rep = 1 ] && load ch-$n-prev gpubatch-load-prev $lone
+    done
+    load ch-$n-sync-on gpubatch-load --sync $lone
+    load ch-$n-sync-off env GPUBATCH_SPLIT_BYTES=never -- gpubatch-load --sync $lone
+  done
+  lone="--threads 1 --inflight 1 --op relu --size 4194304 --requests 300"
+  for c in 1048576 4194304 8388608; do
+    load ch-4194304-chunk$c env GPUBATCH_SPLIT_CHUNK_BYTES=$c -- gpubatch-load $lone
+  done
+  load ch-4194304-gelu-on gpubatch-load --threads 1 --inflight 1 --op gelu --size 4194304 --requests 300
+  load ch-4194304-gelu-off env GPUBATCH_SPLIT_BYTES=never -- gpubatch-load --threads 1 --inflight 1 --op gelu --size 4194304 --requests 300
+  four="--threads 4 --inflight 1 --op relu --size 4194304 --requests 600"
+  big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 3000"
+  for rep in 1 2; do
+    load ch-four-on-$rep gpubatch-load $four
+    load ch-four-off-$rep env GPUBATCH_SPLIT_BYTES=never -- gpubatch-load $four
+    load ch-big-on-$rep gpubatch-load $big
+    load ch-big-off-$rep env GPUBATCH_SPLIT_BYTES=never -- gpubatch-load $big
+  done
+  load ch-crowd gpubatch-load --threads 16 --inflight 1024 --requests 4000000 --op relu --size 256
+  load ch-crowd-prev gpubatch-load-prev --threads 16 --inflight 1024 --requests 4000000 --op relu --size 256
 fi
 
 if on tests; then

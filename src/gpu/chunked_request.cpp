@@ -25,7 +25,7 @@ std::unique_ptr<ChunkSet> ChunkPool::lease(const std::shared_ptr<detail::GpuCont
     std::lock_guard lock(mutex_);
     if (leased_ >= kMaxSets) return nullptr;
     // A set of a context a recovery replaced holds memory of the lost device: let it go.
-    std::erase_if(free_, [&](const auto& s) { return s->context != context || s->in.front().size() != chunk_floats; });
+    std::erase_if(free_, [&](const auto& s) { return s->context != context || s->floats != chunk_floats; });
     if (!free_.empty()) {
       set = std::move(free_.back());
       free_.pop_back();
@@ -36,6 +36,7 @@ std::unique_ptr<ChunkSet> ChunkPool::lease(const std::shared_ptr<detail::GpuCont
   try {
     set = std::make_unique<ChunkSet>();
     set->context = context;
+    set->floats = chunk_floats;
     for (std::size_t i = 0; i < kSlots; ++i) {
       set->in.push_back(allocate_host(context, chunk_floats));
       set->out.push_back(allocate_host(context, chunk_floats));
@@ -88,7 +89,8 @@ class ChunkedInFlight final : public detail::InFlightBatch {
       pool_.drop();
       return;
     }
-    for (std::size_t k = 0; k < set_->in.size(); ++k) set_->in[k].memory()->floats = set_->out[k].memory()->floats = chunk_;
+    for (std::size_t k = 0; k < set_->in.size(); ++k)
+      set_->in[k].memory()->floats = set_->out[k].memory()->floats = set_->floats;
     pool_.give_back(std::move(set_));
   }
 
@@ -168,12 +170,18 @@ class ChunkedInFlight final : public detail::InFlightBatch {
 
 }  // namespace
 
+std::size_t chunk_floats_for(std::size_t n, std::size_t max_chunk_floats) noexcept {
+  const std::size_t half = ((n + 1) / 2 + 15) & ~std::size_t{15};  // whole cache lines
+  return std::clamp(half, std::min(kMinChunkFloats, max_chunk_floats), max_chunk_floats);
+}
+
 std::unique_ptr<detail::InFlightBatch> submit_chunked(std::shared_ptr<VulkanBatchDevice> device, ChunkPool& pool,
-                                                      Request& request, std::size_t chunk_floats,
+                                                      Request& request, std::size_t max_chunk_floats,
                                                       detail::ParallelRunner& parallel) {
-  auto set = pool.lease(device->current_context(), chunk_floats);
+  auto set = pool.lease(device->current_context(), max_chunk_floats);
   if (!set) return nullptr;
-  auto batch = std::make_unique<ChunkedInFlight>(std::move(device), pool, std::move(set), request, chunk_floats, parallel);
+  const std::size_t chunk = chunk_floats_for(request.a.size(), max_chunk_floats);
+  auto batch = std::make_unique<ChunkedInFlight>(std::move(device), pool, std::move(set), request, chunk, parallel);
   try {
     batch->start();
   } catch (...) {

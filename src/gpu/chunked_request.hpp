@@ -36,13 +36,14 @@ bool splittable(const Request& request) noexcept;
 // leased at once (callers beyond that are not split); a set of a replaced context is dropped.
 struct ChunkSet {
   std::shared_ptr<detail::GpuContext> context;
+  std::size_t floats = 0;  // each buffer's (a request's chunks use a prefix of them)
   std::vector<HostBuffer> in, out;
 };
 
 class ChunkPool {
  public:
-  static constexpr std::size_t kMaxSets = 2;
-  static constexpr std::size_t kSlots = 4;  // chunks on the device at once
+  static constexpr std::size_t kMaxSets = 4;
+  static constexpr std::size_t kSlots = 3;  // chunks on the device at once
 
   // A set of kSlots pairs of `chunk_floats` each on `context` (allocated on first use); null when
   // kMaxSets are out. Throws Error(out_of_memory) when pinned memory cannot be had.
@@ -58,11 +59,19 @@ class ChunkPool {
   std::size_t leased_ = 0;
 };
 
-// `request` (splittable) as a chunked batch on `device`: takes its input vector and submits the
-// first chunk (wait_for() submits the others as it goes); null when the pool has no set free.
+// `request` (splittable) as a chunked batch on `device`, in chunks of half its input, at least
+// kMinChunkFloats (or `max_chunk_floats` when that is less) and at most `max_chunk_floats`: takes
+// its input vector and submits the first chunk (wait_for() submits the others as it goes); null
+// when the pool has no set free. Half, because the fewer the chunks the less each costs beside its
+// copies: a lone 4,194,304-float relu took 1.58 ms in chunks of 1 MiB of input, 1.30-1.38 in
+// chunks of 2 MiB, 1.08 in 4 MiB and 0.96 in 8 MiB (two chunks; H100, BENCHMARKS.md third session
+// of 2026-11-27); the pool's buffers hold max_chunk_floats (4 MiB by default) so that a set stays
+// small (kSlots pairs: 24 MiB).
 // When that first submit throws, the request gets its vector back and the error propagates.
+inline constexpr std::size_t kMinChunkFloats = 262144;  // 1 MiB
+std::size_t chunk_floats_for(std::size_t n, std::size_t max_chunk_floats) noexcept;
 std::unique_ptr<detail::InFlightBatch> submit_chunked(std::shared_ptr<VulkanBatchDevice> device, ChunkPool& pool,
-                                                      Request& request, std::size_t chunk_floats,
+                                                      Request& request, std::size_t max_chunk_floats,
                                                       detail::ParallelRunner& parallel);
 
 }  // namespace gpubatch::gpu

@@ -65,7 +65,7 @@ SplitRule split_rule(const detail::GpuContext& ctx, const DeviceOptions& options
   if (options.split_bytes) rule.bytes = *options.split_bytes;
   else if (const auto bytes = env_bytes("GPUBATCH_SPLIT_BYTES")) rule.bytes = *bytes;
   else rule.bytes = has_separate_device_memory(ctx.memory_properties()) ? kDefaultSplit : kNever;
-  const std::uint64_t chunk = env_bytes("GPUBATCH_SPLIT_CHUNK_BYTES").value_or(std::uint64_t{2} << 20);
+  const std::uint64_t chunk = env_bytes("GPUBATCH_SPLIT_CHUNK_BYTES").value_or(std::uint64_t{4} << 20);
   rule.chunk_floats = static_cast<std::size_t>(std::clamp<std::uint64_t>(chunk / sizeof(float), 1024, std::uint64_t{1} << 26));
   return rule;
 }

@@ -65,9 +65,9 @@ bool ew_vector_kernels(bool device_default);
 bool upload_wait_on_host();
 
 // Requests of at least `bytes` (input + output) that an executor may hand over as chunks, and
-// each chunk's input floats (DeviceOptions::split_bytes; chunked_request.hpp): options, else
-// GPUBATCH_SPLIT_BYTES (bytes or "never"), else 8 MiB on a device with memory of its own, never
-// on one whose memory is host memory; the chunk, GPUBATCH_SPLIT_CHUNK_BYTES, else 2 MiB of input.
+// the largest chunk's input floats (DeviceOptions::split_bytes; chunked_request.hpp): options,
+// else GPUBATCH_SPLIT_BYTES (bytes or "never"), else 8 MiB on a device with memory of its own,
+// never on one whose memory is host memory; the chunk, GPUBATCH_SPLIT_CHUNK_BYTES, else 4 MiB.
 struct SplitRule {
   std::uint64_t bytes = 0;
   std::size_t chunk_floats = 0;

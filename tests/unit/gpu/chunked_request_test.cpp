@@ -65,7 +65,7 @@ TEST(ChunkedRequest, EveryChunkLandsWhereItBelongs) {
   ASSERT_EQ(batch_device->split_bytes(), 1u) << "DeviceOptions::split_bytes = 0: every request";
   std::mt19937 rng(2);
   // One chunk, exactly the slots, more chunks than slots (ragged and exact), a tiny tail.
-  for (std::size_t n : {kChunk - 5, 4 * kChunk, 9 * kChunk + 17, 11 * kChunk, 6 * kChunk + 1}) {
+  for (std::size_t n : {kChunk - 5, 3 * kChunk, 9 * kChunk + 17, 11 * kChunk, 6 * kChunk + 1}) {
     std::vector<Request> requests;
     requests.push_back(Request::relu(random_floats(n, rng)));
     requests.push_back(Request::gelu(random_floats(n, rng)));
@@ -99,24 +99,38 @@ TEST(ChunkedRequest, OthersAreNotSplitAndStayAsTheyWere) {
   }
 }
 
-TEST(ChunkedRequest, TwoSetsAtOnceThenTheCallerIsNotSplit) {
+TEST(ChunkedRequest, AllSetsOutThenTheCallerIsNotSplit) {
   auto device = chunking_device();
   auto batch_device = device->batch_device();
   std::mt19937 rng(4);
+  constexpr std::size_t kSets = gpu::ChunkPool::kMaxSets;
   std::vector<Request> originals, mine;
-  for (int i = 0; i < 3; ++i) originals.push_back(Request::relu(random_floats(3 * kChunk, rng)));
+  for (std::size_t i = 0; i <= kSets; ++i) originals.push_back(Request::relu(random_floats(3 * kChunk, rng)));
   mine = originals;
-  auto first = batch_device->submit_split(mine[0], detail::inline_runner());
-  auto second = batch_device->submit_split(mine[1], detail::inline_runner());
-  ASSERT_TRUE(first && second);
-  EXPECT_EQ(batch_device->submit_split(mine[2], detail::inline_runner()), nullptr) << "both sets are out";
-  EXPECT_EQ(mine[2].a, originals[2].a);
-  EXPECT_EQ(reference::check(originals[1], finish(*second)), std::nullopt);
-  second.reset();  // its set goes back
-  auto third = batch_device->submit_split(mine[2], detail::inline_runner());
-  ASSERT_TRUE(third);
-  EXPECT_EQ(reference::check(originals[2], finish(*third)), std::nullopt);
-  EXPECT_EQ(reference::check(originals[0], finish(*first)), std::nullopt);
+  std::vector<std::unique_ptr<detail::InFlightBatch>> batches;
+  for (std::size_t i = 0; i < kSets; ++i) {
+    batches.push_back(batch_device->submit_split(mine[i], detail::inline_runner()));
+    ASSERT_TRUE(batches.back()) << i;
+  }
+  EXPECT_EQ(batch_device->submit_split(mine[kSets], detail::inline_runner()), nullptr) << "every set is out";
+  EXPECT_EQ(mine[kSets].a, originals[kSets].a);
+  EXPECT_EQ(reference::check(originals[1], finish(*batches[1])), std::nullopt);
+  batches[1].reset();  // its set goes back
+  auto last = batch_device->submit_split(mine[kSets], detail::inline_runner());
+  ASSERT_TRUE(last);
+  EXPECT_EQ(reference::check(originals[kSets], finish(*last)), std::nullopt);
+  for (std::size_t i : {std::size_t{0}, std::size_t{2}, std::size_t{3}})
+    if (i < kSets) EXPECT_EQ(reference::check(originals[i], finish(*batches[i])), std::nullopt) << i;
+}
+
+TEST(ChunkedRequest, ChunksAreHalfTheInputWithinTheirBounds) {
+  const std::size_t max = std::size_t{1} << 20;  // 4 MiB of floats
+  EXPECT_EQ(gpu::chunk_floats_for(1048576, max), 524288u) << "two chunks";
+  EXPECT_EQ(gpu::chunk_floats_for(4194304, max), max) << "at most the buffers' size";
+  EXPECT_EQ(gpu::chunk_floats_for(300000, max), gpu::kMinChunkFloats) << "at least 1 MiB";
+  EXPECT_EQ(gpu::chunk_floats_for(1048577, max) % 16, 0u) << "whole cache lines";
+  EXPECT_GE(2 * gpu::chunk_floats_for(1048577, max), 1048577u);
+  EXPECT_EQ(gpu::chunk_floats_for(100000, 4096), 4096u) << "a smaller buffer than the least chunk";
 }
 
 TEST(ChunkedRequest, AFailedFirstSubmitLeavesTheRequestAndALaterLossFailsIt) {

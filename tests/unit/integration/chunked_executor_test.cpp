@@ -1,6 +1,6 @@
 // Chunked requests through the executor on the real device (DeviceOptions::split_bytes; src/gpu/
-// chunked_request.*, ExecutorCore::try_split), under the validation layer: three callers at once
-// (more than the device's two chunk sets: some fall back to the other paths), futures and
+// chunked_request.*, ExecutorCore::try_split), under the validation layer: five callers at once
+// (more than the device's four chunk sets: some fall back to the other paths), futures and
 // handle.run(), ops that split and ops that do not, beside small requests. Every result against
 // the CPU reference.
 #include <gtest/gtest.h>
@@ -30,7 +30,7 @@ TEST(ChunkedExecutor, CallersGetEveryResultWholeOrInChunks) {
   Device device(options);
   ::unsetenv("GPUBATCH_SPLIT_CHUNK_BYTES");
   BatchExecutor executor(device, BatchConfig::preset("adaptive"));
-  constexpr int kThreads = 3, kRounds = 3;
+  constexpr int kThreads = 5, kRounds = 2;
   std::atomic<int> mismatches{0}, errors{0};
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {

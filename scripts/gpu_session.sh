@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1568,6 +1568,39 @@ if on chunks; then
   done
   load ch-crowd gpubatch-load --threads 16 --inflight 1024 --requests 4000000 --op relu --size 256
   load ch-crowd-prev gpubatch-load-prev --threads 16 --inflight 1024 --requests 4000000 --op relu --size 256
+fi
+
+# Chunks of half the request (third session of 2026-11-27): the default beside chunks off and the
+# session's first build, interleaved; larger chunk bounds; callers together; the crowd.
+if on chunks2; then
+  for rep in 1 2; do
+    for n in 1048576 4194304 16777216; do
+      reqs=300; [ $n = 16777216 ] && reqs=60
+      lone="--threads 1 --inflight 1 --op relu --size $n --requests $reqs"
+      load c2-$n-on-$rep gpubatch-load $lone
+      load c2-$n-off-$rep env GPUBATCH_SPLIT_BYTES=never -- gpubatch-load $lone
+      load c2-$n-prev-$rep gpubatch-load-prev $lone
+    done
+  done
+  for n in 4194304 16777216; do
+    reqs=300; [ $n = 16777216 ] && reqs=60
+    for c in 8388608 16777216; do
+      load c2-$n-max$c env GPUBATCH_SPLIT_CHUNK_BYTES=$c -- gpubatch-load --threads 1 --inflight 1 --op relu --size $n --requests $reqs
+    done
+  done
+  four="--threads 4 --inflight 1 --op relu --size 4194304 --requests 600"
+  big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 3000"
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  for rep in 1 2; do
+    load c2-four-on-$rep gpubatch-load $four
+    load c2-four-off-$rep env GPUBATCH_SPLIT_BYTES=never -- gpubatch-load $four
+    load c2-big-on-$rep gpubatch-load $big
+    load c2-big-off-$rep env GPUBATCH_SPLIT_BYTES=never -- gpubatch-load $big
+  done
+  for rep in 1 2 3; do
+    load c2-crowd-$rep gpubatch-load $crowd
+    load c2-crowd-prev-$rep gpubatch-load-prev $crowd
+  done
 fi
 
 if on tests; then

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1136,6 +1136,22 @@ if on sweep && have gpubatch-copy-rate && command -v python3 >/dev/null; then
   timeout 300 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep.jsonl" --threads 16 \
     --inflight 8 --presets ${SWEEP_PRESETS:-adaptive,throughput} --bytes-per-run ${SWEEP_BYTES:-2.5e8} --max-requests 200000 \
     ${SWEEP_EXTRA:+--extra=$SWEEP_EXTRA} > "$out/sweep.txt" 2>&1 || true
+fi
+
+# The request size sweep with the build of the third session of 2026-11-27: 16 callers keeping 8
+# each in flight (three presets and unbatched), and one caller with one in flight (adaptive and
+# unbatched), every size, beside gpubatch-copy-rate.
+if on sweep27 && have gpubatch-copy-rate && command -v python3 >/dev/null; then
+  mkdir -p /tmp/gpubatch-wrap
+  for b in gpubatch-load gpubatch-copy-rate; do
+    printf '#!/usr/bin/env bash\nexec %s/%s %s "$@"\n' "$PWD" "$run" "$b" > /tmp/gpubatch-wrap/$b
+    chmod +x /tmp/gpubatch-wrap/$b
+  done
+  echo "== sweep27" >&2
+  timeout 400 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep-16.jsonl" --threads 16 \
+    --inflight 8 --presets latency,throughput,adaptive --bytes-per-run 1e9 --max-requests 200000 > "$out/sweep-16.txt" 2>&1 || true
+  timeout 200 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep-1.jsonl" --threads 1 \
+    --inflight 1 --presets adaptive --bytes-per-run 2e8 --max-requests 20000 > "$out/sweep-1.txt" 2>&1 || true
 fi
 
 # The graph API's fused 3-op chain on 1,000,000 floats: from and into std::vectors (CPU copies)

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1616,6 +1616,27 @@ if on chunks2; then
   for rep in 1 2 3; do
     load c2-crowd-$rep gpubatch-load $crowd
     load c2-crowd-prev-$rep gpubatch-load-prev $crowd
+  done
+fi
+
+# The sweep's large sizes in steady state (third session of 2026-11-27): 16 callers keeping 8 each
+# in flight, long runs, the default beside chunks off, the session's first build and unbatched,
+# interleaved; one caller at the sizes where the short sweep had it below unbatched.
+if on steady; then
+  for rep in 1 2; do
+    for spec in 262144:8000 4194304:480 1048576:2000; do
+      n=${spec%:*}; r=${spec#*:}
+      big="--threads 16 --inflight 8 --op relu --size $n --requests $r"
+      load st-$n-on-$rep gpubatch-load $big
+      load st-$n-off-$rep env GPUBATCH_SPLIT_BYTES=never -- gpubatch-load $big
+      load st-$n-prev-$rep gpubatch-load-prev $big
+      load st-$n-unb-$rep gpubatch-load --unbatched --threads 16 --op relu --size $n --requests $r
+    done
+    for spec in 16384:20000 262144:2000 256:40000; do
+      n=${spec%:*}; r=${spec#*:}
+      load st1-$n-on-$rep gpubatch-load --threads 1 --inflight 1 --op relu --size $n --requests $r
+      load st1-$n-unb-$rep gpubatch-load --unbatched --threads 1 --op relu --size $n --requests $r
+    done
   done
 fi
 

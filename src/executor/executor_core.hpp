@@ -309,9 +309,12 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // 360,000/s: p99 63.7 ms with both polling, 1.3 ms with only the completion threads polling,
   // 0.45 ms with neither (bench/results/session-h200-2026-11-23-s3b.jsonl).
   static constexpr std::size_t kLoneBatch = 2;
-  // A future's caller submits inline (lone_future_pass) only a request this small: its call must
-  // stay quick, and a large request's copy belongs to the strand's parallel staging.
-  static constexpr std::size_t kLoneFutureBytes = std::size_t{64} << 10;
+  // A future's caller submits inline (lone_future_pass) only a request up to this size (input
+  // and output): the direct line. It was 64 KiB, and a lone caller of 16,384-float relu waited
+  // 59-61 us at p50 for the io thread's and a completion thread's wake-ups where Device::run took
+  // 26 us (262,144 floats: 305-354 against 219-239; H100, BENCHMARKS.md third session of
+  // 2026-11-27). The caller's pass spreads its copies over the helpers as the strand's thread does.
+  static constexpr std::size_t kLoneFutureBytes = std::size_t{4} << 20;
   // Completion threads poll a lone caller's batch, and a batch at least half of max_batch_size:
   // the former was full, the device is the bottleneck, and a wake-up's delay leaves it idle
   // (with only lone batches polled, 16 threads of 256-float relu on the H200 ran 7 % slower).
@@ -401,7 +404,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // true when done so (the completion resolved), false: batch it as usual.
   bool try_direct(Request& request, Completion& completion, Clock::time_point now) noexcept;
   // The same for a request the device takes in chunks that pipeline (BatchDevice::submit_split,
-  // from split_line_ bytes), on an idle executor too.
+  // from split_line_ bytes): a lone large request, on an idle executor (no batch in flight) and
+  // no other chunked request running (splitting_).
   bool try_split(Request& request, Completion& completion, Clock::time_point now) noexcept;
   struct LaneStats;
   // A lane's submission (resident_lane.cpp, direct_lane.cpp). The request counts as unresolved
@@ -617,6 +621,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // Requests of at least this many bytes may go in chunks (BatchDevice::split_bytes; 0: none, and
   // none for a device set). Set by the constructor.
   std::size_t split_line_ = 0;
+  std::atomic<bool> splitting_{false};  // a chunked request is running (one at a time)
   std::atomic<bool> resident_closed_{false};  // shutdown began: producers batch instead
   std::mutex resident_mutex_;
   std::condition_variable resident_cv_;

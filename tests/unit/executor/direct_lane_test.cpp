@@ -283,10 +283,10 @@ TEST(DirectLane, ASynchronousRunTakesTheLaneToo) {
   EXPECT_EQ(busy.executor.stats().direct, 1u);
 }
 
-// A request the device takes in chunks (BatchDevice::submit_split, from its split_bytes()) runs
-// on its caller's thread, on an idle executor too, and counts as split and as direct; a refused
-// split, and what the lane never takes (handlers, deadlines, priorities), go to the strand.
-TEST(DirectLane, ARequestTheDeviceSplitsRunsOnItsCallersThreadIdleOrBusy) {
+// A request the device takes in chunks (BatchDevice::submit_split, from its split_bytes()) on an
+// idle executor runs on its caller's thread and counts as split and as direct; a refused split,
+// and what the lane never takes (handlers, deadlines, priorities), go to the strand.
+TEST(DirectLane, ALoneRequestTheDeviceSplitsRunsOnItsCallersThread) {
   FakeDevice::Options options;
   options.split_bytes = 64 << 10;
   auto device = std::make_shared<FakeDevice>(options);
@@ -315,6 +315,29 @@ TEST(DirectLane, ARequestTheDeviceSplitsRunsOnItsCallersThreadIdleOrBusy) {
   EXPECT_EQ(s.completed, 5u);
   EXPECT_EQ(s.batches, 3u);
   EXPECT_NE(to_prometheus(s).find("gpubatch_split_requests_total 2"), std::string::npos);
+}
+
+// Beside a batch in flight the chunks' helpers and the device are busy: the large request takes
+// the direct lane whole instead.
+TEST(DirectLane, ABusyExecutorDoesNotSplit) {
+  FakeDevice::Options options;
+  options.split_bytes = 64 << 10;
+  auto device = std::make_shared<FakeDevice>(options);
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  device->pause();
+  auto small = executor.handle().relu({-1.0f});
+  ASSERT_TRUE(device->wait_for_inflight(1, 30s));
+  std::future<Floats> large;
+  std::thread t([&] { large = executor.handle().relu(large_input(-2.0f)); });
+  ASSERT_TRUE(device->wait_for_submits_entered(2, 30s));
+  device->resume();
+  t.join();
+  EXPECT_EQ(large.get(), relu_of(large_input(-2.0f)));
+  EXPECT_EQ(small.get(), Floats{0.0f});
+  EXPECT_EQ(device->splits(), 0);
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.split, 0u);
+  EXPECT_EQ(s.direct, 1u) << "the direct lane took it whole";
 }
 
 TEST(DirectLane, ASplitTheDeviceRefusesIsBatched) {

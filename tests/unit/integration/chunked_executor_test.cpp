@@ -1,7 +1,8 @@
 // Chunked requests through the executor on the real device (DeviceOptions::split_bytes; src/gpu/
-// chunked_request.*, ExecutorCore::try_split), under the validation layer: five callers at once
-// (more than the device's four chunk sets: some fall back to the other paths), futures and
-// handle.run(), ops that split and ops that do not, beside small requests. Every result against
+// chunked_request.*, ExecutorCore::try_split), under the validation layer: a lone request in chunks, then five
+// callers at once (a chunked request only when no batch is in flight and no other is chunked:
+// the rest take the other paths), futures and handle.run(), ops that split and ops that do not,
+// beside small requests. Every result against
 // the CPU reference.
 #include <gtest/gtest.h>
 
@@ -30,6 +31,12 @@ TEST(ChunkedExecutor, CallersGetEveryResultWholeOrInChunks) {
   Device device(options);
   ::unsetenv("GPUBATCH_SPLIT_CHUNK_BYTES");
   BatchExecutor executor(device, BatchConfig::preset("adaptive"));
+  {  // Alone: in chunks (one at a time, and only beside no batch in flight).
+    std::mt19937 rng(299);
+    const Request lone = chain(random_floats(70000, rng)).relu().scale(2.0f);
+    EXPECT_EQ(reference::check(lone, executor.handle().submit(lone).get()), std::nullopt);
+    EXPECT_EQ(executor.stats().split, 1u);
+  }
   constexpr int kThreads = 5, kRounds = 2;
   std::atomic<int> mismatches{0}, errors{0};
   std::vector<std::thread> threads;
@@ -67,9 +74,8 @@ TEST(ChunkedExecutor, CallersGetEveryResultWholeOrInChunks) {
   EXPECT_EQ(mismatches.load(), 0);
   EXPECT_EQ(errors.load(), 0);
   const Stats s = executor.stats();
-  EXPECT_EQ(s.completed, std::uint64_t{kThreads * kRounds * 11});
-  EXPECT_GT(s.split, 0u) << "large one-input requests went in chunks";
-  EXPECT_LE(s.split, std::uint64_t{kThreads * kRounds * 4});
+  EXPECT_EQ(s.completed, std::uint64_t{kThreads * kRounds * 11 + 1});
+  EXPECT_LE(s.split, std::uint64_t{kThreads * kRounds * 4 + 1});
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1637,6 +1637,33 @@ if on steady; then
       load st1-$n-on-$rep gpubatch-load --threads 1 --inflight 1 --op relu --size $n --requests $r
       load st1-$n-unb-$rep gpubatch-load --unbatched --threads 1 --op relu --size $n --requests $r
     done
+  done
+fi
+
+# The session's final build (third session of 2026-11-27) beside its first build and unbatched,
+# interleaved: a lone caller at every size from 256 to 4,194,304 floats, 16 callers of 1,048,576
+# floats (and chunks off), four callers of 4,194,304, the 256-float crowd.
+if on final27; then
+  for rep in 1 2; do
+    for spec in 256:20000 16384:20000 65536:10000 262144:2000 1048576:400 4194304:200; do
+      n=${spec%:*}; r=${spec#*:}
+      lone="--threads 1 --inflight 1 --op relu --size $n --requests $r"
+      load f-$n-this-$rep gpubatch-load $lone
+      load f-$n-prev-$rep gpubatch-load-prev $lone
+      load f-$n-unb-$rep gpubatch-load --unbatched $lone
+    done
+    load f-256sync-this-$rep gpubatch-load --sync --threads 1 --inflight 1 --op relu --size 256 --requests 20000
+    load f-256sync-prev-$rep gpubatch-load-prev --sync --threads 1 --inflight 1 --op relu --size 256 --requests 20000
+    big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 3000"
+    load f-big-this-$rep gpubatch-load $big
+    load f-big-off-$rep env GPUBATCH_SPLIT_BYTES=never -- gpubatch-load $big
+    load f-big-prev-$rep gpubatch-load-prev $big
+    four="--threads 4 --inflight 1 --op relu --size 4194304 --requests 400"
+    load f-four-this-$rep gpubatch-load $four
+    load f-four-prev-$rep gpubatch-load-prev $four
+    crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+    load f-crowd-this-$rep gpubatch-load $crowd
+    load f-crowd-prev-$rep gpubatch-load-prev $crowd
   done
 fi
 

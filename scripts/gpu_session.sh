@@ -1149,7 +1149,7 @@ if on sweep27 && have gpubatch-copy-rate && command -v python3 >/dev/null; then
   done
   echo "== sweep27" >&2
   timeout 400 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep-16.jsonl" --threads 16 \
-    --inflight 8 --presets latency,throughput,adaptive --bytes-per-run 1e9 --max-requests 200000 > "$out/sweep-16.txt" 2>&1 || true
+    --inflight 8 --presets latency,throughput,adaptive --bytes-per-run ${SWEEP_BYTES:-1e9} --max-requests 200000 > "$out/sweep-16.txt" 2>&1 || true
   timeout 200 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep-1.jsonl" --threads 1 \
     --inflight 1 --presets adaptive --bytes-per-run 2e8 --max-requests 20000 > "$out/sweep-1.txt" 2>&1 || true
 fi

@@ -19,6 +19,7 @@
 #include "gpubatch/reference.hpp"
 #include "gpubatch/stats.hpp"
 #include "support/random_data.hpp"
+#include "support/reference_tally.hpp"
 
 using namespace gpubatch;
 
@@ -38,7 +39,7 @@ TEST(ChunkedExecutor, CallersGetEveryResultWholeOrInChunks) {
     EXPECT_EQ(executor.stats().split, 1u);
   }
   constexpr int kThreads = 5, kRounds = 2;
-  std::atomic<int> mismatches{0}, errors{0};
+  gpubatch::testing::ReferenceTally tally;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -51,28 +52,16 @@ TEST(ChunkedExecutor, CallersGetEveryResultWholeOrInChunks) {
         requests.push_back(Request::clamp(random_floats(50000, rng), -1.0f, 1.5f));
         requests.push_back(Request::add(random_floats(40000, rng), random_floats(40000, rng)));  // not split
         for (int i = 0; i < 6; ++i) requests.push_back(Request::unary(Op::tanh, random_floats(1 + rng() % 900, rng)));
-        std::vector<std::future<Result>> futures;
-        for (const auto& r : requests) futures.push_back(gpu.submit(r));
         const Request sync = Request::unary(Op::swish, random_floats(20000, rng));
-        try {
-          if (reference::check(sync, gpu.run(sync))) ++mismatches;
-        } catch (const std::exception&) {
-          ++errors;
-        }
-        for (std::size_t i = 0; i < requests.size(); ++i) {
-          try {
-            if (reference::check(requests[i], futures[i].get())) ++mismatches;
-          } catch (const std::exception&) {
-            ++errors;
-          }
-        }
+        tally.check(sync, [&] { return gpu.run(sync); });
+        tally.submit_and_check(gpu, requests);
       }
     });
   }
   for (auto& th : threads) th.join();
   executor.shutdown();
-  EXPECT_EQ(mismatches.load(), 0);
-  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(tally.mismatches.load(), 0);
+  EXPECT_EQ(tally.errors.load(), 0);
   const Stats s = executor.stats();
   EXPECT_EQ(s.completed, std::uint64_t{kThreads * kRounds * 11 + 1});
   EXPECT_LE(s.split, std::uint64_t{kThreads * kRounds * 4 + 1});

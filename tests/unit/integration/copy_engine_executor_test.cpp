@@ -14,6 +14,7 @@
 #include "gpubatch/executor.hpp"
 #include "gpubatch/reference.hpp"
 #include "support/random_data.hpp"
+#include "support/reference_tally.hpp"
 
 using namespace gpubatch;
 
@@ -23,7 +24,7 @@ TEST(CopyEngineExecutor, ThreadsOfMixedSizesAndHostBuffersMatchTheReference) {
   Device device(options);
   BatchExecutor executor(device, BatchConfig::preset("adaptive"));
   auto handle = executor.handle();
-  std::atomic<int> mismatches{0}, errors{0};
+  gpubatch::testing::ReferenceTally tally;
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
@@ -40,18 +41,10 @@ TEST(CopyEngineExecutor, ThreadsOfMixedSizesAndHostBuffersMatchTheReference) {
         const auto x = random_floats(in.size(), rng);
         std::copy(x.begin(), x.end(), in.begin());
         requests.push_back(Request::from_host(Op::tanh, in).deliver_to(out));
-        std::vector<std::future<Result>> futures;
-        for (const auto& r : requests) futures.push_back(handle.submit(r));
-        for (std::size_t i = 0; i < requests.size(); ++i) {
-          try {
-            if (reference::check(requests[i], futures[i].get())) ++mismatches;
-          } catch (const std::exception&) {
-            ++errors;
-          }
-        }
+        tally.submit_and_check(handle, requests);
       }
     });
   for (auto& t : threads) t.join();
-  EXPECT_EQ(mismatches.load(), 0);
-  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(tally.mismatches.load(), 0);
+  EXPECT_EQ(tally.errors.load(), 0);
 }

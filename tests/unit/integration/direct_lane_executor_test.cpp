@@ -17,6 +17,7 @@
 #include "gpubatch/executor.hpp"
 #include "gpubatch/reference.hpp"
 #include "support/random_data.hpp"
+#include "support/reference_tally.hpp"
 
 using namespace gpubatch;
 
@@ -39,7 +40,7 @@ TEST_P(DirectLaneExecutor, CallersSubmitTheirLargeRequestsBesideTheStrandsBatche
   BatchExecutor executor(device, config);
   ::unsetenv("GPUBATCH_HOST_DIRECT");
   constexpr int kThreads = 4, kRounds = 3;
-  std::atomic<int> mismatches{0}, errors{0};
+  gpubatch::testing::ReferenceTally tally;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -55,22 +56,14 @@ TEST_P(DirectLaneExecutor, CallersSubmitTheirLargeRequestsBesideTheStrandsBatche
         requests.push_back(Request::dot(random_floats(40000, rng), random_floats(40000, rng)));
         requests.push_back(Request::from_host(Op::gelu, in).deliver_to(out));
         for (int i = 0; i < 12; ++i) requests.push_back(Request::unary(Op::relu, random_floats(1 + rng() % 500, rng)));
-        std::vector<std::future<Result>> futures;
-        for (const auto& r : requests) futures.push_back(gpu.submit(r));
-        for (std::size_t i = 0; i < requests.size(); ++i) {
-          try {
-            if (reference::check(requests[i], futures[i].get())) ++mismatches;
-          } catch (const std::exception&) {
-            ++errors;
-          }
-        }
+        tally.submit_and_check(gpu, requests);
       }
     });
   }
   for (auto& th : threads) th.join();
   executor.shutdown();
-  EXPECT_EQ(mismatches.load(), 0);
-  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(tally.mismatches.load(), 0);
+  EXPECT_EQ(tally.errors.load(), 0);
   const Stats s = executor.stats();
   EXPECT_EQ(s.completed, std::uint64_t{kThreads * kRounds * 16});
   EXPECT_GT(s.direct, 0u) << "four callers keep the executor busy: large requests take the lane";

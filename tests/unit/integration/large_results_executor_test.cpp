@@ -18,6 +18,7 @@
 #include "gpubatch/executor.hpp"
 #include "gpubatch/reference.hpp"
 #include "support/random_data.hpp"
+#include "support/reference_tally.hpp"
 
 using namespace gpubatch;
 
@@ -55,7 +56,7 @@ TEST(LargeResults, ACrowdOfLargeAndSmallRequests) {
   Device device;
   BatchExecutor executor = four_helpers(device);
   constexpr int kThreads = 3, kRounds = 3;
-  std::atomic<int> mismatches{0}, errors{0};
+  gpubatch::testing::ReferenceTally tally;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -66,22 +67,14 @@ TEST(LargeResults, ACrowdOfLargeAndSmallRequests) {
         requests.push_back(Request::unary(Op::relu, random_floats(300000 + t, rng)));
         requests.push_back(Request::add(random_floats(270000, rng), random_floats(270000, rng)));
         for (int i = 0; i < 10; ++i) requests.push_back(Request::unary(Op::relu, random_floats(1 + rng() % 700, rng)));
-        std::vector<std::future<Result>> futures;
-        for (const auto& r : requests) futures.push_back(gpu.submit(r));
-        for (std::size_t i = 0; i < requests.size(); ++i) {
-          try {
-            if (reference::check(requests[i], futures[i].get())) ++mismatches;
-          } catch (const std::exception&) {
-            ++errors;
-          }
-        }
+        tally.submit_and_check(gpu, requests);
       }
     });
   }
   for (auto& th : threads) th.join();
   executor.shutdown();
-  EXPECT_EQ(mismatches.load(), 0);
-  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(tally.mismatches.load(), 0);
+  EXPECT_EQ(tally.errors.load(), 0);
   EXPECT_EQ(executor.stats().completed, std::uint64_t{kThreads * kRounds * 12});
 }
 

@@ -436,13 +436,12 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       return;
     }
     if (resident_on_ && options.priority == 0 && try_resident(request, completion, now)) return;
-    if (split_line_ && bytes >= split_line_ && options.priority == 0 && deadline == Clock::time_point::max() &&
-        (returns_future(completion) || caller_waits()) && try_split(request, completion, now))
-      return;
-    if (direct_lane_ && bytes >= config_.direct_bytes && options.priority == 0 &&
-        deadline == Clock::time_point::max() && (returns_future(completion) || caller_waits()) &&
-        try_direct(request, completion, now))
-      return;
+    // The caller's own thread may run a large request (chunked, or whole on the direct lane): a
+    // level-0 request without a deadline whose caller waits for it anyway.
+    const bool lane_ok = options.priority == 0 && deadline == Clock::time_point::max() &&
+                         (returns_future(completion) || caller_waits());
+    if (lane_ok && split_line_ && bytes >= split_line_ && try_split(request, completion, now)) return;
+    if (lane_ok && direct_lane_ && bytes >= config_.direct_bytes && try_direct(request, completion, now)) return;
     const bool future_call = bytes <= kLoneFutureBytes && returns_future(completion);
     Pending p{std::move(request), std::move(completion), now, deadline, bytes,
               static_cast<std::uint8_t>(options.priority), false, nullptr, nullptr};

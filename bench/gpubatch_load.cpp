@@ -152,8 +152,8 @@ class Workload {
     return r;
   }
 
-  // --host-buffers: each pool request reads x from a HostBuffer and writes its result into
-  // another (requests sharing a pool slot share them: at most pool_ in flight per thread are
+  // --host-buffers: each pool request reads x (and b, for ops of two inputs: add ... lerp, dot,
+  // matmul's B) from HostBuffers and writes its result into another (requests sharing a pool slot share them: at most pool_ in flight per thread are
   // distinct; more write the same values again).
   // With `import`, the buffers are this process's own aligned memory, imported (Device::import_host).
   void move_into_host_buffers(const Device& device, bool import) {
@@ -164,6 +164,12 @@ class Workload {
       std::copy(r.a.begin(), r.a.end(), x.begin());
       r.a.clear();
       r.host_a = x.memory();
+      if (!r.b.empty()) {
+        HostBuffer y = buffer(r.b.size());
+        std::copy(r.b.begin(), r.b.end(), y.begin());
+        r.b.clear();
+        r.host_b = y.memory();
+      }
       r.deliver_to(out);
     }
   }

@@ -25,9 +25,9 @@ void require_data(const Request& r, std::size_t size, const char* what) {
 
 void require_same_length(const Request& r) {
   require_data(r, input_a(r).size(), "input a");
-  if (input_a(r).size() != r.b.size())
+  if (input_a(r).size() != input_b(r).size())
     invalid(r, "inputs differ in length (a has " + std::to_string(input_a(r).size()) + ", b has " +
-                   std::to_string(r.b.size()) + " elements)");
+                   std::to_string(input_b(r).size()) + " elements)");
 }
 
 void require_states(const Request& r, std::size_t size, const char* what) {
@@ -88,7 +88,7 @@ void validate_chain(const Request& r) {
     if (r.inputs[i].size() != input_a(r).size())
       invalid(r, "extra input in" + std::to_string(i) + " has " + std::to_string(r.inputs[i].size()) +
                      " elements, x has " + std::to_string(input_a(r).size()));
-  if (!r.b.empty()) invalid(r, "a chain's second operands go in its extra inputs, not in b");
+  if (!input_b(r).empty()) invalid(r, "a chain's second operands go in its extra inputs, not in b");
   for (std::size_t i = 0; i < shape.steps().size(); ++i) {
     const ChainStep& s = shape.steps()[i];
     const std::string which = "step " + std::to_string(i + 1) + " (" + step_name(s) + ")";
@@ -116,11 +116,11 @@ void validate_custom(const Request& r) {
   if (!r.kernel) invalid(r, "no kernel (use a handle from register_kernel())");
   require_data(r, input_a(r).size(), "input a");
   if (r.kernel->inputs == 2) {
-    if (input_a(r).size() != r.b.size())
+    if (input_a(r).size() != input_b(r).size())
       invalid(r, "inputs differ in length (a has " + std::to_string(input_a(r).size()) + ", b has " +
-                     std::to_string(r.b.size()) + " elements)");
-  } else if (!r.b.empty()) {
-    invalid(r, "kernel '" + r.kernel->name + "' takes one input, b has " + std::to_string(r.b.size()) + " elements");
+                     std::to_string(input_b(r).size()) + " elements)");
+  } else if (!input_b(r).empty()) {
+    invalid(r, "kernel '" + r.kernel->name + "' takes one input, b has " + std::to_string(input_b(r).size()) + " elements");
   }
   if (input_a(r).size() > UINT32_MAX || r.kernel->output_floats(input_a(r).size()) > UINT32_MAX)
     too_large(r, "more than 2^32 elements");
@@ -292,11 +292,22 @@ Request Request::interpolate(std::vector<std::uint8_t> a, std::vector<std::uint8
   return r;
 }
 
+// Ops that read a second float input b (a custom kernel when it takes two).
+static bool two_float_inputs(const Request& r) {
+  if (r.op == Op::custom) return r.kernel && r.kernel->inputs == 2;
+  if (r.op == Op::chain || r.op == Op::interpolate || static_cast<std::size_t>(r.op) >= kOpCount) return false;
+  return op_info(r.op).arity == 2;
+}
+
 static void validate_host_buffers(const Request& r) {
   const bool states = r.op == Op::gradients || r.op == Op::interpolate;
   if (r.host_a) {
     if (states) invalid(r, "takes states, not a float host buffer");
     if (!r.a.empty()) invalid(r, "has both a vector and a host buffer as input a");
+  }
+  if (r.host_b) {
+    if (!two_float_inputs(r)) invalid(r, "takes no second float input, yet has a host buffer as input b");
+    if (!r.b.empty()) invalid(r, "has both a vector and a host buffer as input b");
   }
   if (r.host_result) {
     if (r.op == Op::interpolate) invalid(r, "gives states, which a float host buffer cannot hold");
@@ -322,8 +333,8 @@ static void validate_op(const Request& r) {
       if (input_a(r).size() != mk)
         invalid(r, "A has " + std::to_string(input_a(r).size()) + " elements, M x K = " +
                        std::to_string(r.m) + " x " + std::to_string(r.k) + " needs " + std::to_string(mk));
-      if (r.b.size() != kn)
-        invalid(r, "B has " + std::to_string(r.b.size()) + " elements, K x N = " +
+      if (input_b(r).size() != kn)
+        invalid(r, "B has " + std::to_string(input_b(r).size()) + " elements, K x N = " +
                        std::to_string(r.k) + " x " + std::to_string(r.n) + " needs " + std::to_string(kn));
       if (std::uint64_t{r.m} * r.n > UINT32_MAX) too_large(r, "M x N exceeds 2^32 elements");
       return;
@@ -355,13 +366,27 @@ static void validate_op(const Request& r) {
 }
 
 void validate(const Request& r) {
-  if (r.host_a && (r.op == Op::gradients || r.op == Op::interpolate)) validate_host_buffers(r);
+  if ((r.host_a && (r.op == Op::gradients || r.op == Op::interpolate)) || (r.host_b && !two_float_inputs(r)))
+    validate_host_buffers(r);
   validate_op(r);
   validate_host_buffers(r);
 }
 
 std::span<const float> input_a(const Request& r) noexcept {
   return r.host_a ? std::span<const float>(r.host_a->data, r.host_a->floats) : std::span<const float>(r.a);
+}
+
+std::span<const float> input_b(const Request& r) noexcept {
+  return r.host_b ? std::span<const float>(r.host_b->data, r.host_b->floats) : std::span<const float>(r.b);
+}
+
+Request Request::from_hosts(Op op, const HostBuffer& a, const HostBuffer& b, float scalar) {
+  Request r;
+  r.op = op;
+  r.host_a = a.memory();
+  r.host_b = b.memory();
+  r.scalar = scalar;
+  return r;
 }
 
 Request Request::from_host(Op op, const HostBuffer& x, std::vector<float> b, float scalar) {
@@ -384,7 +409,7 @@ Request&& Request::deliver_to(const HostBuffer& out) && {
 }
 
 std::size_t input_bytes(const Request& r) noexcept {
-  std::size_t floats = input_a(r).size() + r.b.size();
+  std::size_t floats = input_a(r).size() + input_b(r).size();
   for (const auto& in : r.inputs) floats += in.size();
   return floats * sizeof(float) + r.states_a.size() + r.states_b.size();
 }

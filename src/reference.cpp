@@ -282,13 +282,17 @@ static Request with_vectors(const Request& r) {
     copy.a.assign(r.host_a->data, r.host_a->data + r.host_a->floats);
     copy.host_a.reset();
   }
+  if (r.host_b) {
+    copy.b.assign(r.host_b->data, r.host_b->data + r.host_b->floats);
+    copy.host_b.reset();
+  }
   copy.host_result.reset();
   return copy;
 }
 
 Result run(const Request& r) {
   validate(r);
-  if (r.host_a || r.host_result) return run(with_vectors(r));
+  if (r.host_a || r.host_b || r.host_result) return run(with_vectors(r));
   if (auto custom = custom_part(r)) no_reference_for_custom(*custom);
   Result out;
   switch (r.op) {
@@ -335,7 +339,7 @@ std::optional<std::string> check(const Request& r, const Result& got) {
   } catch (const Error& e) {
     return std::string("cannot check: ") + e.what();
   }
-  if (r.host_a || r.host_result) {  // the result is in host_result when the request has one
+  if (r.host_a || r.host_b || r.host_result) {  // the result is in host_result when the request has one
     Result delivered = got;
     if (r.host_result) delivered.values.assign(r.host_result->data, r.host_result->data + r.host_result->floats);
     return check(with_vectors(r), delivered);

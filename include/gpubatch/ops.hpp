@@ -220,10 +220,11 @@ struct Request {
   std::vector<std::vector<float>> inputs;   // Op::chain: extra inputs, each of x's length
   KernelHandle kernel;                      // Op::custom: the kernel (a, b and scalar as p)
   // Caller memory from Device::allocate_host, used in place (no CPU copy): host_a is read instead
-  // of `a` (which must then be empty); host_result receives the values instead of
-  // Result::values (it must hold exactly the result). Neither for gradients or interpolate.
-  // The caller must not touch them while the request is in flight.
-  std::shared_ptr<detail::HostMemory> host_a, host_result;
+  // of `a` and host_b instead of `b` (which must then be empty; host_b only for ops of two float
+  // inputs: add ... lerp, dot, matmul's B, a custom kernel of two inputs); host_result receives
+  // the values instead of Result::values (it must hold exactly the result). None for gradients or
+  // interpolate. The caller must not touch them while the request is in flight.
+  std::shared_ptr<detail::HostMemory> host_a, host_b, host_result;
 
   // One constructor per element-wise op of the table: relu(x), scale(x, factor), add(a, b),
   // lerp(a, b, t), clamp(x, lo, hi), ...
@@ -248,6 +249,8 @@ struct Request {
                         float p = 0.0f);
   // `op` with its input a (x) read in place from `x`; b and scalar as for the vector requests.
   static Request from_host(Op op, const HostBuffer& x, std::vector<float> b = {}, float scalar = 0.0f);
+  // `op` of two inputs (add ... lerp, dot) with both read in place from host buffers.
+  static Request from_hosts(Op op, const HostBuffer& a, const HostBuffer& b, float scalar = 0.0f);
   // Writes the result into `out` instead of Result::values.
   Request& deliver_to(const HostBuffer& out) &;
   Request&& deliver_to(const HostBuffer& out) &&;
@@ -274,6 +277,8 @@ std::string describe_op(const Request& request);
 
 // The request's input a: host_a's memory when it has one, else `a`.
 std::span<const float> input_a(const Request& request) noexcept;
+// The request's input b: host_b's memory when it has one, else `b`.
+std::span<const float> input_b(const Request& request) noexcept;
 
 // Sizes of a request's data as the device sees it (after validate()).
 std::size_t input_bytes(const Request& request) noexcept;

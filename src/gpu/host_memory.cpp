@@ -63,7 +63,7 @@ const VulkanHostMemory* host_memory_on(const std::shared_ptr<detail::HostMemory>
 }
 
 std::exception_ptr foreign_host_buffer(const Request& r, const detail::GpuContext* context) {
-  for (const auto* m : {&r.host_a, &r.host_result})
+  for (const auto* m : {&r.host_a, &r.host_b, &r.host_result})
     if (*m && !host_memory_on(*m, context))
       return std::make_exception_ptr(Error(ErrorCode::invalid_argument,
                                            describe_op(r) + ": its host buffer belongs to another device "

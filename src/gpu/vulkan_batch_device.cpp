@@ -404,10 +404,12 @@ class Encoder {
   }
 
   // Input a; from a host buffer: read in place by the kernel, or copied by the copy engine.
-  std::uint64_t put_a(const Request& r) {
-    if (!r.host_a) return put(r.a.data(), r.a.size() * 4);
-    const auto& m = static_cast<const VulkanHostMemory&>(*r.host_a);  // on this context: checked when grouped
-    f_.host_refs.push_back(r.host_a);
+  std::uint64_t put_a(const Request& r) { return r.host_a ? put_host(r.host_a) : put(r.a.data(), r.a.size() * 4); }
+  std::uint64_t put_b(const Request& r) { return r.host_b ? put_host(r.host_b) : put(r.b.data(), r.b.size() * 4); }
+
+  std::uint64_t put_host(const std::shared_ptr<detail::HostMemory>& host) {
+    const auto& m = static_cast<const VulkanHostMemory&>(*host);  // on this context: checked when grouped
+    f_.host_refs.push_back(host);
     if (!st_.copy_engine) return m.allocation.address();
     const std::size_t bytes = m.floats * sizeof(float);
     f_.host_in.push_back({m.allocation.buffer(), m.allocation.offset(), in_off_, bytes});
@@ -431,7 +433,7 @@ class Encoder {
       chain_tables(g, r, dst, s);
     } else {
       s.a = r.op == Op::gradients || r.op == Op::interpolate ? put(r.states_a.data(), r.states_a.size()) : put_a(r);
-      s.b = r.op == Op::interpolate ? put(r.states_b.data(), r.states_b.size()) : put(r.b.data(), r.b.size() * 4);
+      s.b = r.op == Op::interpolate ? put(r.states_b.data(), r.states_b.size()) : put_b(r);
     }
     s.dst = dst;
   }
@@ -635,7 +637,7 @@ std::size_t VulkanBatchDevice::frames_made() const {
 bool VulkanBatchDevice::runs_on_host_cpu() const { return identity_->context()->info().type == "cpu"; }
 
 bool VulkanBatchDevice::can_run(const Request& request) const {
-  if (!request.host_a && !request.host_result) return true;
+  if (!request.host_a && !request.host_b && !request.host_result) return true;
   const auto context = identity_->context();
   return !foreign_host_buffer(request, context.get());
 }

@@ -12,7 +12,7 @@ namespace {
 
 // The bytes one request's inputs take in the upload area (a chain's tables included).
 std::size_t input_bytes_of(const Group& g, const Request& r) {
-  std::size_t bytes = align_up(input_a(r).size() * 4, kDataAlignment) + align_up(r.b.size() * 4, kDataAlignment) +
+  std::size_t bytes = align_up(input_a(r).size() * 4, kDataAlignment) + align_up(input_b(r).size() * 4, kDataAlignment) +
                       align_up(r.states_a.size(), kDataAlignment) + align_up(r.states_b.size(), kDataAlignment);
   if (g.op == Op::chain) {
     for (const auto& in : r.inputs) bytes += align_up(in.size() * 4, kDataAlignment);
@@ -55,7 +55,7 @@ void BatchPlan::group(std::span<const Request* const> requests, HostBufferCheck 
     std::uint32_t* slot;
     std::uint32_t foreign = UINT32_MAX;  // a group of its own, failed
     std::string_view key;
-    const std::exception_ptr misuse = check && (r.host_a || r.host_result) ? check(r, context) : nullptr;
+    const std::exception_ptr misuse = check && (r.host_a || r.host_b || r.host_result) ? check(r, context) : nullptr;
     if (misuse) {
       slot = &foreign;
     } else if (r.op == Op::chain || r.op == Op::custom) {

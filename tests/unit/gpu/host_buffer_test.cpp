@@ -71,6 +71,38 @@ TEST_P(HostBufferPaths, InputsAndResultsInHostBuffersMatchTheReference) {
   for (std::size_t i = 0; i < n; i += 997) ASSERT_EQ(out[i], -2.5f * x[i]) << i;
 }
 
+// Both inputs in host buffers (Request::from_hosts, host_b): every op of two float inputs, matmul's
+// B, a lone b beside a vector a, and the same buffer as both inputs.
+TEST_P(HostBufferPaths, BothInputsInHostBuffersMatchTheReference) {
+  Device device = open_with_threshold(GetParam());
+  std::mt19937 rng(15);
+  const std::size_t n = 50000;
+  HostBuffer x = filled(device, n, rng), y = filled(device, n, rng), out = device.allocate_host(n);
+  std::vector<Request> requests;
+  for (Op op : {Op::add, Op::sub, Op::mul, Op::lerp, Op::dot})
+    requests.push_back(Request::from_hosts(op, x, y, op == Op::lerp ? 0.3f : 0.0f));
+  requests.push_back(Request::from_hosts(Op::mul, x, y).deliver_to(out));
+  requests.push_back(Request::from_hosts(Op::add, y, y));
+  Request vector_a = Request::sub(random_floats(n, rng), {});
+  vector_a.host_b = y.memory();
+  requests.push_back(std::move(vector_a));
+  HostBuffer B = filled(device, 48 * 40, rng);
+  Request mm = Request::matmul(random_floats(32 * 48, rng), {}, 32, 48, 40);
+  mm.host_b = B.memory();
+  requests.push_back(std::move(mm));
+  std::vector<const Request*> pointers;
+  for (const auto& r : requests) pointers.push_back(&r);
+  auto batch = device.batch_device()->submit(pointers);
+  ASSERT_TRUE(batch->wait_for(std::chrono::seconds(60)));
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    Result result;
+    batch->take_result(i, result);
+    const auto mismatch = reference::check(requests[i], result);
+    EXPECT_FALSE(mismatch) << "request " << i << " (" << to_string(requests[i].op) << "): " << *mismatch;
+  }
+  for (std::size_t i = 0; i < n; i += 997) ASSERT_EQ(out[i], x[i] * y[i]) << i;
+}
+
 TEST_P(HostBufferPaths, SynchronousRunDeliversIntoTheBuffer) {
   Device device = open_with_threshold(GetParam());
   std::mt19937 rng(6);
@@ -121,11 +153,27 @@ TEST(HostBuffer, MisuseIsATypedInvalidArgument) {
   Request states = Request::gradients(random_states(2, rng));
   states.host_a = x.memory();
   EXPECT_EQ(code_of([&] { device.run(states); }), ErrorCode::invalid_argument);
+  EXPECT_EQ(code_of([&] { device.run(Request::from_hosts(Op::add, x, small)); }), ErrorCode::invalid_argument)
+      << "host b of another length than host a";
+  Request both_b = Request::from_hosts(Op::add, x, x);
+  both_b.b = random_floats(100, rng);
+  EXPECT_EQ(code_of([&] { device.run(both_b); }), ErrorCode::invalid_argument) << "b and host_b at once";
+  Request unary_b = Request::from_host(Op::relu, x);
+  unary_b.host_b = x.memory();
+  EXPECT_EQ(code_of([&] { device.run(unary_b); }), ErrorCode::invalid_argument) << "host b for an op of one input";
+  Request chain_b = chain(random_floats(100, rng)).relu().build();
+  chain_b.host_b = x.memory();
+  EXPECT_EQ(code_of([&] { device.run(chain_b); }), ErrorCode::invalid_argument) << "host b for a chain";
+  Request states_b = Request::interpolate(random_states(2, rng), random_states(2, rng), 0.5f, InterpolationMode::lerp);
+  states_b.host_b = x.memory();
+  EXPECT_EQ(code_of([&] { device.run(states_b); }), ErrorCode::invalid_argument) << "host b for states";
 
   Device other = open_with_threshold(0);
   HostBuffer foreign = filled(other, 100, rng);
   EXPECT_EQ(code_of([&] { device.run(Request::from_host(Op::relu, foreign)); }), ErrorCode::invalid_argument)
       << "another device's buffer";
+  EXPECT_EQ(code_of([&] { device.run(Request::from_hosts(Op::add, x, foreign)); }), ErrorCode::invalid_argument)
+      << "another device's buffer as b";
   HostBuffer foreign_out = other.allocate_host(100);
   EXPECT_EQ(code_of([&] { device.run(Request::from_host(Op::relu, x).deliver_to(foreign_out)); }),
             ErrorCode::invalid_argument)

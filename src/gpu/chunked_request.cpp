@@ -12,11 +12,31 @@
 namespace gpubatch::gpu {
 
 bool splittable(const Request& r) noexcept {
-  if (r.host_a || r.host_result || r.a.empty()) return false;
+  if (r.host_a || r.host_b || r.host_result || r.a.empty()) return false;
   if (r.op == Op::chain) return r.chain != nullptr && r.inputs.empty();
+  if (r.op == Op::dot) return r.b.size() == r.a.size();
+  if (static_cast<std::size_t>(r.op) >= kOpCount) return false;
   const OpInfo& info = op_info(r.op);
-  return info.kind == OpKind::ew && info.arity == 1;
+  return info.kind == OpKind::ew && (info.arity == 1 || r.b.size() == r.a.size());
 }
+
+namespace {
+
+// Whether the chunks of `r` read a second input (b's slice, beside a's).
+bool two_inputs(const Request& r) noexcept { return r.op == Op::dot || (r.op != Op::chain && op_info(r.op).arity == 2); }
+
+// The set's b buffers, made on the first request of two inputs that leases it.
+void give_b_buffers(ChunkSet& set) {
+  if (!set.in_b.empty()) return;
+  try {
+    for (std::size_t i = 0; i < ChunkPool::kSlots; ++i) set.in_b.push_back(allocate_host(set.context, set.floats));
+  } catch (...) {
+    set.in_b.clear();
+    throw;
+  }
+}
+
+}  // namespace
 
 std::unique_ptr<ChunkSet> ChunkPool::lease(const std::shared_ptr<detail::GpuContext>& context,
                                            std::size_t chunk_floats) {
@@ -72,6 +92,7 @@ class ChunkedInFlight final : public detail::InFlightBatch {
         pool_(pool),
         set_(std::move(set)),
         data_(std::move(request.a)),
+        b_(std::move(request.b)),
         chunk_(chunk_floats),
         chunks_((data_.size() + chunk_floats - 1) / chunk_floats),
         parallel_(parallel),
@@ -89,15 +110,18 @@ class ChunkedInFlight final : public detail::InFlightBatch {
       pool_.drop();
       return;
     }
-    for (std::size_t k = 0; k < set_->in.size(); ++k)
-      set_->in[k].memory()->floats = set_->out[k].memory()->floats = set_->floats;
+    for (auto* buffers : {&set_->in, &set_->in_b, &set_->out})
+      for (HostBuffer& b : *buffers) b.memory()->floats = set_->floats;
     pool_.give_back(std::move(set_));
   }
 
   // The first chunk; the batch is not usable when this throws.
   void start() { submit_next(); }
-  // Gives the request its vector back (the first submit failed).
-  std::vector<float> release_data() { return std::move(data_); }
+  // Gives the request its vectors back (the first submit failed).
+  void give_back(Request& request) {
+    request.a = std::move(data_);
+    request.b = std::move(b_);
+  }
 
   bool wait_for(std::chrono::nanoseconds timeout) override {
     const auto until = Clock::now() + timeout;
@@ -105,12 +129,15 @@ class ChunkedInFlight final : public detail::InFlightBatch {
     while (next_out_ < chunks_) {
       Slot& s = slots_[next_out_ % slots_.size()];
       if (!detail::poll_until(*s.inflight, until)) return false;
-      Result none;
-      s.inflight->take_result(0, none);  // a chunk's own error (its kernel, its buffers) fails the request
+      Result part;
+      s.inflight->take_result(0, part);  // a chunk's own error (its kernel, its buffers) fails the request
       s.inflight.reset();                // its frame goes back
       const std::size_t first = next_out_ * chunk_;
-      split_copy(data_.data() + first, set_->out[next_out_ % slots_.size()].data(),
-                 std::min(chunk_, data_.size() - first) * sizeof(float), parallel_);
+      if (proto_.op == Op::dot)
+        sum_ += part.values.at(0);  // the partial sums add up in double
+      else
+        split_copy(data_.data() + first, set_->out[next_out_ % slots_.size()].data(),
+                   std::min(chunk_, data_.size() - first) * sizeof(float), parallel_);
       ++next_out_;
       fill();
     }
@@ -119,7 +146,8 @@ class ChunkedInFlight final : public detail::InFlightBatch {
 
   void take_result(std::size_t, Result& out) override {
     out.states.clear();
-    out.values = std::move(data_);
+    if (proto_.op == Op::dot) out.values.assign(1, static_cast<float>(sum_));
+    else out.values = std::move(data_);
   }
 
   std::string pending_state() override {
@@ -151,7 +179,13 @@ class ChunkedInFlight final : public detail::InFlightBatch {
     Slot& s = slots_[k];
     s.request = proto_;
     s.request.host_a = in.memory();
-    s.request.host_result = out.memory();
+    if (!b_.empty()) {
+      HostBuffer& in_b = set_->in_b[k];
+      in_b.memory()->floats = n;
+      split_copy(in_b.data(), b_.data() + first, n * sizeof(float), parallel_);
+      s.request.host_b = in_b.memory();
+    }
+    if (proto_.op != Op::dot) s.request.host_result = out.memory();  // a dot's partial sum comes back as a value
     const Request* one[] = {&s.request};
     s.inflight = device_->submit(one);
     ++next_in_;
@@ -160,7 +194,9 @@ class ChunkedInFlight final : public detail::InFlightBatch {
   std::shared_ptr<VulkanBatchDevice> device_;
   ChunkPool& pool_;
   std::unique_ptr<ChunkSet> set_;
-  std::vector<float> data_;  // the request's input, then its result
+  std::vector<float> data_;  // the request's input a, then its result (not a dot's)
+  std::vector<float> b_;     // input b (ops of two inputs)
+  double sum_ = 0.0;         // a dot's partial sums so far
   Request proto_;            // op, scalars, chain: what every chunk runs
   const std::size_t chunk_, chunks_;
   detail::ParallelRunner& parallel_;
@@ -180,12 +216,20 @@ std::unique_ptr<detail::InFlightBatch> submit_chunked(std::shared_ptr<VulkanBatc
                                                       detail::ParallelRunner& parallel) {
   auto set = pool.lease(device->current_context(), max_chunk_floats);
   if (!set) return nullptr;
+  if (two_inputs(request)) {
+    try {
+      give_b_buffers(*set);
+    } catch (...) {
+      pool.give_back(std::move(set));
+      throw;
+    }
+  }
   const std::size_t chunk = chunk_floats_for(request.a.size(), max_chunk_floats);
   auto batch = std::make_unique<ChunkedInFlight>(std::move(device), pool, std::move(set), request, chunk, parallel);
   try {
     batch->start();
   } catch (...) {
-    request.a = batch->release_data();
+    batch->give_back(request);
     throw;
   }
   return batch;

@@ -1,8 +1,8 @@
 #pragma once
 // One large element-wise request as chunks that pipeline (DESIGN.md "Large requests", issue 12):
 // the calling thread copies chunk k+1 of the request's vector into pinned memory while the GPU
-// runs chunk k, whose kernel reads that memory and writes its results into pinned memory in
-// place, and copies an earlier chunk's results back into the request's own buffer. Each copy is
+// runs chunk k, whose kernel reads that memory (and b's, for ops of two inputs) and writes its
+// results into pinned memory in place (a dot: its partial sum, added up in double), and copies an earlier chunk's results back into the request's own buffer. Each copy is
 // spread over the executor's helpers (split_copy). Up to kSlots chunks are on the device at once.
 //
 // Why: a lone 4,194,304-float relu from vectors spent its time one stage after the other on the
@@ -28,8 +28,9 @@ namespace gpubatch::gpu {
 
 class VulkanBatchDevice;
 
-// Whether a request can go in chunks: an element-wise op of one input (relu ... clamp) or a chain
-// without extra inputs, from a non-empty vector, into a vector (no HostBuffers).
+// Whether a request can go in chunks: an element-wise op (relu ... clamp, add ... lerp) or a chain
+// without extra inputs by ranges, or a dot by partial sums (added in double on the host), from
+// non-empty vectors (no HostBuffers).
 bool splittable(const Request& request) noexcept;
 
 // Pinned in/out buffer pairs of one chunk each, kept from request to request. At most kMaxSets are
@@ -38,6 +39,7 @@ struct ChunkSet {
   std::shared_ptr<detail::GpuContext> context;
   std::size_t floats = 0;  // each buffer's (a request's chunks use a prefix of them)
   std::vector<HostBuffer> in, out;
+  std::vector<HostBuffer> in_b;  // made on the first request of two inputs that leases the set
 };
 
 class ChunkPool {
@@ -67,7 +69,7 @@ class ChunkPool {
 // chunks of 2 MiB, 1.08 in 4 MiB and 0.96 in 8 MiB (two chunks; H100, BENCHMARKS.md third session
 // of 2026-11-27); the pool's buffers hold max_chunk_floats (4 MiB by default) so that a set stays
 // small (kSlots pairs: 24 MiB).
-// When that first submit throws, the request gets its vector back and the error propagates.
+// When that first submit throws, the request gets its vectors back and the error propagates.
 inline constexpr std::size_t kMinChunkFloats = 262144;  // 1 MiB
 std::size_t chunk_floats_for(std::size_t n, std::size_t max_chunk_floats) noexcept;
 std::unique_ptr<detail::InFlightBatch> submit_chunked(std::shared_ptr<VulkanBatchDevice> device, ChunkPool& pool,

@@ -37,6 +37,14 @@ TEST(ChunkedExecutor, CallersGetEveryResultWholeOrInChunks) {
     const Request lone = chain(random_floats(70000, rng)).relu().scale(2.0f);
     EXPECT_EQ(reference::check(lone, executor.handle().submit(lone).get()), std::nullopt);
     EXPECT_EQ(executor.stats().split, 1u);
+    // Two inputs by ranges, and a dot by partial sums (a std::future<float>).
+    const Request add = Request::add(random_floats(50000, rng), random_floats(50000, rng));
+    EXPECT_EQ(reference::check(add, executor.handle().submit(add).get()), std::nullopt);
+    const std::vector<float> x = random_floats(60001, rng), y = random_floats(60001, rng);
+    const Request dot = Request::dot(x, y);
+    const float got = executor.handle().dot(x, y).get();
+    EXPECT_EQ(reference::check(dot, Result{{got}, {}}), std::nullopt);
+    EXPECT_EQ(executor.stats().split, 3u);
   }
   constexpr int kThreads = 5, kRounds = 2;
   gpubatch::testing::ReferenceTally tally;
@@ -50,7 +58,9 @@ TEST(ChunkedExecutor, CallersGetEveryResultWholeOrInChunks) {
         requests.push_back(Request::unary(Op::relu, random_floats(40000 + t, rng)));
         requests.push_back(chain(random_floats(30001, rng)).gelu().scale(0.5f));
         requests.push_back(Request::clamp(random_floats(50000, rng), -1.0f, 1.5f));
-        requests.push_back(Request::add(random_floats(40000, rng), random_floats(40000, rng)));  // not split
+        requests.push_back(Request::add(random_floats(40000, rng), random_floats(40000, rng)));
+        requests.push_back(Request::dot(random_floats(33000, rng), random_floats(33000, rng)));
+        requests.push_back(Request::matmul(random_floats(128 * 128, rng), random_floats(128 * 128, rng), 128, 128, 128));  // not split
         for (int i = 0; i < 6; ++i) requests.push_back(Request::unary(Op::tanh, random_floats(1 + rng() % 900, rng)));
         const Request sync = Request::unary(Op::swish, random_floats(20000, rng));
         tally.check(sync, [&] { return gpu.run(sync); });
@@ -63,8 +73,8 @@ TEST(ChunkedExecutor, CallersGetEveryResultWholeOrInChunks) {
   EXPECT_EQ(tally.mismatches.load(), 0);
   EXPECT_EQ(tally.errors.load(), 0);
   const Stats s = executor.stats();
-  EXPECT_EQ(s.completed, std::uint64_t{kThreads * kRounds * 11 + 1});
-  EXPECT_LE(s.split, std::uint64_t{kThreads * kRounds * 4 + 1});
+  EXPECT_EQ(s.completed, std::uint64_t{kThreads * kRounds * 13 + 3});
+  EXPECT_LE(s.split, std::uint64_t{kThreads * kRounds * 5 + 3});
 }
 
 }  // namespace

@@ -15,6 +15,8 @@ bool splittable(const Request& r) noexcept {
   if (r.host_a || r.host_b || r.host_result || r.a.empty()) return false;
   if (r.op == Op::chain) return r.chain != nullptr && r.inputs.empty();
   if (r.op == Op::dot) return r.b.size() == r.a.size();
+  if (r.op == Op::matmul)
+    return r.m >= 2 && r.a.size() == std::size_t{r.m} * r.k && r.b.size() == std::size_t{r.k} * r.n;
   if (static_cast<std::size_t>(r.op) >= kOpCount) return false;
   const OpInfo& info = op_info(r.op);
   return info.kind == OpKind::ew && (info.arity == 1 || r.b.size() == r.a.size());
@@ -23,7 +25,9 @@ bool splittable(const Request& r) noexcept {
 namespace {
 
 // Whether the chunks of `r` read a second input (b's slice, beside a's).
-bool two_inputs(const Request& r) noexcept { return r.op == Op::dot || (r.op != Op::chain && op_info(r.op).arity == 2); }
+bool two_inputs(const Request& r) noexcept {
+  return r.op == Op::dot || r.op == Op::matmul || (r.op != Op::chain && op_info(r.op).arity == 2);
+}
 
 // The set's b buffers, made on the first request of two inputs that leases it.
 void give_b_buffers(ChunkSet& set) {
@@ -84,23 +88,34 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// A chunk is `chunk_` items: elements (element-wise ops, dot) or rows of A and of the result
+// (matmul, whose B is copied once into the set's first b buffer and read by every chunk).
+struct ChunkShape {
+  std::size_t items = 0;      // elements, or matmul's M rows
+  std::size_t in_width = 1;   // floats of a (and b) per item: matmul's K
+  std::size_t out_width = 1;  // floats of the result per item: matmul's N
+};
+
 class ChunkedInFlight final : public detail::InFlightBatch {
  public:
   ChunkedInFlight(std::shared_ptr<VulkanBatchDevice> device, ChunkPool& pool, std::unique_ptr<ChunkSet> set,
-                  Request& request, std::size_t chunk_floats, detail::ParallelRunner& parallel)
+                  Request& request, ChunkShape shape, std::size_t chunk_items, detail::ParallelRunner& parallel)
       : device_(std::move(device)),
         pool_(pool),
         set_(std::move(set)),
         data_(std::move(request.a)),
         b_(std::move(request.b)),
-        chunk_(chunk_floats),
-        chunks_((data_.size() + chunk_floats - 1) / chunk_floats),
+        shape_(shape),
+        chunk_(chunk_items),
+        chunks_((shape.items + chunk_items - 1) / chunk_items),
         parallel_(parallel),
         slots_(ChunkPool::kSlots) {
     proto_.op = request.op;
     proto_.scalar = request.scalar;
     proto_.scalar2 = request.scalar2;
     proto_.chain = request.chain;
+    proto_.k = request.k;
+    proto_.n = request.n;
   }
 
   ~ChunkedInFlight() override {
@@ -115,8 +130,18 @@ class ChunkedInFlight final : public detail::InFlightBatch {
     pool_.give_back(std::move(set_));
   }
 
-  // The first chunk; the batch is not usable when this throws.
-  void start() { submit_next(); }
+  // The first chunk (and a matmul's B); the batch is not usable when this throws.
+  void start() {
+    if (proto_.op == Op::matmul) {
+      HostBuffer& shared_b = set_->in_b.front();
+      shared_b.memory()->floats = b_.size();
+      split_copy(shared_b.data(), b_.data(), b_.size() * sizeof(float), parallel_);
+      // The result in A's buffer where it is no longer (N <= K: result row r ends before A's row
+      // r + 1, and a chunk's rows are out only after it went in), else a buffer of its own.
+      if (shape_.out_width > shape_.in_width) result_.resize(shape_.items * shape_.out_width);
+    }
+    submit_next();
+  }
   // Gives the request its vectors back (the first submit failed).
   void give_back(Request& request) {
     request.a = std::move(data_);
@@ -132,12 +157,14 @@ class ChunkedInFlight final : public detail::InFlightBatch {
       Result part;
       s.inflight->take_result(0, part);  // a chunk's own error (its kernel, its buffers) fails the request
       s.inflight.reset();                // its frame goes back
-      const std::size_t first = next_out_ * chunk_;
-      if (proto_.op == Op::dot)
+      if (proto_.op == Op::dot) {
         sum_ += part.values.at(0);  // the partial sums add up in double
-      else
-        split_copy(data_.data() + first, set_->out[next_out_ % slots_.size()].data(),
-                   std::min(chunk_, data_.size() - first) * sizeof(float), parallel_);
+      } else {
+        const std::size_t first = next_out_ * chunk_, items = std::min(chunk_, shape_.items - first);
+        float* result = result_.empty() ? data_.data() : result_.data();
+        split_copy(result + first * shape_.out_width, set_->out[next_out_ % slots_.size()].data(),
+                   items * shape_.out_width * sizeof(float), parallel_);
+      }
       ++next_out_;
       fill();
     }
@@ -146,8 +173,14 @@ class ChunkedInFlight final : public detail::InFlightBatch {
 
   void take_result(std::size_t, Result& out) override {
     out.states.clear();
-    if (proto_.op == Op::dot) out.values.assign(1, static_cast<float>(sum_));
-    else out.values = std::move(data_);
+    if (proto_.op == Op::dot) {
+      out.values.assign(1, static_cast<float>(sum_));
+    } else if (!result_.empty()) {
+      out.values = std::move(result_);
+    } else {
+      data_.resize(shape_.items * shape_.out_width);  // a matmul's N < K: shrinks, in place
+      out.values = std::move(data_);
+    }
   }
 
   std::string pending_state() override {
@@ -169,20 +202,24 @@ class ChunkedInFlight final : public detail::InFlightBatch {
 
   void submit_next() {
     const std::size_t k = next_in_ % slots_.size(), first = next_in_ * chunk_;
-    const std::size_t n = std::min(chunk_, data_.size() - first);
+    const std::size_t items = std::min(chunk_, shape_.items - first);
+    const std::size_t in_floats = items * shape_.in_width, offset = first * shape_.in_width;
     HostBuffer& in = set_->in[k];
     HostBuffer& out = set_->out[k];
     // The pool's buffers are this batch's alone while leased: each chunk uses a prefix of them.
-    in.memory()->floats = n;
-    out.memory()->floats = n;
-    split_copy(in.data(), data_.data() + first, n * sizeof(float), parallel_);
+    in.memory()->floats = in_floats;
+    out.memory()->floats = items * shape_.out_width;
+    split_copy(in.data(), data_.data() + offset, in_floats * sizeof(float), parallel_);
     Slot& s = slots_[k];
     s.request = proto_;
     s.request.host_a = in.memory();
-    if (!b_.empty()) {
+    if (proto_.op == Op::matmul) {
+      s.request.m = static_cast<std::uint32_t>(items);
+      s.request.host_b = set_->in_b.front().memory();
+    } else if (!b_.empty()) {
       HostBuffer& in_b = set_->in_b[k];
-      in_b.memory()->floats = n;
-      split_copy(in_b.data(), b_.data() + first, n * sizeof(float), parallel_);
+      in_b.memory()->floats = in_floats;
+      split_copy(in_b.data(), b_.data() + offset, in_floats * sizeof(float), parallel_);
       s.request.host_b = in_b.memory();
     }
     if (proto_.op != Op::dot) s.request.host_result = out.memory();  // a dot's partial sum comes back as a value
@@ -194,11 +231,13 @@ class ChunkedInFlight final : public detail::InFlightBatch {
   std::shared_ptr<VulkanBatchDevice> device_;
   ChunkPool& pool_;
   std::unique_ptr<ChunkSet> set_;
-  std::vector<float> data_;  // the request's input a, then its result (not a dot's)
-  std::vector<float> b_;     // input b (ops of two inputs)
-  double sum_ = 0.0;         // a dot's partial sums so far
-  Request proto_;            // op, scalars, chain: what every chunk runs
-  const std::size_t chunk_, chunks_;
+  std::vector<float> data_;    // the request's input a, then its result (not a dot's; a matmul's when N <= K)
+  std::vector<float> b_;       // input b (ops of two inputs; matmul's B)
+  std::vector<float> result_;  // a matmul's result when N > K
+  double sum_ = 0.0;           // a dot's partial sums so far
+  Request proto_;              // op, scalars, chain, matmul's K and N: what every chunk runs
+  const ChunkShape shape_;
+  const std::size_t chunk_, chunks_;  // items per chunk; chunks
   detail::ParallelRunner& parallel_;
   std::vector<Slot> slots_;
   std::size_t next_in_ = 0, next_out_ = 0;
@@ -211,9 +250,16 @@ std::size_t chunk_floats_for(std::size_t n, std::size_t max_chunk_floats) noexce
   return std::clamp(half, std::min(kMinChunkFloats, max_chunk_floats), max_chunk_floats);
 }
 
+std::size_t matmul_chunk_rows(std::size_t m, std::size_t k, std::size_t n, std::size_t buffer_floats) noexcept {
+  if (m < 2 || k * n > buffer_floats || std::max(k, n) > buffer_floats) return 0;
+  return std::min((m + 1) / 2, buffer_floats / std::max(k, n));
+}
+
 std::unique_ptr<detail::InFlightBatch> submit_chunked(std::shared_ptr<VulkanBatchDevice> device, ChunkPool& pool,
                                                       Request& request, std::size_t max_chunk_floats,
                                                       detail::ParallelRunner& parallel) {
+  if (request.op == Op::matmul && matmul_chunk_rows(request.m, request.k, request.n, max_chunk_floats) == 0)
+    return nullptr;
   auto set = pool.lease(device->current_context(), max_chunk_floats);
   if (!set) return nullptr;
   if (two_inputs(request)) {
@@ -224,8 +270,13 @@ std::unique_ptr<detail::InFlightBatch> submit_chunked(std::shared_ptr<VulkanBatc
       throw;
     }
   }
-  const std::size_t chunk = chunk_floats_for(request.a.size(), max_chunk_floats);
-  auto batch = std::make_unique<ChunkedInFlight>(std::move(device), pool, std::move(set), request, chunk, parallel);
+  ChunkShape shape{request.a.size(), 1, 1};
+  std::size_t chunk = chunk_floats_for(request.a.size(), max_chunk_floats);
+  if (request.op == Op::matmul) {
+    shape = {request.m, request.k, request.n};
+    chunk = matmul_chunk_rows(request.m, request.k, request.n, max_chunk_floats);
+  }
+  auto batch = std::make_unique<ChunkedInFlight>(std::move(device), pool, std::move(set), request, shape, chunk, parallel);
   try {
     batch->start();
   } catch (...) {

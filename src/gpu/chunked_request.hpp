@@ -29,8 +29,10 @@ namespace gpubatch::gpu {
 class VulkanBatchDevice;
 
 // Whether a request can go in chunks: an element-wise op (relu ... clamp, add ... lerp) or a chain
-// without extra inputs by ranges, or a dot by partial sums (added in double on the host), from
-// non-empty vectors (no HostBuffers).
+// without extra inputs by ranges, a dot by partial sums (added in double on the host), or a
+// matmul of two rows or more by blocks of rows of A (B whole in each), from non-empty vectors
+// (no HostBuffers). A matmul splits only where B, a row of A and a row of the result each fit
+// one of the pool's buffers (matmul_chunk_rows).
 bool splittable(const Request& request) noexcept;
 
 // Pinned in/out buffer pairs of one chunk each, kept from request to request. At most kMaxSets are
@@ -72,6 +74,9 @@ class ChunkPool {
 // When that first submit throws, the request gets its vectors back and the error propagates.
 inline constexpr std::size_t kMinChunkFloats = 262144;  // 1 MiB
 std::size_t chunk_floats_for(std::size_t n, std::size_t max_chunk_floats) noexcept;
+// A matmul's rows per chunk: half of M, as many as a buffer of `buffer_floats` holds of A's and
+// of the result's rows; 0 (not split) for one row, or where B or one row does not fit a buffer.
+std::size_t matmul_chunk_rows(std::size_t m, std::size_t k, std::size_t n, std::size_t buffer_floats) noexcept;
 std::unique_ptr<detail::InFlightBatch> submit_chunked(std::shared_ptr<VulkanBatchDevice> device, ChunkPool& pool,
                                                       Request& request, std::size_t max_chunk_floats,
                                                       detail::ParallelRunner& parallel);

@@ -57,7 +57,8 @@ TEST(ChunkedRequest, WhichRequestsSplit) {
   EXPECT_TRUE(gpu::splittable(Request::lerp(random_floats(10, rng), random_floats(10, rng), 0.25f)));
   EXPECT_TRUE(gpu::splittable(Request::dot(random_floats(10, rng), random_floats(10, rng)))) << "partial sums";
   EXPECT_FALSE(gpu::splittable(chain(random_floats(10, rng)).add(random_floats(10, rng)))) << "an extra input";
-  EXPECT_FALSE(gpu::splittable(Request::matmul(random_floats(4, rng), random_floats(4, rng), 2, 2, 2)));
+  EXPECT_TRUE(gpu::splittable(Request::matmul(random_floats(4, rng), random_floats(4, rng), 2, 2, 2))) << "by rows";
+  EXPECT_FALSE(gpu::splittable(Request::matmul(random_floats(2, rng), random_floats(4, rng), 1, 2, 2))) << "one row";
   EXPECT_FALSE(gpu::splittable(Request::gradients(random_states(2, rng))));
   EXPECT_FALSE(gpu::splittable(Request::relu({}))) << "empty";
 }
@@ -87,6 +88,35 @@ TEST(ChunkedRequest, EveryChunkLandsWhereItBelongs) {
       EXPECT_EQ(reference::check(r, got), std::nullopt) << to_string(r.op) << " " << n;
       if (r.op != Op::dot) EXPECT_EQ(got.values.data(), buffer) << "the result comes back in the input's buffer";
     }
+  }
+}
+
+// A matmul by blocks of rows (B whole in each chunk): a result narrower than A (in A's buffer),
+// wider (a buffer of its own), as wide, two chunks and more chunks than slots, a ragged last block.
+TEST(ChunkedRequest, AMatmulGoesByBlocksOfRows) {
+  auto device = chunking_device();
+  auto batch_device = device->batch_device();
+  std::mt19937 rng(12);
+  struct Shape {
+    std::uint32_t m, k, n;
+  };
+  for (Shape sh : {Shape{40, 64, 48}, Shape{1000, 24, 16}, Shape{1000, 16, 24}, Shape{301, 32, 32}, Shape{7, 200, 9}}) {
+    const Request r = Request::matmul(random_floats(sh.m * sh.k, rng), random_floats(sh.k * sh.n, rng), sh.m, sh.k, sh.n);
+    Request mine = r;
+    const float* buffer = mine.a.data();
+    auto batch = batch_device->submit_split(mine, detail::inline_runner());
+    ASSERT_TRUE(batch) << sh.m << "x" << sh.k << "x" << sh.n;
+    const Result got = finish(*batch);
+    EXPECT_EQ(reference::check(r, got), std::nullopt) << sh.m << "x" << sh.k << "x" << sh.n;
+    if (sh.n <= sh.k) EXPECT_EQ(got.values.data(), buffer) << "a result no wider than A lands in A's buffer";
+  }
+  // B larger than a buffer, or one row: not split, and the request stays as it was.
+  for (Shape sh : {Shape{8, 80, 80}, Shape{1, 64, 64}}) {
+    const Request r = Request::matmul(random_floats(sh.m * sh.k, rng), random_floats(sh.k * sh.n, rng), sh.m, sh.k, sh.n);
+    Request mine = r;
+    EXPECT_EQ(batch_device->submit_split(mine, detail::inline_runner()), nullptr) << sh.m << "x" << sh.k;
+    EXPECT_EQ(mine.a, r.a);
+    EXPECT_EQ(mine.b, r.b);
   }
 }
 
@@ -140,6 +170,10 @@ TEST(ChunkedRequest, ChunksAreHalfTheInputWithinTheirBounds) {
   EXPECT_EQ(gpu::chunk_floats_for(1048577, max) % 16, 0u) << "whole cache lines";
   EXPECT_GE(2 * gpu::chunk_floats_for(1048577, max), 1048577u);
   EXPECT_EQ(gpu::chunk_floats_for(100000, 4096), 4096u) << "a smaller buffer than the least chunk";
+  EXPECT_EQ(gpu::matmul_chunk_rows(1024, 1024, 1024, max), 512u) << "half of M";
+  EXPECT_EQ(gpu::matmul_chunk_rows(4096, 512, 1024, max), 1024u) << "as many rows as a buffer holds";
+  EXPECT_EQ(gpu::matmul_chunk_rows(1, 16, 16, max), 0u) << "one row";
+  EXPECT_EQ(gpu::matmul_chunk_rows(4096, 2048, 1024, max), 0u) << "B larger than a buffer";
 }
 
 TEST(ChunkedRequest, AFailedFirstSubmitLeavesTheRequestAndALaterLossFailsIt) {

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: ops28 final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1668,9 +1668,9 @@ if on final27; then
 fi
 
 # Chunks of more ops (second session of 2026-11-27): a lone add, lerp, dot (partial sums) and
-# matmul (blocks of rows) in chunks, against chunks off, the session's first build and the
-# unbatched path; then both inputs of an add from HostBuffers (host_b) against the first build,
-# which copied b.
+# matmul (blocks of rows; ops28: 100 requests, whose CPU reference checks take 80 s a run) in
+# chunks, against chunks off, the session's first build and the unbatched path; then (ops28hb)
+# both inputs of an add from HostBuffers (host_b) against the first build, which copied b.
 if on ops28; then
   for rep in 1 2; do
     for spec in "add 1048576 300" "add 4194304 150" "lerp 4194304 150" "dot 4194304 150" "matmul 1024 100"; do
@@ -1682,6 +1682,8 @@ if on ops28; then
       load o-$op-$n-unb-$rep gpubatch-load --unbatched $lone
     done
   done
+fi
+if on ops28hb; then
   for rep in 1 2; do
     for spec in "65536 200000" "1048576 12000"; do
       read -r n reqs <<< "$spec"

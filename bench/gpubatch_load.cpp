@@ -749,10 +749,12 @@ int main(int argc, char** argv) {
     const std::string devices_json = devices_report(o, devices, before, after, batches);
     std::string device_names;
     for (const Device& each : devices) device_names += (device_names.empty() ? "" : ", ") + each.info().name;
+    std::string drivers;  // the machine's driver beside every figure (docs/BENCHMARKS.md)
+    for (const Device& each : devices) drivers += (drivers.empty() ? "" : ", ") + each.info().driver;
 
     if (o.json) {
       std::printf(
-          "{\"device\": \"%s\", \"preset\": \"%s\", \"op\": \"%s\", \"size\": %u, \"threads\": %d, "
+          "{\"device\": \"%s\", \"driver\": \"%s\", \"preset\": \"%s\", \"op\": \"%s\", \"size\": %u, \"threads\": %d, "
           "\"inflight\": %d, \"rate\": %.1f, \"requests\": %llu, \"seconds\": %.6f, \"throughput_rps\": %.1f, "
           "\"latency_us\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f, \"max\": %.2f}, \"submit_us\": %s, "
           "\"send_lag_us\": {\"p50\": %.2f, \"p99\": %.2f, \"max\": %.2f}, "
@@ -762,7 +764,7 @@ int main(int argc, char** argv) {
           "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
           "\"resident\": %llu, \"direct\": %llu, \"split\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
           "\"devices\": %s%s}\n",
-          json_escaped(device_names).c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
+          json_escaped(device_names).c_str(), json_escaped(drivers).c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
           static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
           submit_json,
           lag_p50, lag_p99, lag_max, static_cast<unsigned long long>(batches), mean_batch,

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1692,6 +1692,34 @@ if on ops28hb; then
       load o-hb-add-$n-prev-$rep gpubatch-load-prev $hb
     done
   done
+fi
+
+# The callers' push without a fence after it (second session of 2026-11-27; tried and reverted,
+# BENCHMARKS.md): the executor's CPU over a null device (gpubatch-executor-cost, 16 callers) and
+# the 256-float crowd and lone caller on the GPU, a build against the session's first,
+# interleaved; then where the callers' enqueue spends its time (perf annotate), when perf is
+# bundled.
+if on nofence; then
+  for rep in 1 2 3; do
+    for b in gpubatch-executor-cost gpubatch-executor-cost-prev; do
+      have $b || continue
+      echo "$b-$rep $(timeout 60 "$run" $b --threads 16 --inflight 1024 --requests 4000000 --size 256 --reps 1 2>&1 | tail -1)" \
+        | tee -a "$out/executor-cost.txt"
+    done
+    load nf-crowd-$rep gpubatch-load --threads 16 --inflight 1024 --requests 4000000 --op relu --size 256
+    load nf-crowd-prev-$rep gpubatch-load-prev --threads 16 --inflight 1024 --requests 4000000 --op relu --size 256
+    load nf-lone-$rep gpubatch-load --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+    load nf-lone-prev-$rep gpubatch-load-prev --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+  done
+  if have perf; then
+    timeout 120 "$run" perf record -F 2999 -o "$out/ec.data" -- "$PWD/$run" gpubatch-executor-cost --threads 16 \
+      --inflight 1024 --requests 4000000 --size 256 --reps 1 > "$out/ec-run.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/ec.data" --no-children --sort comm,sym -g none --percent-limit 0.5 \
+      > "$out/ec-report.txt" 2>&1
+    timeout 120 "$run" perf annotate -i "$out/ec.data" --stdio -s gpubatch::detail::ExecutorCore::enqueue \
+      > "$out/ec-annotate.txt" 2>&1
+    rm -f "$out/ec.data"
+  fi
 fi
 
 if on tests; then

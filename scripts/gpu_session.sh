@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1720,6 +1720,21 @@ if on nofence; then
       > "$out/ec-annotate.txt" 2>&1
     rm -f "$out/ec.data"
   fi
+fi
+
+# The 256-float crowd against batch size and depth (second session of 2026-11-27): its batches
+# are full (4,096 requests, 8 MiB: both limits) with two in flight; larger batches and more of
+# them in flight, two rounds interleaved.
+if on crowdshape; then
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  for rep in 1 2; do
+    load cs-default-$rep gpubatch-load $crowd
+    load cs-b8k-$rep env GPUBATCH_MAX_BATCH_SIZE=8192 GPUBATCH_MAX_BATCH_BYTES=16777216 -- gpubatch-load $crowd
+    load cs-f4-$rep env GPUBATCH_MAX_INFLIGHT_BATCHES=4 -- gpubatch-load $crowd
+    load cs-b8k-f4-$rep env GPUBATCH_MAX_BATCH_SIZE=8192 GPUBATCH_MAX_BATCH_BYTES=16777216 GPUBATCH_MAX_INFLIGHT_BATCHES=4 -- gpubatch-load $crowd
+    load cs-b2k-f4-$rep env GPUBATCH_MAX_BATCH_SIZE=2048 GPUBATCH_MAX_INFLIGHT_BATCHES=4 -- gpubatch-load $crowd
+    load cs-c8-$rep env GPUBATCH_COMPLETION_THREADS=8 -- gpubatch-load $crowd
+  done
 fi
 
 if on tests; then

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1734,6 +1734,48 @@ if on crowdshape; then
     load cs-b8k-f4-$rep env GPUBATCH_MAX_BATCH_SIZE=8192 GPUBATCH_MAX_BATCH_BYTES=16777216 GPUBATCH_MAX_INFLIGHT_BATCHES=4 -- gpubatch-load $crowd
     load cs-b2k-f4-$rep env GPUBATCH_MAX_BATCH_SIZE=2048 GPUBATCH_MAX_INFLIGHT_BATCHES=4 -- gpubatch-load $crowd
     load cs-c8-$rep env GPUBATCH_COMPLETION_THREADS=8 -- gpubatch-load $crowd
+  done
+fi
+
+# Issue 14's latency target at the rates where it can hold (second session of 2026-11-27): the
+# open loop of 256-float relu from 16 threads with target_p99 500 us, and without a target,
+# from 100,000 to 1,500,000 requests/s, two rounds interleaved.
+if on tp99; then
+  for rep in 1 2; do
+    for rate in 100000 250000 500000 1000000 1500000; do
+      load tp-$rate-target-$rep gpubatch-mix --threads 16 --size 256 --target-p99-us 500 --rate $rate --requests $((rate * 3))
+      load tp-$rate-none-$rep gpubatch-mix --threads 16 --size 256 --rate $rate --requests $((rate * 3))
+    done
+  done
+fi
+
+# The open loop's tail, this build against the session's first (gpubatch-mix-prev), interleaved,
+# and an idle mix (second session of 2026-11-27).
+if on tailab; then
+  for rep in 1 2; do
+    for rate in 250000 1000000; do
+      load ta-$rate-$rep gpubatch-mix --threads 16 --size 256 --rate $rate --requests $((rate * 3))
+      load ta-$rate-prev-$rep gpubatch-mix-prev --threads 16 --size 256 --rate $rate --requests $((rate * 3))
+    done
+    load ta-idle-$rep gpubatch-mix --threads 16 --size 256 --rate 10000 --requests 30000
+    load ta-1000000-trace-$rep env GPUBATCH_TRACE=$out/trace-$rep.json -- gpubatch-mix --threads 16 --size 256 --rate 1000000 --requests 3000000
+  done
+  for rep in 1 2; do
+    [ -f "$out/trace-$rep.json" ] && python3 bench/trace_batches.py "$out/trace-$rep.json" > "$out/trace-$rep.txt" 2>&1
+    rm -f "$out/trace-$rep.json"
+  done
+fi
+
+# The latency target's cap lifted while a grown backlog drains (second session of 2026-11-27):
+# target_p99 500 us, this build against the session's first (gpubatch-mix-prev), and no target,
+# interleaved, two rounds.
+if on tplift; then
+  for rep in 1 2; do
+    for rate in 250000 500000 1000000; do
+      load tl-$rate-target-$rep gpubatch-mix --threads 16 --size 256 --target-p99-us 500 --rate $rate --requests $((rate * 3))
+      load tl-$rate-target-prev-$rep gpubatch-mix-prev --threads 16 --size 256 --target-p99-us 500 --rate $rate --requests $((rate * 3))
+      load tl-$rate-none-$rep gpubatch-mix --threads 16 --size 256 --rate $rate --requests $((rate * 3))
+    done
   done
 fi
 

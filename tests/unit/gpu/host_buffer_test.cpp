@@ -57,17 +57,7 @@ TEST_P(HostBufferPaths, InputsAndResultsInHostBuffersMatchTheReference) {
   Request chained = chain({}).relu().scale(3.0f).build();
   chained.host_a = x.memory();
   requests.push_back(std::move(chained));
-  std::vector<const Request*> pointers;
-  for (const auto& r : requests) pointers.push_back(&r);
-  auto batch = device.batch_device()->submit(pointers);
-  ASSERT_TRUE(batch->wait_for(std::chrono::seconds(60)));
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    Result result;
-    batch->take_result(i, result);
-    if (requests[i].host_result) EXPECT_TRUE(result.values.empty()) << "request " << i << ": delivered in place";
-    const auto mismatch = reference::check(requests[i], result);
-    EXPECT_FALSE(mismatch) << "request " << i << ": " << *mismatch;
-  }
+  expect_batch_matches_reference(device, requests);
   for (std::size_t i = 0; i < n; i += 997) ASSERT_EQ(out[i], -2.5f * x[i]) << i;
 }
 
@@ -90,16 +80,7 @@ TEST_P(HostBufferPaths, BothInputsInHostBuffersMatchTheReference) {
   Request mm = Request::matmul(random_floats(32 * 48, rng), {}, 32, 48, 40);
   mm.host_b = B.memory();
   requests.push_back(std::move(mm));
-  std::vector<const Request*> pointers;
-  for (const auto& r : requests) pointers.push_back(&r);
-  auto batch = device.batch_device()->submit(pointers);
-  ASSERT_TRUE(batch->wait_for(std::chrono::seconds(60)));
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    Result result;
-    batch->take_result(i, result);
-    const auto mismatch = reference::check(requests[i], result);
-    EXPECT_FALSE(mismatch) << "request " << i << " (" << to_string(requests[i].op) << "): " << *mismatch;
-  }
+  expect_batch_matches_reference(device, requests);
   for (std::size_t i = 0; i < n; i += 997) ASSERT_EQ(out[i], x[i] * y[i]) << i;
 }
 

@@ -93,16 +93,7 @@ TEST_P(HostImportPaths, ImportedBesideAllocatedBuffersInOneBatch) {
   requests.push_back(Request::from_host(Op::add, a, random_floats(n, rng)).deliver_to(out));
   requests.push_back(Request::from_host(Op::sigmoid, a));
   requests.push_back(Request::relu(random_floats(999, rng)));
-  std::vector<const Request*> pointers;
-  for (const auto& r : requests) pointers.push_back(&r);
-  auto batch = device.batch_device()->submit(pointers);
-  ASSERT_TRUE(batch->wait_for(std::chrono::seconds(60)));
-  for (std::size_t i = 0; i < requests.size(); ++i) {
-    Result result;
-    batch->take_result(i, result);
-    const auto mismatch = reference::check(requests[i], result);
-    EXPECT_FALSE(mismatch) << "request " << i << ": " << *mismatch;
-  }
+  expect_batch_matches_reference(device, requests);
 }
 
 // Nothing of the import is held once the request, the buffer and the run are gone: the caller

@@ -2,11 +2,15 @@
 // One device per test process, opened with validation on (the test environment sets it).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
+#include "gpubatch/batch_device.hpp"
 #include "gpubatch/device.hpp"
+#include "gpubatch/reference.hpp"
 
 inline gpubatch::Device& test_device() {
   static gpubatch::Device device;
@@ -27,4 +31,20 @@ inline auto both_paths() {
 }
 inline std::string path_name(const ::testing::TestParamInfo<std::uint64_t>& info) {
   return info.param == 0 ? "CopyEngine" : "Direct";
+}
+
+// Runs `requests` as one batch on `device` and checks every result against the CPU reference; a
+// request with a result buffer must leave Result::values empty (delivered in place).
+inline void expect_batch_matches_reference(gpubatch::Device& device, const std::vector<gpubatch::Request>& requests) {
+  std::vector<const gpubatch::Request*> pointers;
+  for (const auto& r : requests) pointers.push_back(&r);
+  auto batch = device.batch_device()->submit(pointers);
+  ASSERT_TRUE(batch->wait_for(std::chrono::seconds(60)));
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    gpubatch::Result result;
+    batch->take_result(i, result);
+    if (requests[i].host_result) EXPECT_TRUE(result.values.empty()) << "request " << i << ": delivered in place";
+    const auto mismatch = gpubatch::reference::check(requests[i], result);
+    EXPECT_FALSE(mismatch) << "request " << i << " (" << gpubatch::to_string(requests[i].op) << "): " << *mismatch;
+  }
 }

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1776,6 +1776,20 @@ if on tplift; then
       load tl-$rate-target-prev-$rep gpubatch-mix-prev --threads 16 --size 256 --target-p99-us 500 --rate $rate --requests $((rate * 3))
       load tl-$rate-none-$rep gpubatch-mix --threads 16 --size 256 --rate $rate --requests $((rate * 3))
     done
+  done
+fi
+
+# Where the open loop's backlog episodes begin (second session of 2026-11-27): traced runs at
+# 1,000,000/s with the GPU's own time per batch, summarized there by bench/trace_episodes.py.
+if on episodes; then
+  for rep in 1 2; do
+    load ep-1000000-$rep env GPUBATCH_TRACE=$out/trace-ep-$rep.json GPUBATCH_GPU_TIMESTAMPS=on -- \
+      gpubatch-mix --threads 16 --size 256 --rate 1000000 --requests 3000000
+    if [ -f "$out/trace-ep-$rep.json" ]; then
+      python3 bench/trace_episodes.py "$out/trace-ep-$rep.json" --episodes 5 > "$out/episodes-$rep.txt" 2>&1
+      python3 bench/trace_batches.py "$out/trace-ep-$rep.json" > "$out/trace-ep-$rep.txt" 2>&1
+      rm -f "$out/trace-ep-$rep.json"
+    fi
   done
 fi
 

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1790,6 +1790,35 @@ if on episodes; then
       python3 bench/trace_batches.py "$out/trace-ep-$rep.json" > "$out/trace-ep-$rep.txt" 2>&1
       rm -f "$out/trace-ep-$rep.json"
     fi
+  done
+fi
+
+# Memory blocks made when a GPU opens (second session of 2026-11-27): the traced open loop at
+# 1,000,000/s (bench/trace_episodes.py), untraced at 250,000 and 1,000,000/s, this build against
+# GPUBATCH_PREPARE_MEMORY=off, interleaved; and what opening costs (a 10-request run's wall time).
+if on prepmem; then
+  for rep in 1 2; do
+    for mode in on off; do
+      load pm-trace-$mode-$rep env GPUBATCH_PREPARE_MEMORY=$mode GPUBATCH_TRACE=$out/trace-pm-$mode-$rep.json -- \
+        gpubatch-mix --threads 16 --size 256 --rate 1000000 --requests 3000000
+      if [ -f "$out/trace-pm-$mode-$rep.json" ]; then
+        python3 bench/trace_episodes.py "$out/trace-pm-$mode-$rep.json" --episodes 2 > "$out/episodes-$mode-$rep.txt" 2>&1
+        python3 bench/trace_batches.py "$out/trace-pm-$mode-$rep.json" > "$out/stages-$mode-$rep.txt" 2>&1
+        rm -f "$out/trace-pm-$mode-$rep.json"
+      fi
+    done
+    for rate in 250000 1000000; do
+      for mode in on off; do
+        load pm-$rate-$mode-$rep env GPUBATCH_PREPARE_MEMORY=$mode -- gpubatch-mix --threads 16 --size 256 --rate $rate --requests $((rate * 3))
+      done
+    done
+  done
+  for rep in 1 2 3; do
+    for mode in on off; do
+      s0=$(date +%s%N)
+      GPUBATCH_PREPARE_MEMORY=$mode "$run" gpubatch-load --threads 1 --inflight 1 --requests 10 --op relu --size 256 > /dev/null 2>&1
+      echo "open-$mode-$rep $(( ($(date +%s%N) - s0) / 1000000 )) ms" >> "$out/open-time.txt"
+    done
   done
 fi
 

@@ -1795,7 +1795,7 @@ fi
 
 # Memory blocks made when a GPU opens (second session of 2026-11-27): the traced open loop at
 # 1,000,000/s (bench/trace_episodes.py), untraced at 250,000 and 1,000,000/s, this build against
-# GPUBATCH_PREPARE_MEMORY=off, interleaved; and what opening costs (a 10-request run's wall time).
+# GPUBATCH_PREPARE_MEMORY=off, interleaved; and what opening costs (a 10-request mix's wall time).
 if on prepmem; then
   for rep in 1 2; do
     for mode in on off; do
@@ -1816,7 +1816,7 @@ if on prepmem; then
   for rep in 1 2 3; do
     for mode in on off; do
       s0=$(date +%s%N)
-      GPUBATCH_PREPARE_MEMORY=$mode "$run" gpubatch-load --threads 1 --inflight 1 --requests 10 --op relu --size 256 > /dev/null 2>&1
+      GPUBATCH_PREPARE_MEMORY=$mode "$run" gpubatch-mix --threads 1 --size 256 --rate 1000 --requests 10 > /dev/null 2>&1
       echo "open-$mode-$rep $(( ($(date +%s%N) - s0) / 1000000 )) ms" >> "$out/open-time.txt"
     done
   done

@@ -1793,7 +1793,8 @@ if on episodes; then
   done
 fi
 
-# Memory blocks made when a GPU opens (second session of 2026-11-27): the traced open loop at
+# Memory blocks made when a GPU opens (second session of 2026-11-27; tried and reverted,
+# BENCHMARKS.md: GPUBATCH_PREPARE_MEMORY is a no-op without it): the traced open loop at
 # 1,000,000/s (bench/trace_episodes.py), untraced at 250,000 and 1,000,000/s, this build against
 # GPUBATCH_PREPARE_MEMORY=off, interleaved; and what opening costs (a 10-request mix's wall time).
 if on prepmem; then

@@ -12,7 +12,6 @@
 #include <thread>
 
 #include "gpu/fault_injection.hpp"
-#include "gpu/env_switch.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/memory.hpp"
 #include "gpu/vk_check.hpp"
@@ -463,30 +462,9 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
       spdlog::warn("gpubatch: GPUBATCH_SEMAPHORE_WAIT={} is neither serial nor concurrent; using serial", mode);
   }
   ctx->memory_ = std::make_unique<gpu::MemoryPool>(*ctx);
-  prepare_memory(*ctx);
   ctx->kernels_ = std::make_unique<gpu::Kernels>(*ctx, options.pipeline_cache_dir);
   spdlog::debug("gpubatch: using device {} ({}, {})", ctx->info_.name, ctx->info_.type, ctx->info_.driver);
   return ctx;
-}
-
-// The first block of every kind a batch takes memory from, made when the device opens rather
-// than inside the submit of the first batch that needs it, which holds the strand (and the
-// pool's lock) meanwhile: on the H100 the first batch of 256 KiB or more (the first to pack into
-// host-cached staging) spent 17-22 ms in its submit making that 64 MiB pinned block, and an open
-// loop at 1,000,000 requests/s backed up behind it for 18-26 ms, the largest latency of nearly
-// every run (BENCHMARKS.md, second session of 2026-11-27). Not where device memory is host
-// memory (lavapipe: a block costs a malloc there). GPUBATCH_PREPARE_MEMORY=off keeps the old
-// way, for side-by-side runs.
-void GpuContext::prepare_memory(GpuContext& ctx) {
-  if (ctx.info_.type == "cpu" || !gpu::env_switch("GPUBATCH_PREPARE_MEMORY", true, "on", "off")) return;
-  try {
-    for (auto kind : {gpu::MemoryKind::upload, gpu::MemoryKind::staging, gpu::MemoryKind::readback,
-                      gpu::MemoryKind::device_local})
-      ctx.memory_->prepare(kind);
-  } catch (const std::exception& e) {  // the batches that need a block make it, as before
-    spdlog::warn("gpubatch: {}: no memory block made at open ({}); the first batches make them", ctx.info_.name,
-                 e.what());
-  }
 }
 
 GpuContext::GpuContext() { live_.fetch_add(1, std::memory_order_relaxed); }

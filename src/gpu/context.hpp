@@ -117,7 +117,6 @@ class GpuContext {
   enum class WaitMode { serial, concurrent };
 
  private:
-  static void prepare_memory(GpuContext& ctx);
   GpuContext();
   static inline std::atomic<std::size_t> live_{0};
   static std::uint32_t resident_queue_plan(GpuContext& ctx, VkDeviceQueueCreateInfo* infos,

@@ -225,13 +225,6 @@ void MemoryPool::release(const Allocation& a) {
   }
 }
 
-void MemoryPool::prepare(MemoryKind kind) {
-  std::lock_guard lock(mutex_);
-  for (const auto& b : blocks_)
-    if (b && b->kind == kind && !b->imported) return;
-  create_block(kind, kBlockSize);
-}
-
 MemoryStats MemoryPool::stats(MemoryKind kind) const {
   std::lock_guard lock(mutex_);
   MemoryStats s;

@@ -103,10 +103,6 @@ class MemoryPool {
   Allocation import_host(void* pointer, VkDeviceSize bytes);
   // The pool's own blocks of `kind` (imported memory is the caller's: not counted).
   MemoryStats stats(MemoryKind kind) const;
-  // Makes a first block of `kind` (kBlockSize) now, unless the pool has one: so that no batch's
-  // submit makes it later (the context does this when it opens a GPU; why there). Throws as
-  // allocate().
-  void prepare(MemoryKind kind);
 
  private:
   friend class Allocation;

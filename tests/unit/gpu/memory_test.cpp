@@ -33,23 +33,6 @@ TEST(MemoryPool, ManyAllocationsShareOneBlock) {
   EXPECT_EQ(pool.stats(MemoryKind::upload).used_bytes, before.used_bytes) << "all returned";
 }
 
-// prepare() makes a kind's first block once: a GPU's context does it for every kind a batch uses
-// when it opens; a device of host cores (lavapipe) does not.
-TEST(MemoryPool, PrepareMakesAKindsFirstBlockOnce) {
-  gpubatch::Device device;
-  auto& pool = device.context()->memory();
-  const bool host_cores = device.info().type == "cpu";
-  for (auto kind : {MemoryKind::upload, MemoryKind::staging, MemoryKind::readback, MemoryKind::device_local})
-    EXPECT_EQ(pool.stats(kind).blocks, host_cores ? 0u : 1u) << "made at open on a GPU only";
-  pool.prepare(MemoryKind::staging);
-  EXPECT_EQ(pool.stats(MemoryKind::staging).blocks, 1u);
-  EXPECT_EQ(pool.stats(MemoryKind::staging).reserved_bytes, MemoryPool::kBlockSize);
-  pool.prepare(MemoryKind::staging);
-  Allocation a = pool.allocate(MemoryKind::staging, 300 * 1024);
-  EXPECT_EQ(pool.stats(MemoryKind::staging).blocks, 1u) << "the batch's memory comes from the prepared block";
-  EXPECT_EQ(pool.stats(MemoryKind::upload).blocks, host_cores ? 0u : 1u) << "other kinds untouched";
-}
-
 TEST(MemoryPool, OversizedAllocationGetsItsOwnBlockAndGivesItBack) {
   auto& pool = test_device().context()->memory();
   const auto before = pool.stats(MemoryKind::device_local);

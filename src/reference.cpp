@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gpubatch/error.hpp"
 #include "state_math.hpp"
@@ -102,15 +104,42 @@ DotValue exact_dot(const float* a, std::size_t a_stride, const float* b, std::si
   return d;
 }
 
+// B's columns are read contiguously from a transposed copy (a column read with stride N misses
+// the cache at every element), and rows of C are spread over the host's cores from 2^24
+// multiply-adds: gpubatch-load checks every matmul result that is not bit-identical to one that
+// passed, and a 1024 x 1024 x 1024 check took seconds on one core with strided reads (H100 host,
+// second session of 2026-11-27: 100 such requests took 80 s a run). Same sums, same order.
 std::vector<double> exact_matmul(const Request& r, std::vector<double>* magnitude) {
   std::vector<double> c(std::size_t{r.m} * r.n);
   if (magnitude) magnitude->resize(c.size());
-  for (std::uint32_t i = 0; i < r.m; ++i)
-    for (std::uint32_t j = 0; j < r.n; ++j) {
-      const DotValue d = exact_dot(&r.a[std::size_t{i} * r.k], 1, &r.b[j], r.n, r.k);
-      c[std::size_t{i} * r.n + j] = d.value;
-      if (magnitude) (*magnitude)[std::size_t{i} * r.n + j] = d.magnitude;
+  std::vector<float> bt(std::size_t{r.k} * r.n);
+  for (std::size_t kk = 0; kk < r.k; ++kk)
+    for (std::size_t j = 0; j < r.n; ++j) bt[j * r.k + kk] = r.b[kk * r.n + j];
+  const auto rows = [&](std::uint32_t first, std::uint32_t last) {
+    for (std::uint32_t i = first; i < last; ++i)
+      for (std::uint32_t j = 0; j < r.n; ++j) {
+        const DotValue d = exact_dot(&r.a[std::size_t{i} * r.k], 1, &bt[std::size_t{j} * r.k], 1, r.k);
+        c[std::size_t{i} * r.n + j] = d.value;
+        if (magnitude) (*magnitude)[std::size_t{i} * r.n + j] = d.magnitude;
+      }
+  };
+  const std::uint64_t work = std::uint64_t{r.m} * r.n * r.k;
+  const std::uint32_t parts =
+      work < (std::uint64_t{1} << 24) ? 1 : std::clamp<std::uint32_t>(std::thread::hardware_concurrency(), 1, r.m);
+  std::vector<std::thread> threads;
+  std::uint32_t done = 0;  // rows handed out
+  try {
+    for (std::uint32_t p = 1; p < parts; ++p) {
+      const std::uint32_t first = static_cast<std::uint32_t>(std::uint64_t{r.m} * p / parts);
+      const std::uint32_t last = static_cast<std::uint32_t>(std::uint64_t{r.m} * (p + 1) / parts);
+      threads.emplace_back(rows, first, last);
+      done = last;
     }
+  } catch (...) {  // no thread to be had: this one computes what is left
+  }
+  rows(0, static_cast<std::uint32_t>(std::uint64_t{r.m} / parts));
+  if (threads.size() + 1 < parts) rows(done == 0 ? static_cast<std::uint32_t>(std::uint64_t{r.m} / parts) : done, r.m);
+  for (auto& t : threads) t.join();
   return c;
 }
 

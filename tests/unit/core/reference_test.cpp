@@ -19,6 +19,23 @@ TEST(Reference, KnownValues) {
   EXPECT_EQ(reference::run(Request::sigmoid({1000.0f})).values[0], 1.0f);
 }
 
+// A matmul large enough for the reference to spread its rows over threads (2^24 multiply-adds and
+// up), with ragged row shares (M = 257), against a plain double loop over the same products.
+TEST(Reference, ALargeMatmulOverThreadsMatchesAPlainLoop) {
+  const std::uint32_t m = 257, k = 256, n = 260;
+  std::vector<float> a(std::size_t{m} * k), b(std::size_t{k} * n);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(static_cast<int>(i * 7 % 17) - 8) / 4.0f;
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(static_cast<int>(i * 5 % 13) - 6) / 8.0f;
+  const auto got = reference::run(Request::matmul(a, b, m, k, n)).values;
+  ASSERT_EQ(got.size(), std::size_t{m} * n);
+  for (std::uint32_t i = 0; i < m; ++i)
+    for (std::uint32_t j = 0; j < n; ++j) {
+      double want = 0;  // small multiples of 1/32: exact in double, in any order
+      for (std::uint32_t kk = 0; kk < k; ++kk) want += double(a[std::size_t{i} * k + kk]) * b[std::size_t{kk} * n + j];
+      ASSERT_EQ(got[std::size_t{i} * n + j], static_cast<float>(want)) << i << "," << j;
+    }
+}
+
 TEST(Reference, GradientTable) {
   const auto t = reference::rho_gradient_table();
   // rho = -8: f jumps from 0 to 2^(-2): (2^((-8+eps)/4) - 0) / (2 eps).

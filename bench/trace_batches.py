@@ -5,27 +5,17 @@ completion (-> every request resolved), p50 / p99 / max in us, by flush reason (
 express batches); then the slowest batches of each reason, stage by stage (with
 GPUBATCH_GPU_TIMESTAMPS=on also the GPU's own time of each, inside its device span).
 Usage: bench/trace_batches.py TRACE.json[.gz] [--slowest N]"""
-import gzip
-import json
 import sys
 from collections import defaultdict
 
+from trace_stages import STAGES as stages, complete, load_batches
+
 path = sys.argv[1]
 slowest = int(sys.argv[sys.argv.index("--slowest") + 1]) if "--slowest" in sys.argv else 5
-with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
-    events = json.load(f)["traceEvents"]
-batches = defaultdict(dict)
-for e in events:
-    if e.get("ph") == "X" and e.get("name") == "submit":
-        a = e["args"]
-        b = batches[a["batch"]]
-        b.update(reason=a["reason"], requests=a["requests"], submit=(e["ts"], e["ts"] + e["dur"]), gpu=a.get("gpu_us"))
-    elif e.get("ph") in ("b", "e") and e.get("name") in ("formation", "device", "completion"):
-        batches[e["id"]].setdefault(e["name"], [None, None])[0 if e["ph"] == "b" else 1] = e["ts"]
-stages = ("formation", "submit", "device", "completion")
+batches = load_batches(path)
 rows = defaultdict(list)
 for bid, b in batches.items():
-    if "submit" not in b or any(s not in b or None in b[s] for s in stages):
+    if not complete(b):
         continue
     t = {s: b[s][1] - b[s][0] for s in stages}
     t["total"] = b["completion"][1] - b["formation"][0]

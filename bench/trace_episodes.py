@@ -5,10 +5,9 @@ submit order, stage by stage (formation, submit, device, completion; with
 GPUBATCH_GPU_TIMESTAMPS=on the GPU's own time too), and the gaps between their submits: what
 stopped first, the strand (a long submit, or a gap with no submit), the device or the completion.
 Usage: bench/trace_episodes.py TRACE.json[.gz] [--ms 2] [--before 6] [--episodes 4]"""
-import gzip
-import json
 import sys
-from collections import defaultdict
+
+from trace_stages import STAGES as stages, complete, load_batches
 
 
 def arg(name, default):
@@ -19,19 +18,8 @@ path = sys.argv[1]
 threshold_us = arg("--ms", 2.0) * 1000
 before = arg("--before", 6)
 episodes = arg("--episodes", 4)
-with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
-    events = json.load(f)["traceEvents"]
-batches = defaultdict(dict)
-for e in events:
-    if e.get("ph") == "X" and e.get("name") == "submit":
-        a = e["args"]
-        batches[a["batch"]].update(reason=a["reason"], requests=a["requests"], submit=(e["ts"], e["ts"] + e["dur"]),
-                                   gpu=a.get("gpu_us"))
-    elif e.get("ph") in ("b", "e") and e.get("name") in ("formation", "device", "completion"):
-        batches[e["id"]].setdefault(e["name"], [None, None])[0 if e["ph"] == "b" else 1] = e["ts"]
-stages = ("formation", "submit", "device", "completion")
-done = [(b["submit"][0], bid, b) for bid, b in batches.items()
-        if "submit" in b and all(s in b and None not in b[s] for s in stages)]
+batches = load_batches(path)
+done = [(b["submit"][0], bid, b) for bid, b in batches.items() if complete(b)]
 done.sort()
 shown, last_shown = 0, -1
 for i, (start, bid, b) in enumerate(done):

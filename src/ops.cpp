@@ -292,13 +292,6 @@ Request Request::interpolate(std::vector<std::uint8_t> a, std::vector<std::uint8
   return r;
 }
 
-// Ops that read a second float input b (a custom kernel when it takes two).
-static bool two_float_inputs(const Request& r) {
-  if (r.op == Op::custom) return r.kernel && r.kernel->inputs == 2;
-  if (r.op == Op::chain || r.op == Op::interpolate || static_cast<std::size_t>(r.op) >= kOpCount) return false;
-  return op_info(r.op).arity == 2;
-}
-
 static void validate_host_buffers(const Request& r) {
   const bool states = r.op == Op::gradients || r.op == Op::interpolate;
   if (r.host_a) {
@@ -306,7 +299,7 @@ static void validate_host_buffers(const Request& r) {
     if (!r.a.empty()) invalid(r, "has both a vector and a host buffer as input a");
   }
   if (r.host_b) {
-    if (!two_float_inputs(r)) invalid(r, "takes no second float input, yet has a host buffer as input b");
+    if (!has_float_b(r)) invalid(r, "takes no second float input, yet has a host buffer as input b");
     if (!r.b.empty()) invalid(r, "has both a vector and a host buffer as input b");
   }
   if (r.host_result) {
@@ -366,7 +359,7 @@ static void validate_op(const Request& r) {
 }
 
 void validate(const Request& r) {
-  if ((r.host_a && (r.op == Op::gradients || r.op == Op::interpolate)) || (r.host_b && !two_float_inputs(r)))
+  if ((r.host_a && (r.op == Op::gradients || r.op == Op::interpolate)) || (r.host_b && !has_float_b(r)))
     validate_host_buffers(r);
   validate_op(r);
   validate_host_buffers(r);
@@ -374,6 +367,14 @@ void validate(const Request& r) {
 
 std::span<const float> input_a(const Request& r) noexcept {
   return r.host_a ? std::span<const float>(r.host_a->data, r.host_a->floats) : std::span<const float>(r.a);
+}
+
+bool uses_host_buffers(const Request& r) noexcept { return r.host_a || r.host_b || r.host_result; }
+
+bool has_float_b(const Request& r) noexcept {
+  if (r.op == Op::custom) return r.kernel && r.kernel->inputs == 2;
+  if (r.op == Op::chain || r.op == Op::interpolate || static_cast<std::size_t>(r.op) >= kOpCount) return false;
+  return op_info(r.op).arity == 2;
 }
 
 std::span<const float> input_b(const Request& r) noexcept {

@@ -321,7 +321,7 @@ static Request with_vectors(const Request& r) {
 
 Result run(const Request& r) {
   validate(r);
-  if (r.host_a || r.host_b || r.host_result) return run(with_vectors(r));
+  if (uses_host_buffers(r)) return run(with_vectors(r));
   if (auto custom = custom_part(r)) no_reference_for_custom(*custom);
   Result out;
   switch (r.op) {
@@ -368,7 +368,7 @@ std::optional<std::string> check(const Request& r, const Result& got) {
   } catch (const Error& e) {
     return std::string("cannot check: ") + e.what();
   }
-  if (r.host_a || r.host_b || r.host_result) {  // the result is in host_result when the request has one
+  if (uses_host_buffers(r)) {  // the result is in host_result when the request has one
     Result delivered = got;
     if (r.host_result) delivered.values.assign(r.host_result->data, r.host_result->data + r.host_result->floats);
     return check(with_vectors(r), delivered);

@@ -279,6 +279,10 @@ std::string describe_op(const Request& request);
 std::span<const float> input_a(const Request& request) noexcept;
 // The request's input b: host_b's memory when it has one, else `b`.
 std::span<const float> input_b(const Request& request) noexcept;
+// Whether it reads or writes any HostBuffer (host_a, host_b or host_result).
+bool uses_host_buffers(const Request& request) noexcept;
+// Whether its op reads a second float input b (add ... lerp, dot, matmul, a custom kernel of two).
+bool has_float_b(const Request& request) noexcept;
 
 // Sizes of a request's data as the device sees it (after validate()).
 std::size_t input_bytes(const Request& request) noexcept;

@@ -74,7 +74,7 @@ TransferTotals DeviceSet::transfers() const {
 }
 
 bool DeviceSet::can_run(const Request& request) const {
-  if (!request.host_a && !request.host_b && !request.host_result) return true;
+  if (!uses_host_buffers(request)) return true;
   return owner_of(request) != kNone;
 }
 

@@ -127,7 +127,7 @@ class SetBatch final : public InFlightBatch {
 // of kernels that opted out of re-runs. The common batch (no
 // HostBuffer) is one part and costs one pass over its requests.
 void SetBatch::split(std::span<const Request* const> requests) {
-  const auto uses_host = [](const Request* r) { return r->host_a || r->host_b || r->host_result; };
+  const auto uses_host = [](const Request* r) { return uses_host_buffers(*r); };
   const auto plain = [&](const Request* r) { return !uses_host(r) && may_rerun(*r); };
   if (std::all_of(requests.begin(), requests.end(), plain)) {
     Part& p = parts_.emplace_back();

@@ -12,7 +12,7 @@
 namespace gpubatch::gpu {
 
 bool splittable(const Request& r) noexcept {
-  if (r.host_a || r.host_b || r.host_result || r.a.empty()) return false;
+  if (uses_host_buffers(r) || r.a.empty()) return false;
   if (r.op == Op::chain) return r.chain != nullptr && r.inputs.empty();
   if (r.op == Op::dot) return r.b.size() == r.a.size();
   if (r.op == Op::matmul)
@@ -23,11 +23,6 @@ bool splittable(const Request& r) noexcept {
 }
 
 namespace {
-
-// Whether the chunks of `r` read a second input (b's slice, beside a's).
-bool two_inputs(const Request& r) noexcept {
-  return r.op == Op::dot || r.op == Op::matmul || (r.op != Op::chain && op_info(r.op).arity == 2);
-}
 
 // The set's b buffers, made on the first request of two inputs that leases it.
 void give_b_buffers(ChunkSet& set) {
@@ -262,7 +257,7 @@ std::unique_ptr<detail::InFlightBatch> submit_chunked(std::shared_ptr<VulkanBatc
     return nullptr;
   auto set = pool.lease(device->current_context(), max_chunk_floats);
   if (!set) return nullptr;
-  if (two_inputs(request)) {
+  if (has_float_b(request)) {  // b's slices (a matmul's B) need buffers of their own
     try {
       give_b_buffers(*set);
     } catch (...) {

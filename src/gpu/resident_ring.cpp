@@ -208,7 +208,7 @@ class ResidentTicket final : public detail::InFlightBatch {
 
 bool ResidentRing::serves(const Request& r, std::uint32_t slot_bytes) noexcept {
   const auto code = resident_op(r.op);
-  if (!code || r.host_a || r.host_b || r.host_result) return false;  // the ring copies vectors
+  if (!code || uses_host_buffers(r)) return false;  // the ring copies vectors
   const std::size_t capacity = (slot_bytes / 4) - kHeaderWords;
   const std::size_t n = r.a.size();
   if (n == 0) return false;

@@ -637,7 +637,7 @@ std::size_t VulkanBatchDevice::frames_made() const {
 bool VulkanBatchDevice::runs_on_host_cpu() const { return identity_->context()->info().type == "cpu"; }
 
 bool VulkanBatchDevice::can_run(const Request& request) const {
-  if (!request.host_a && !request.host_b && !request.host_result) return true;
+  if (!uses_host_buffers(request)) return true;
   const auto context = identity_->context();
   return !foreign_host_buffer(request, context.get());
 }

@@ -55,7 +55,7 @@ void BatchPlan::group(std::span<const Request* const> requests, HostBufferCheck 
     std::uint32_t* slot;
     std::uint32_t foreign = UINT32_MAX;  // a group of its own, failed
     std::string_view key;
-    const std::exception_ptr misuse = check && (r.host_a || r.host_b || r.host_result) ? check(r, context) : nullptr;
+    const std::exception_ptr misuse = check && uses_host_buffers(r) ? check(r, context) : nullptr;
     if (misuse) {
       slot = &foreign;
     } else if (r.op == Op::chain || r.op == Op::custom) {

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1837,6 +1837,75 @@ if on tests; then
     echo "== $t" >&2
     timeout 240 "$run" $t --gtest_brief=1 >> "$out/tests.txt" 2>&1
     echo "$t exit $?" | tee -a "$out/log.txt"
+  done
+fi
+
+# Is the open loop's episodic tail a regression? (session of 2026-11-27, third)
+# This build against gpubatch-load-old / gpubatch-mix-old, built from b1d037b (the end of the
+# first session of 2026-11-26, whose open loop had p99 293-317 us at 500,000/s), three rounds
+# interleaved; the kernel's counters around each run (THP, compaction, faults, steal) in sys.txt.
+sysnote() {
+  { echo "== $1"; grep -E '^(compact_stall|compact_fail|thp_fault_alloc|thp_collapse_alloc|pgmajfault|pgfault|numa_hint_faults|pgmigrate_success) ' /proc/vmstat | tr '\n' ' '; echo;
+    head -1 /proc/stat; } >> "$out/sys.txt"
+}
+if on regress; then
+  { cat /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/defrag; nproc; uname -r; } >> "$out/sys.txt" 2>&1
+  have gpubatch-stall-probe && timeout 30 "$run" gpubatch-stall-probe --threads 4 --seconds 3 | sed 's/^{/{"name": "rg-probe", /' >> "$out/results.jsonl"
+  for rep in 1 2 3; do
+    for rate in 500000 1080000; do
+      for b in gpubatch-load gpubatch-load-old; do
+        sysnote "rg-$b-$rate-$rep before"
+        load rg-$b-$rate-$rep $b --threads 16 --op relu --size 256 --rate $rate --requests $((rate * 3))
+        sysnote "rg-$b-$rate-$rep after"
+      done
+    done
+    for b in gpubatch-mix gpubatch-mix-old; do
+      load rg-$b-250000-$rep $b --threads 16 --size 256 --rate 250000 --requests 750000
+    done
+  done
+fi
+
+# The mix's warm-up (third session of 2026-11-27): a full batch per in-flight slot (the default
+# now, as gpubatch-load) against the 256 requests it sent before (--warm 256), interleaved; then
+# the open loop towards saturation.
+if on warmab; then
+  for rep in 1 2 3; do
+    for rate in 250000 500000 1000000 1500000; do
+      load wa-$rate-$rep gpubatch-mix --threads 16 --size 256 --rate $rate --requests $((rate * 3))
+      load wa-$rate-light-$rep gpubatch-mix --warm 256 --threads 16 --size 256 --rate $rate --requests $((rate * 3))
+    done
+  done
+  for rep in 1 2; do
+    for rate in 2000000 2500000; do
+      load wa-$rate-$rep gpubatch-mix --threads 16 --size 256 --rate $rate --requests $((rate * 3))
+      load wa-open$rate-$rep gpubatch-load --threads 16 --op relu --size 256 --rate $rate --requests $((rate * 3))
+    done
+  done
+  load wa-crowd gpubatch-load --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+fi
+
+# Why one machine's open loop stalls and another's does not (third session of 2026-11-27): the
+# cgroup's CPU quota and throttling, CPU pressure (PSI) and steal around each run, the stall
+# probe beside it, and a trace of the episodes.
+cgnote() {
+  { echo "== $1"; cat /sys/fs/cgroup/cpu.stat 2>/dev/null | tr '\n' ' '; echo; cat /sys/fs/cgroup/cpu.pressure 2>/dev/null;
+    cat /proc/pressure/cpu 2>/dev/null; head -1 /proc/stat; } >> "$out/sys.txt"
+}
+if on why; then
+  { echo "cpu.max: $(cat /sys/fs/cgroup/cpu.max 2>&1)"; echo "cpuset: $(cat /sys/fs/cgroup/cpuset.cpus.effective 2>&1)";
+    nproc; cat /proc/cpuinfo | grep -m1 "model name"; uptime; ps -eo pid,pcpu,comm --sort=-pcpu | head -8; } >> "$out/sys.txt" 2>&1
+  for rep in 1 2; do
+    cgnote "why-idle-$rep before"; probe_beside why-idle-$rep 3; cgnote "why-idle-$rep after"
+    cgnote "why-500k-$rep before"
+    probe_beside why-500k-$rep 3 gpubatch-mix --threads 16 --size 256 --rate 500000 --requests 1500000
+    cgnote "why-500k-$rep after"
+    load why-500k-trace-$rep env GPUBATCH_TRACE=$out/trace-why-$rep.json -- \
+      gpubatch-mix --threads 16 --size 256 --rate 500000 --requests 1500000
+    cgnote "why-500k-trace-$rep after"
+    if [ -f "$out/trace-why-$rep.json" ]; then
+      python3 bench/trace_episodes.py "$out/trace-why-$rep.json" --episodes 4 > "$out/episodes-$rep.txt" 2>&1
+      rm -f "$out/trace-why-$rep.json"
+    fi
   done
 fi
 

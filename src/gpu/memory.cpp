@@ -1,17 +1,10 @@
 #include "gpu/memory.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <string>
 #include <utility>
 
-#include <pthread.h>
-#include <spdlog/spdlog.h>
-
-#include <chrono>
-
 #include "gpu/context.hpp"
-#include "gpu/env_switch.hpp"
 #include "gpu/fault_injection.hpp"
 #include "gpu/vk_check.hpp"
 
@@ -71,9 +64,7 @@ void Allocation::flush() const {
   vkFlushMappedMemoryRanges(pool_->context_.device(), 1, &range);
 }
 
-bool MemoryPool::grow_ahead_enabled() { return env_switch("GPUBATCH_GROW_AHEAD", true, "on", "off"); }
-
-MemoryPool::MemoryPool(detail::GpuContext& context, bool grow_ahead) : context_(context), grow_ahead_(grow_ahead) {
+MemoryPool::MemoryPool(detail::GpuContext& context) : context_(context) {
   non_coherent_atom_ = context.limits().nonCoherentAtomSize;
   for (auto kind : {MemoryKind::device_local, MemoryKind::upload, MemoryKind::readback, MemoryKind::staging})
     types_[static_cast<int>(kind)] = memory_type(kind);
@@ -82,12 +73,6 @@ MemoryPool::MemoryPool(detail::GpuContext& context, bool grow_ahead) : context_(
 }
 
 MemoryPool::~MemoryPool() {
-  {
-    std::lock_guard lock(mutex_);
-    grow_stop_ = true;
-  }
-  grow_cv_.notify_all();
-  if (grower_.joinable()) grower_.join();
   for (auto& b : blocks_)
     if (b) destroy_block(*b);
 }
@@ -124,8 +109,7 @@ std::optional<std::uint32_t> MemoryPool::find_type(MemoryKind kind, std::uint32_
   return std::nullopt;
 }
 
-std::unique_ptr<MemoryBlock> MemoryPool::make_block(MemoryKind kind, VkDeviceSize size, bool injectable) const {
-  const auto start = std::chrono::steady_clock::now();
+std::size_t MemoryPool::create_block(MemoryKind kind, VkDeviceSize size) {
   auto block = std::make_unique<Block>(Block{kind, VK_NULL_HANDLE, VK_NULL_HANDLE, 0, nullptr, true, RangeAllocator(size)});
   try {
     make_buffer(*block, size, nullptr);
@@ -134,16 +118,12 @@ std::unique_ptr<MemoryBlock> MemoryPool::make_block(MemoryKind kind, VkDeviceSiz
     const std::uint32_t type = types_[static_cast<int>(kind)];
     if (!(req.memoryTypeBits & (1u << type)))
       throw Error(ErrorCode::internal, "chosen memory type cannot back a storage buffer");
-    back_buffer(*block, req.size, type, nullptr, "allocating a " + std::to_string(size >> 20) + " MiB memory block",
-                injectable);
+    back_buffer(*block, req.size, type, nullptr, "allocating a " + std::to_string(size >> 20) + " MiB memory block");
   } catch (...) {
     destroy_block(*block);
     throw;
   }
-  spdlog::debug("gpubatch: a {} KiB block of memory kind {} took {} us{}", size >> 10, static_cast<int>(kind),
-                std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count(),
-                injectable ? "" : " (grow-ahead)");
-  return block;
+  return keep_block(std::move(block));
 }
 
 void MemoryPool::make_buffer(Block& b, VkDeviceSize size, const void* next) const {
@@ -162,14 +142,14 @@ void MemoryPool::make_buffer(Block& b, VkDeviceSize size, const void* next) cons
 // Allocates `bytes` of `type` (`what`: the failure's message), binds it to the block's buffer,
 // maps it where the host needs a mapping and takes the buffer's device address.
 void MemoryPool::back_buffer(Block& b, VkDeviceSize bytes, std::uint32_t type, const void* next,
-                             const std::string& what, bool injectable) const {
+                             const std::string& what) const {
   VkDevice device = context_.device();
   VkMemoryAllocateFlagsInfo flags{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_FLAGS_INFO, next};
   flags.flags = VK_MEMORY_ALLOCATE_DEVICE_ADDRESS_BIT;
   VkMemoryAllocateInfo alloc{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, &flags};
   alloc.allocationSize = bytes;
   alloc.memoryTypeIndex = type;
-  const VkResult r = injectable && FaultInjector::fire(Fault::device_out_of_memory)
+  const VkResult r = FaultInjector::fire(Fault::device_out_of_memory)
                          ? VK_ERROR_OUT_OF_DEVICE_MEMORY
                          : vkAllocateMemory(device, &alloc, nullptr, &b.memory);
   if (r != VK_SUCCESS) throw Error(error_code_for(r), what + " failed (VkResult " + std::to_string(r) + ")");
@@ -217,92 +197,20 @@ void MemoryPool::destroy_block(Block& b) const {
   vkFreeMemory(device, b.memory, nullptr);
 }
 
-std::optional<Allocation> MemoryPool::allocate_pooled(MemoryKind kind, VkDeviceSize size) {
-  for (std::size_t i = 0; i < blocks_.size(); ++i) {
-    auto& b = blocks_[i];
-    if (!b || b->kind != kind || b->imported) continue;
-    if (auto offset = b->ranges.allocate(size, kAlignment)) return allocation_in(i, *offset, size);
-  }
-  return std::nullopt;
-}
-
-// A block is made with mutex_ released, so that completion threads giving memory back and
-// allocations of other kinds go on meanwhile. A kind's grow-ahead block on its way is waited for
-// rather than made twice.
 Allocation MemoryPool::allocate(MemoryKind kind, VkDeviceSize size) {
   if (size == 0) size = kAlignment;
   if (size > context_.max_allocation_bytes())
     throw Error(ErrorCode::out_of_memory, std::to_string(size) + " bytes exceed the device's largest allocation (" +
                                               std::to_string(context_.max_allocation_bytes()) + " bytes)");
-  const unsigned bit = 1u << static_cast<int>(kind);
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    if (auto a = allocate_pooled(kind, size)) {
-      maybe_grow(kind);
-      return std::move(*a);
-    }
-    if (size > kBlockSize / 2 || !((grow_wanted_ | grow_making_) & bit)) break;
-    grow_cv_.wait(lock, [&] { return !((grow_wanted_ | grow_making_) & bit); });
+  std::lock_guard lock(mutex_);
+  for (std::size_t i = 0; i < blocks_.size(); ++i) {
+    auto& b = blocks_[i];
+    if (!b || b->kind != kind || b->imported) continue;
+    if (auto offset = b->ranges.allocate(size, kAlignment)) return allocation_in(i, *offset, size);
   }
-  const VkDeviceSize rounded = (size + kAlignment - 1) / kAlignment * kAlignment;
-  const bool first = std::none_of(blocks_.begin(), blocks_.end(),
-                                  [&](const auto& b) { return b && b->kind == kind && !b->imported; });
-  const VkDeviceSize block_size = size > kBlockSize ? rounded
-                                  : first           ? std::min(kBlockSize, std::max(kFirstBlockSize, 2 * rounded))
-                                                    : kBlockSize;
-  lock.unlock();
-  std::unique_ptr<Block> block = make_block(kind, block_size, true);
-  lock.lock();
-  const std::size_t i = keep_block(std::move(block));
-  Allocation a = allocation_in(i, *blocks_[i]->ranges.allocate(size, kAlignment), size);
-  maybe_grow(kind);
-  return a;
-}
-
-void MemoryPool::maybe_grow(MemoryKind kind) {
-  const unsigned bit = 1u << static_cast<int>(kind);
-  if (!grow_ahead_ || grow_stop_ || ((grow_wanted_ | grow_making_) & bit)) return;
-  VkDeviceSize reserved = 0, used = 0;
-  for (const auto& b : blocks_)
-    if (b && b->kind == kind && !b->imported && b->ranges.capacity() <= kBlockSize) {
-      reserved += b->ranges.capacity();
-      used += b->ranges.used();
-    }
-  if (used * 2 <= reserved) return;
-  grow_wanted_ |= bit;
-  if (!grower_.joinable()) grower_ = std::thread([this] { grower_loop(); });
-  grow_cv_.notify_all();
-}
-
-// The grower: one 64 MiB block per kind asked for, made without mutex_ held. A failure (out of
-// memory) is not an error of anyone's request: the next allocation that needs room meets it.
-void MemoryPool::grower_loop() {
-  pthread_setname_np(pthread_self(), "gpubatch-grow");
-  std::unique_lock lock(mutex_);
-  for (;;) {
-    grow_cv_.wait(lock, [&] { return grow_stop_ || grow_wanted_ != 0; });
-    if (grow_stop_) return;
-    const int k = std::countr_zero(grow_wanted_);
-    const unsigned bit = 1u << k;
-    grow_wanted_ &= ~bit;
-    grow_making_ |= bit;
-    lock.unlock();
-    std::unique_ptr<Block> block;
-    try {
-      block = make_block(static_cast<MemoryKind>(k), kBlockSize, false);
-    } catch (const std::exception& e) {
-      spdlog::debug("gpubatch: a grow-ahead block of memory kind {} failed: {}", k, e.what());
-    }
-    lock.lock();
-    if (block) keep_block(std::move(block));
-    grow_making_ &= ~bit;
-    grow_cv_.notify_all();
-  }
-}
-
-void MemoryPool::wait_for_growth() const {
-  std::unique_lock lock(mutex_);
-  grow_cv_.wait(lock, [&] { return (grow_wanted_ | grow_making_) == 0 || grow_stop_; });
+  const VkDeviceSize block_size = size > kBlockSize ? (size + kAlignment - 1) / kAlignment * kAlignment : kBlockSize;
+  const std::size_t i = create_block(kind, block_size);
+  return allocation_in(i, *blocks_[i]->ranges.allocate(size, kAlignment), size);
 }
 
 void MemoryPool::release(const Allocation& a) {

@@ -4,13 +4,11 @@
 // reachable from any kernel. Requests larger than a block get a block of their own.
 #include <vulkan/vulkan.h>
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gpu/range_allocator.hpp"
@@ -91,18 +89,10 @@ struct MemoryBlock {
 class MemoryPool {
  public:
   static constexpr VkDeviceSize kBlockSize = 64ull << 20;
-  // A kind's first block: making 64 MiB of pinned host-cached memory took 16-22 ms on the H100,
-  // inside the submit of the first batch that needed it (BENCHMARKS.md, second session of
-  // 2026-11-27); the first block is this small (or twice the allocation, up to kBlockSize), and
-  // full blocks come from grow-ahead.
-  static constexpr VkDeviceSize kFirstBlockSize = 4ull << 20;
   static constexpr VkDeviceSize kAlignment = 256;
 
-  // grow_ahead: once more than half of a kind's pooled bytes are in use, a thread of the pool
-  // makes the next 64 MiB block of that kind in the background (GPUBATCH_GROW_AHEAD=off: never).
-  explicit MemoryPool(detail::GpuContext& context, bool grow_ahead = grow_ahead_enabled());
+  explicit MemoryPool(detail::GpuContext& context);
   ~MemoryPool();
-  static bool grow_ahead_enabled();  // GPUBATCH_GROW_AHEAD=on|off (on when unset)
 
   // Throws Error(out_of_memory) when the device cannot provide it.
   Allocation allocate(MemoryKind kind, VkDeviceSize size);
@@ -113,27 +103,16 @@ class MemoryPool {
   Allocation import_host(void* pointer, VkDeviceSize bytes);
   // The pool's own blocks of `kind` (imported memory is the caller's: not counted).
   MemoryStats stats(MemoryKind kind) const;
-  // Returns once no grow-ahead block is being made (tests; a pool being destroyed waits too).
-  void wait_for_growth() const;
 
  private:
   friend class Allocation;
   using Block = MemoryBlock;
   void release(const Allocation& a);
-  // A new block, made without mutex_ held (pinning host memory takes milliseconds: releases and
-  // other allocations must not wait behind it). `injectable`: FaultInjector may fail it (never
-  // for grow-ahead, whose failure is silent and must not take a test's armed fault).
-  std::unique_ptr<MemoryBlock> make_block(MemoryKind kind, VkDeviceSize size, bool injectable) const;
-  // Under mutex_: a pooled (not oversized, not imported) block of `kind` with room, or none.
-  std::optional<Allocation> allocate_pooled(MemoryKind kind, VkDeviceSize size);
-  // Under mutex_: asks the grower for a block of `kind` when more than half its pool is used.
-  void maybe_grow(MemoryKind kind);
-  void grower_loop();
+  std::size_t create_block(MemoryKind kind, VkDeviceSize size);
   // The steps of making a block, shared by create_block and import_host (`next`: what an import
   // chains in). They throw, leaving the half-made block to destroy_block.
   void make_buffer(Block& b, VkDeviceSize size, const void* next) const;
-  void back_buffer(Block& b, VkDeviceSize bytes, std::uint32_t type, const void* next, const std::string& what,
-                   bool injectable = true) const;
+  void back_buffer(Block& b, VkDeviceSize bytes, std::uint32_t type, const void* next, const std::string& what) const;
   std::size_t keep_block(std::unique_ptr<Block> block);  // under mutex_: its index in blocks_
   Allocation allocation_in(std::size_t block, VkDeviceSize offset, VkDeviceSize size);
   void destroy_block(Block& b) const;
@@ -149,14 +128,6 @@ class MemoryPool {
   // and the compute family (no ownership transfers; see DESIGN.md "Large requests").
   std::vector<std::uint32_t> families_;
   VkDeviceSize non_coherent_atom_ = 1;
-  // Grow-ahead: kinds asked for (bit per kind) and being made, the thread (started on the first
-  // request) and its stop flag, all under mutex_; grow_cv_ wakes the grower and those waiting
-  // for its block.
-  const bool grow_ahead_;
-  unsigned grow_wanted_ = 0, grow_making_ = 0;
-  bool grow_stop_ = false;
-  mutable std::condition_variable grow_cv_;
-  std::thread grower_;
 };
 
 // Makes `a` hold at least `bytes`, growing with headroom (x1.5, at least 64 KiB) so that a frame

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1906,6 +1906,36 @@ if on why; then
       python3 bench/trace_episodes.py "$out/trace-why-$rep.json" --episodes 4 > "$out/episodes-$rep.txt" 2>&1
       rm -f "$out/trace-why-$rep.json"
     fi
+  done
+fi
+
+# The memory pool's small first blocks and grow-ahead (third session of 2026-11-27): what making
+# a block costs (GPUBATCH_LOG_LEVEL=debug prints each), a process's first seconds (the mix with
+# the light warm-up, --warm 256) this build against the previous (gpubatch-mix-prev) and against
+# GPUBATCH_GROW_AHEAD=off, a trace of the first, and the warmed loads for harm.
+if on growab; then
+  load gb-debug env GPUBATCH_LOG_LEVEL=debug -- gpubatch-mix --warm 256 --threads 16 --size 256 --rate 500000 --requests 1500000
+  grep -h "block of memory kind" "$out/log.txt" | head -40 > "$out/blocks.txt"
+  for rep in 1 2 3; do
+    for rate in 250000 500000; do
+      load gb-$rate-light-$rep gpubatch-mix --warm 256 --threads 16 --size 256 --rate $rate --requests $((rate * 3))
+      load gb-$rate-light-prev-$rep gpubatch-mix-prev --warm 256 --threads 16 --size 256 --rate $rate --requests $((rate * 3))
+      load gb-$rate-light-off-$rep env GPUBATCH_GROW_AHEAD=off -- gpubatch-mix --warm 256 --threads 16 --size 256 --rate $rate --requests $((rate * 3))
+    done
+    load gb-500000-$rep gpubatch-mix --threads 16 --size 256 --rate 500000 --requests 1500000
+    load gb-500000-prev-$rep gpubatch-mix-prev --threads 16 --size 256 --rate 500000 --requests 1500000
+  done
+  for b in gpubatch-mix gpubatch-mix-prev; do
+    load gb-trace-$b env GPUBATCH_TRACE=$out/trace-$b.json -- $b --warm 256 --threads 16 --size 256 --rate 500000 --requests 1500000
+    if [ -f "$out/trace-$b.json" ]; then
+      python3 bench/trace_episodes.py "$out/trace-$b.json" --episodes 3 > "$out/episodes-$b.txt" 2>&1
+      python3 bench/trace_batches.py "$out/trace-$b.json" > "$out/batches-$b.txt" 2>&1
+      rm -f "$out/trace-$b.json"
+    fi
+  done
+  for rep in 1 2; do
+    load gb-crowd-$rep gpubatch-load --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+    load gb-crowd-prev-$rep gpubatch-load-prev --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
   done
 fi
 

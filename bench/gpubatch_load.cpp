@@ -32,6 +32,7 @@
 #include "gpubatch/executor.hpp"
 #include "gpubatch/reference.hpp"
 #include "gpu/fault_injection.hpp"
+#include "host_noise.hpp"
 
 using namespace gpubatch;
 using Clock = std::chrono::steady_clock;
@@ -59,6 +60,7 @@ struct Options {
   std::string device;
   std::string devices;  // a device set: "0,1", "0,0", "all" (open_devices)
   bool json = false;
+  bool host_probe = false;  // a thread that measures how late it wakes ("host" in the JSON)
   bool progress = true;
 };
 
@@ -547,6 +549,8 @@ int main(int argc, char** argv) {
                  "repeat: 0,0 opens device 0 twice); default: the devices config key, GPUBATCH_DEVICES, else --device")
       ->excludes("--device");
   app.add_flag("--json", o.json, "one JSON object on stdout");
+  app.add_flag("--host-probe", o.host_probe,
+               "a thread of this process sleeps 100 us at a time over the timed run: how late it woke goes into \"host\" (steal is always there)");
   CLI11_PARSE(app, argc, argv);
   // The synchronous path blocks in the call: each thread has exactly one request outstanding.
   if (o.unbatched || o.sync) o.inflight = 1;
@@ -655,6 +659,7 @@ int main(int argc, char** argv) {
     const auto counters_before = summed_counters(devices);
     std::atomic<std::uint64_t> done{0};
     std::vector<std::thread> threads;
+    bench::HostNoiseProbe host(o.host_probe);
     const double cpu_start = process_cpu_seconds();
     const auto start = Clock::now();
     for (int t = 0; t < o.threads; ++t) {
@@ -700,8 +705,10 @@ int main(int argc, char** argv) {
       });
     for (auto& t : threads) t.join();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    // The price of the latency: process CPU time over the timed run (spinning shows here).
-    const double cpu_seconds = process_cpu_seconds() - cpu_start;
+    const bench::HostNoise noise = host.stop();
+    // The price of the latency: process CPU time over the timed run (spinning shows here), the
+    // host probe's own left out.
+    const double cpu_seconds = process_cpu_seconds() - cpu_start - noise.probe_cpu_s;
     const double cpu_us_per_request = cpu_seconds * 1e6 / double(o.requests);
     const double cores_busy = seconds > 0 ? cpu_seconds / seconds : 0;
     finished = true;
@@ -763,7 +770,7 @@ int main(int argc, char** argv) {
           "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
           "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
           "\"resident\": %llu, \"direct\": %llu, \"split\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
-          "\"devices\": %s%s}\n",
+          "\"host\": %s, \"devices\": %s%s}\n",
           json_escaped(device_names).c_str(), json_escaped(drivers).c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
           static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
           submit_json,
@@ -781,7 +788,7 @@ int main(int argc, char** argv) {
           static_cast<unsigned long long>(after.caller_completions - before.caller_completions),
           static_cast<unsigned long long>(after.strand_runs - before.strand_runs),
           static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
-          static_cast<unsigned long long>(lost), verified ? "true" : "false", devices_json.c_str(),
+          static_cast<unsigned long long>(lost), verified ? "true" : "false", noise.json().c_str(), devices_json.c_str(),
           timeline_json(timeline).c_str());
     } else {
       std::printf("device      %s\n", device_names.c_str());
@@ -797,6 +804,7 @@ int main(int argc, char** argv) {
                     submit_p50, submit_p99);
       std::printf("cpu         %.2f us per request, %.2f cores busy (process CPU time over the run)\n",
                   cpu_us_per_request, cores_busy);
+      std::printf("host        %s\n", noise.json().c_str());
       if (o.idle_ms > 0)
         std::printf("idle        %.4f cores busy over %d ms with nothing to do\n", idle_cores_busy, o.idle_ms);
       if (o.rate > 0)

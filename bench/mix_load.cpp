@@ -30,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "host_noise.hpp"
 #include "gpubatch/config.hpp"
 #include "gpubatch/device.hpp"
 #include "gpubatch/error.hpp"
@@ -50,6 +51,7 @@ struct Options {
   double high = 0, large = 0, deadline_fraction = 1;
   std::int64_t deadline_us = 0, block_for_us = 0, target_p99_us = 0;
   std::size_t queue_capacity = 0;
+  bool host_probe = false;  // a thread that measures how late it wakes ("host" in the JSON)
   long warm = -1;  // small requests sent before the clock starts (-1: a full batch per slot)
   bool json = false;
 };
@@ -253,6 +255,8 @@ int main(int argc, char** argv) {
   app.add_option("--block-for-us", o.block_for_us, "overflow = block_for with this block_timeout")->check(CLI::Range(0, 60000000));
   app.add_option("--queue-capacity", o.queue_capacity, "queue capacity (0: the configuration's)");
   app.add_option("--target-p99-us", o.target_p99_us, "BatchConfig::target_p99 (0: off)")->check(CLI::Range(0, 60000000));
+  app.add_flag("--host-probe", o.host_probe,
+               "a thread of this process sleeps 100 us at a time over the run: how late it woke goes into \"host\" (steal is always there)");
   app.add_option("--warm", o.warm, "small requests sent before the clock starts (default: a full batch per in-flight slot)")
       ->check(CLI::Range(0l, 1l << 24));
   app.add_option("--device", o.device, "device index or name substring");
@@ -281,6 +285,7 @@ int main(int argc, char** argv) {
     BatchExecutor executor(device, config);
     std::vector<Samples> per(o.threads);
     std::vector<std::thread> threads;
+    bench::HostNoiseProbe host(o.host_probe);
     const auto start = Clock::now();
     // High-priority traffic comes from threads of its own (as interactive callers would): a
     // sender blocked on a full level-0 queue must not hold back the high requests behind it.
@@ -300,6 +305,7 @@ int main(int argc, char** argv) {
     }
     for (auto& t : threads) t.join();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    const bench::HostNoise noise = host.stop();
     const Stats stats = executor.stats();
     Samples all;
     for (auto& s : per) all.merge(s);
@@ -331,7 +337,7 @@ int main(int argc, char** argv) {
     for (std::size_t l = 0; l < stats.end_to_end_by_priority.size(); ++l)
       js << (l ? ", " : "") << "\"" << l << "\": " << double(stats.end_to_end_by_priority[l].summary.p99.count()) / 1000.0;
     js << "}, \"lost\": " << all.lost
-       << ", \"verified\": " << (verified ? "true" : "false") << "}";
+       << ", \"verified\": " << (verified ? "true" : "false") << ", \"host\": " << noise.json() << "}";
     if (o.json) {
       std::cout << js.str() << "\n";
     } else {
@@ -339,6 +345,7 @@ int main(int argc, char** argv) {
                   double(all.ok) / seconds, o.rate, percentile(high, .5), percentile(high, .99), percentile(low, .5),
                   percentile(low, .99), percentile(small, .5), percentile(small, .99), percentile(large, .5),
                   percentile(large, .99));
+      std::printf("host %s\n", noise.json().c_str());
       std::printf("deadline_exceeded %llu (late p50 %.0f p99 %.0f max %.0f us), queue_full %llu (late p99 %.0f us), "
                   "verified %s, lost %llu\n",
                   (unsigned long long)all.deadline_errors, percentile(all.deadline_late_us, .5),

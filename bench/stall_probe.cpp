@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "host_noise.hpp"
+
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -47,24 +49,7 @@ void probe(Clock::time_point end, std::chrono::microseconds period, std::chrono:
   }
 }
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
-}
-
-// The "steal" column of /proc/stat's cpu line, in clock ticks (0 where it cannot be read).
-long long steal_ticks() {
-  std::ifstream f("/proc/stat");
-  std::string line;
-  if (!std::getline(f, line)) return 0;
-  std::istringstream in(line);
-  std::string cpu;
-  long long v[8] = {};
-  in >> cpu;
-  for (long long& x : v) in >> x;
-  return v[7];
-}
+using gpubatch::bench::steal_ticks;
 
 // Stalls of one thread that overlap stalls of at least `need` threads (itself included).
 std::size_t together(const std::vector<ThreadResult>& all, std::size_t need) {
@@ -127,8 +112,8 @@ int main(int argc, char** argv) {
       "\"wakeups\": %zu, \"late_us\": {\"p50\": %.1f, \"p99\": %.1f, \"p999\": %.1f, \"max\": %.1f}, "
       "\"max_late_us_per_thread\": [%s], \"stalls\": %zu, \"stalls_together\": %zu, "
       "\"steal_ticks\": %lld, \"involuntary_switches\": %ld}\n",
-      threads, seconds, period_us, stall_us, all.size(), percentile(all, 0.5), percentile(all, 0.99),
-      percentile(all, 0.999), worst, per_thread.c_str(), stalls,
+      threads, seconds, period_us, stall_us, all.size(), gpubatch::bench::percentile_of(all, 0.5), gpubatch::bench::percentile_of(all, 0.99),
+      gpubatch::bench::percentile_of(all, 0.999), worst, per_thread.c_str(), stalls,
       together(results, std::max<std::size_t>(2, results.size() / 2)), steal_ticks() - steal0,
       ru1.ru_nivcsw - ru0.ru_nivcsw);
   return 0;

@@ -641,6 +641,7 @@ int main(int argc, char** argv) {
       // with at most 256 MiB of inputs (at least 8 requests).
       const std::size_t request_bytes = std::max<std::size_t>(1, input_bytes(w.make(0)));
       burst = std::min(burst, std::max<std::size_t>(8, (std::size_t{256} << 20) / request_bytes));
+      if (!o.unbatched) burst = std::min(burst, config.queue_capacity_of(0));  // reject / block_for
       std::vector<std::future<Result>> warm;
       for (std::size_t i = 0; i < burst; ++i) warm.push_back(submit(w.make(i)));
       for (auto& f : warm) f.wait();

@@ -274,8 +274,10 @@ int main(int argc, char** argv) {
     // pinned block inside its submit (16-22 ms on the H100): the 20 ms maximum of nearly every run.
     {
       BatchExecutor warm(device, config);
+      // At most a full queue: a burst beyond it would meet `reject` or `block_for` (--block-for-us).
       const std::size_t burst = o.warm >= 0 ? static_cast<std::size_t>(o.warm)
-                                            : config.max_batch_size * config.max_inflight_batches;
+                                            : std::min(config.max_batch_size * config.max_inflight_batches,
+                                                       config.queue_capacity_of(0));
       std::vector<std::future<std::vector<float>>> f;
       for (std::size_t i = 0; i < burst; ++i) f.push_back(warm.handle().relu(pool.small[0]));
       if (o.large > 0)

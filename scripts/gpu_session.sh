@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1937,6 +1937,47 @@ if on growab; then
     load gb-crowd-$rep gpubatch-load --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
     load gb-crowd-prev-$rep gpubatch-load-prev --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
   done
+fi
+
+# Has the crowd slowed since the first session of 2026-11-26? (third session of 2026-11-27.) This
+# build against gpubatch-load-old (b1d037b) and whatever other builds are bundled as
+# gpubatch-load-at-REV (bin/*.xz are unpacked first), three rounds interleaved.
+if on crowdhist; then
+  for x in .gpu/bin/*.xz; do [ -f "$x" ] && xz -d -f "$x"; done
+  chmod +x .gpu/bin/* 2>/dev/null
+  for rep in 1 2 3; do
+    for b in gpubatch-load gpubatch-load-old $(cd .gpu/bin && ls gpubatch-load-at-* 2>/dev/null); do
+      load ch-$b-$rep $b --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+    done
+  done
+fi
+
+# Issues 11 and 14's targets with the code of the third session of 2026-11-27, every tail-latency
+# load with --host-probe ("host" in its JSON: steal and how late a thread of the process woke).
+if on targets14; then
+  P=--host-probe
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  crowd="--threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  for rep in 1 2; do load t14-crowd-$rep gpubatch-load $crowd; done
+  for rep in 1 2; do
+    load t14-lone-$rep gpubatch-load $lone --idle-ms 1000
+    load t14-lone-sync-$rep gpubatch-load --sync $lone
+    load t14-lone-unbatched-$rep gpubatch-load --unbatched $lone
+    load t14-lone-realtime-$rep gpubatch-load --preset realtime --sync $lone --idle-ms 1000
+  done
+  for rep in 1 2; do
+    for r in 500000 1080000 1500000 2000000 2500000; do
+      load t14-open$r-$rep gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3)) $P
+    done
+  done
+  for r in 250000 500000 1000000; do
+    load t14-p99t500-$r gpubatch-mix --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3)) $P
+  done
+  load t14-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 $P
+  load t14-mixsat gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 9000000 $P
+  load t14-deadline-large gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000 $P
+  load t14-blockfor gpubatch-mix --threads 16 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 3000000 --requests 4500000 $P
+  load t14-mixed64 gpubatch-mix --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000 $P
 fi
 
 # A short table last.

@@ -255,6 +255,7 @@ void record_stamped(ThreadResult& out, const Workload& w, Stamped& s) {
 // Open loop: send on a fixed schedule, measure from the scheduled time to the completion.
 void run_open_loop(const Options& o, const Workload& w, const SubmitCallback& submit, std::uint64_t count,
                    std::atomic<std::uint64_t>& done, ThreadResult& out) {
+  bench::precise_timer_slack();
   out.latencies_us.reserve(count);
   // Room for every sample up front: a vector that doubles while the clock runs reallocates on
   // every sender in the same instant (they keep pace), and the H100 traces showed the whole

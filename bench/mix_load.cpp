@@ -141,6 +141,7 @@ void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
 // One sending thread: `count` requests at `rate` per second, all at priority `level`.
 void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, unsigned seed,
             std::uint64_t count, double rate, bool high, Samples& out) {
+  bench::precise_timer_slack();
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   std::uniform_int_distribution<int> pick(0, Pool::kEach - 1);

@@ -266,6 +266,7 @@ bool host_spin_enabled() noexcept { return !env_is("GPUBATCH_HOST_SPIN", "off");
 bool inline_submit_enabled() noexcept { return !env_is("GPUBATCH_INLINE_SUBMIT", "off"); }
 bool caller_awaits_enabled() noexcept { return !env_is("GPUBATCH_CALLER_AWAITS", "off"); }
 bool future_inline_enabled() noexcept { return !env_is("GPUBATCH_FUTURE_INLINE", "off"); }
+bool handler_inline_enabled() noexcept { return !env_is("GPUBATCH_HANDLER_INLINE", "off"); }
 bool express_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS", "off"); }
 std::uint32_t express_depth() noexcept {
   const char* v = std::getenv("GPUBATCH_EXPRESS_DEPTH");
@@ -443,6 +444,7 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
     if (lane_ok && split_line_ && bytes >= split_line_ && try_split(request, completion, now)) return;
     if (lane_ok && direct_lane_ && bytes >= config_.direct_bytes && try_direct(request, completion, now)) return;
     const bool future_call = bytes <= kLoneFutureBytes && returns_future(completion);
+    const bool handler_call = bytes <= kLoneFutureBytes && !future_call && !caller_waits();
     Pending p{std::move(request), std::move(completion), now, deadline, bytes,
               static_cast<std::uint8_t>(options.priority), false, nullptr, nullptr};
     RequestCancel* const cancel = p.cancel = cancel_state_of(p.completion);
@@ -493,7 +495,7 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       std::atomic_thread_fence(std::memory_order_seq_cst);
       if (urgent || upper || cancelled || bytes > big_request_bytes_ ||
           pos >= wake_pos_.load(std::memory_order_relaxed))
-        post_if_idle(future_call ? InlineAsk{&queue, pos} : InlineAsk{});
+        post_if_idle(future_call || handler_call ? InlineAsk{&queue, pos, future_call} : InlineAsk{});
       return;
     }
     // A failed push moved nothing: p still owns the request and its completion.
@@ -532,16 +534,19 @@ void ExecutorCore::wake_if_waiting_for_slot() noexcept {
 // of a std::future on an idle executor (lone_future_pass): it will most likely wait for the
 // future next, and the pass costs its call one submit of a lone batch instead of the io thread's
 // wake-up (on the H100 a lone future's submit_us p50 went from 15.1-18.9 us to 5.8-7.8 us, its
-// round trip from 41-46 us to 30-33 us). The run is one pass; what it leaves is posted
-// (run_strand). Executor threads post: a completion thread must not form batches while it is
-// the one to wait for them.
+// round trip from 41-46 us to 30-33 us). So does a caller of a completion handler on an idle
+// executor (its handler still runs on a completion thread, never inside its call): on the H100
+// a lone caller's handler at 500-2,000 requests/s spent 34-54 us from the call to the submit's
+// return, waiting for the io thread to wake (third session of 2026-11-27). The run is one pass;
+// what it leaves is posted (run_strand). Executor threads post: a completion thread must not
+// form batches while it is the one to wait for them.
 void ExecutorCore::post_if_idle(InlineAsk ask) noexcept {
   if (strand_awake_.load(std::memory_order_relaxed)) return;
   if (strand_awake_.exchange(true, std::memory_order_seq_cst)) return;
   if (inline_runs_ && tl_core == nullptr && (tl_caller_waits || lone_future_pass(ask))) {
     tl_core = this;  // the strand's thread for the pass: handlers it resolves are posted
     inline_pass_ = this;
-    future_pass_ = !tl_caller_waits;
+    future_pass_ = !tl_caller_waits && ask.future;
     run_strand(false);
     future_pass_ = false;
     inline_pass_ = nullptr;
@@ -551,13 +556,14 @@ void ExecutorCore::post_if_idle(InlineAsk ask) noexcept {
   if (!post_strand_run()) strand_awake_.store(false, std::memory_order_seq_cst);
 }
 
-// Called holding the strand. A future's caller runs the pass only when the executor is idle: no
-// batch in flight or forming, and its request (at most kLoneFutureBytes) within the first
-// kLoneBatch of its queue: its call then waits for one lone small batch's submit. A burst
-// of futures from one thread thus pays at most its first request's submit; the rest go to the
-// io thread as before (GPUBATCH_FUTURE_INLINE=off: every future does, for side-by-side runs).
+// Called holding the strand. A future's or a handler's caller runs the pass only when the
+// executor is idle: no batch in flight or forming, and its request (at most kLoneFutureBytes)
+// within the first kLoneBatch of its queue: its call then waits for one lone small batch's
+// submit. A burst from one thread thus pays at most its first request's submit; the rest go to
+// the io thread as before (GPUBATCH_FUTURE_INLINE=off, GPUBATCH_HANDLER_INLINE=off: every future,
+// every handler does, for side-by-side runs).
 bool ExecutorCore::lone_future_pass(const InlineAsk& ask) const noexcept {
-  if (!future_inline_ || ask.queue == nullptr) return false;
+  if (ask.queue == nullptr || !(ask.future ? future_inline_ : handler_inline_)) return false;
   if (inflight_slots_.load(std::memory_order_seq_cst) != 0 || !former_.empty()) return false;
   return ask.position < ask.queue->popped_approx() + kLoneBatch;
 }

@@ -128,6 +128,7 @@ bool inline_submit_enabled() noexcept;
 bool caller_awaits_enabled() noexcept;
 // GPUBATCH_FUTURE_INLINE is not "off" (ExecutorCore::lone_future_pass).
 bool future_inline_enabled() noexcept;
+bool handler_inline_enabled() noexcept;
 bool express_enabled() noexcept;  // GPUBATCH_EXPRESS is not "off" (ExecutorCore::express_ready)
 // Express batches in flight at once: GPUBATCH_EXPRESS_DEPTH (1 .. 8), else 2 (ExecutorCore::express_busy).
 std::uint32_t express_depth() noexcept;
@@ -208,10 +209,12 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // ---- producers ----
   void reject(Completion& completion, ErrorCode code, const std::string& message) noexcept;
   // A producer's offer to run the strand's pass itself: its queue and push position (a caller of
-  // a std::future; none for everyone else).
+  // a std::future, or of a completion handler; none for everyone else), and whether it returns a
+  // future (whose caller may then keep its lone batch: keep_for_caller; a handler's never does).
   struct InlineAsk {
     const BlockingMpscQueue<Pending>* queue = nullptr;
     std::uint64_t position = 0;
+    bool future = false;
   };
   void post_if_idle(InlineAsk ask) noexcept;  // post run_strand() if the strand is idle
   void post_if_idle() noexcept { post_if_idle(InlineAsk{}); }
@@ -491,6 +494,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // (GPUBATCH_CALLER_AWAITS=off: a completion thread does).
   const bool caller_awaits_ = caller_awaits_enabled();
   const bool future_inline_ = future_inline_enabled();
+  const bool handler_inline_ = handler_inline_enabled();  // GPUBATCH_HANDLER_INLINE is not "off"
   std::atomic<bool> nice_refused_{false};  // thread_nice was refused (logged once)  // GPUBATCH_FUTURE_INLINE is not "off"
   const bool strand_spin_ = strand_spin_enabled();  // GPUBATCH_STRAND_SPIN=on (linger)
   // A completion thread's blocking wait returns after this long to look again (and at the

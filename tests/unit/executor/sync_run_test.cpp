@@ -71,9 +71,10 @@ TEST(SyncRun, ManyCallersEachGetTheirOwnResult) {
 }
 
 // A synchronous caller that finds the executor idle submits its batch itself (no hop to the
-// strand's thread), and so does a caller of a future on an idle executor; a call that takes a
-// handler never does, so that its initiation cannot wait for a submit. GPUBATCH_INLINE_SUBMIT=off
-// turns both off, GPUBATCH_FUTURE_INLINE=off the future's, for side-by-side runs.
+// strand's thread), and so does a caller of a future or of a completion handler on an idle
+// executor; the handler itself still runs on an executor thread, never inside its call.
+// GPUBATCH_INLINE_SUBMIT=off turns all off, GPUBATCH_FUTURE_INLINE=off the future's,
+// GPUBATCH_HANDLER_INLINE=off the handler's, for side-by-side runs.
 TEST(SyncRun, TheCallerSubmitsItselfWhenTheExecutorIsIdle) {
   auto device = std::make_shared<FakeDevice>();
   const auto me = std::this_thread::get_id();
@@ -87,10 +88,15 @@ TEST(SyncRun, TheCallerSubmitsItselfWhenTheExecutorIsIdle) {
     ASSERT_EQ(device->submit_threads().size(), 2u);
     EXPECT_EQ(device->submit_threads()[1], me) << "a future's call on an idle executor submits too";
     std::promise<std::vector<float>> handled;
-    gpu.relu({4.0f}, [&](std::exception_ptr, std::vector<float> v) { handled.set_value(std::move(v)); });
+    std::thread::id handler_thread;
+    gpu.relu({4.0f}, [&](std::exception_ptr, std::vector<float> v) {
+      handler_thread = std::this_thread::get_id();
+      handled.set_value(std::move(v));
+    });
     EXPECT_EQ(handled.get_future().get(), std::vector<float>{4.0f});
     ASSERT_EQ(device->submit_threads().size(), 3u);
-    EXPECT_NE(device->submit_threads()[2], me) << "a handler's call never submits on the caller's thread";
+    EXPECT_EQ(device->submit_threads()[2], me) << "a handler's call on an idle executor submits too";
+    EXPECT_NE(handler_thread, me) << "the handler runs on an executor thread, not inside its call";
     for (int i = 0; i < 20; ++i) EXPECT_EQ(gpu.run(Request::relu({float(i)})).values, std::vector<float>{float(i)});
     EXPECT_EQ(executor.stats().completed, 23u);
   }
@@ -100,12 +106,24 @@ TEST(SyncRun, TheCallerSubmitsItselfWhenTheExecutorIsIdle) {
     EXPECT_EQ(executor.handle().relu({6.0f}).get(), std::vector<float>{6.0f});
     EXPECT_NE(device->submit_threads().back(), me) << "GPUBATCH_FUTURE_INLINE=off: the strand's thread submits";
   }
+  {
+    EnvGuard off("GPUBATCH_HANDLER_INLINE", "off");
+    BatchExecutor executor(device, BatchConfig::adaptive());
+    std::promise<void> handled;
+    executor.handle().relu({8.0f}, [&](std::exception_ptr, std::vector<float>) { handled.set_value(); });
+    handled.get_future().get();
+    EXPECT_NE(device->submit_threads().back(), me) << "GPUBATCH_HANDLER_INLINE=off: the strand's thread submits";
+  }
   EnvGuard off("GPUBATCH_INLINE_SUBMIT", "off");
   BatchExecutor executor(device, BatchConfig::adaptive());
   EXPECT_EQ(executor.handle().run(Request::relu({5.0f})).values, std::vector<float>{5.0f});
   EXPECT_NE(device->submit_threads().back(), me) << "GPUBATCH_INLINE_SUBMIT=off: the strand's thread submits";
   EXPECT_EQ(executor.handle().relu({7.0f}).get(), std::vector<float>{7.0f});
   EXPECT_NE(device->submit_threads().back(), me) << "GPUBATCH_INLINE_SUBMIT=off: nor for a future";
+  std::promise<void> handled;
+  executor.handle().relu({9.0f}, [&](std::exception_ptr, std::vector<float>) { handled.set_value(); });
+  handled.get_future().get();
+  EXPECT_NE(device->submit_threads().back(), me) << "GPUBATCH_INLINE_SUBMIT=off: nor for a handler";
 }
 
 // A thread that sends a burst of futures into an idle executor submits at most the first lone
@@ -120,6 +138,34 @@ TEST(SyncRun, ABurstOfFuturesSubmitsAtMostItsFirstBatchInline) {
   for (int i = 0; i < 200; ++i) futures.push_back(gpu.relu({float(i)}));
   device->resume();
   for (int i = 0; i < 200; ++i) EXPECT_EQ(futures[i].get(), std::vector<float>{float(i)});
+  const auto threads = device->submit_threads();
+  ASSERT_GE(threads.size(), 2u);
+  EXPECT_EQ(threads[0], me) << "the first request found the executor idle";
+  for (std::size_t i = 1; i < threads.size(); ++i)
+    EXPECT_NE(threads[i], me) << "batch " << i << ": a batch was in flight, so the strand's thread submits";
+}
+
+// The same for a burst of completion handlers (an open loop's sender, an io thread's callbacks):
+// the first finds the executor idle and submits on its caller's thread, the rest go to the
+// strand's, and every handler runs on an executor thread.
+TEST(SyncRun, ABurstOfHandlersSubmitsAtMostItsFirstBatchInline) {
+  auto device = std::make_shared<FakeDevice>();
+  const auto me = std::this_thread::get_id();
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  device->pause();
+  std::atomic<int> right{0}, on_caller{0}, calls{0};
+  std::promise<void> all;
+  for (int i = 0; i < 200; ++i)
+    gpu.relu({float(i)}, [&, i](std::exception_ptr e, std::vector<float> v) {
+      if (!e && v == std::vector<float>{float(i)}) ++right;
+      if (std::this_thread::get_id() == me) ++on_caller;
+      if (++calls == 200) all.set_value();
+    });
+  device->resume();
+  all.get_future().get();
+  EXPECT_EQ(right.load(), 200);
+  EXPECT_EQ(on_caller.load(), 0) << "no handler ran on its caller's thread";
   const auto threads = device->submit_threads();
   ASSERT_GE(threads.size(), 2u);
   EXPECT_EQ(threads[0], me) << "the first request found the executor idle";

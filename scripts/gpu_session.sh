@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -1978,6 +1978,94 @@ if on targets14; then
   load t14-deadline-large gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000 $P
   load t14-blockfor gpubatch-mix --threads 16 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 3000000 --requests 4500000 $P
   load t14-mixed64 gpubatch-mix --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000 $P
+fi
+
+# Small requests behind large ones (third session of 2026-11-27): 64 threads, 10 % of 1,000,000
+# floats at 20,000/s, this build against gpubatch-mix-old (b1d037b, 1.92 ms p99 for the small
+# ones on 2026-11-26), three rounds interleaved; then futures (gpubatch-load) of both sizes.
+if on mixed64; then
+  for rep in 1 2 3; do
+    load m64-$rep gpubatch-mix --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000
+    load m64-old-$rep gpubatch-mix-old --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000
+  done
+  for b in gpubatch-mix gpubatch-mix-old; do
+    load m64-trace-$b env GPUBATCH_TRACE=$out/trace-$b.json -- $b --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000
+    if [ -f "$out/trace-$b.json" ]; then
+      python3 bench/trace_batches.py "$out/trace-$b.json" > "$out/batches-$b.txt" 2>&1
+      rm -f "$out/trace-$b.json"
+    fi
+  done
+fi
+
+# The lone caller's two speeds (third session of 2026-11-27): some processes answer a lone
+# request in ~18 us, others in ~50. Lone runs of each path, alternating, with the GPU's clocks and
+# performance state sampled every 50 ms meanwhile (nvidia-smi, read only) into clocks.txt.
+if on slowmode; then
+  L="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  nvidia-smi -q -d PERFORMANCE,CLOCK > "$out/perf-before.txt" 2>&1
+  nvidia-smi topo -m > "$out/topo.txt" 2>&1; ls /sys/devices/system/node/ >> "$out/topo.txt" 2>&1
+  for rep in 1 2 3 4; do
+    for m in future sync unbatched; do
+      case $m in future) f="";; sync) f="--sync";; unbatched) f="--unbatched";; esac
+      nvidia-smi --query-gpu=timestamp,pstate,clocks.sm,clocks.mem,utilization.gpu,power.draw,clocks_event_reasons.active --format=csv,noheader -lms 50 > "$out/clk-$m-$rep.txt" 2>&1 &
+      smi=$!
+      load sm-$m-$rep gpubatch-load $L $f
+      kill $smi 2>/dev/null; wait $smi 2>/dev/null
+      echo "== sm-$m-$rep" >> "$out/clocks.txt"; sort "$out/clk-$m-$rep.txt" | awk -F', ' '{print $2, $3, $4, $5, $7}' | sort | uniq -c | sort -rn | head -6 >> "$out/clocks.txt"
+      rm -f "$out/clk-$m-$rep.txt"
+    done
+  done
+  nvidia-smi -q -d PERFORMANCE,CLOCK > "$out/perf-after.txt" 2>&1
+fi
+
+# A lone caller that is not back to back (third session of 2026-11-27): one thread, open loop at
+# 500 to 50,000 requests/s, with the GPU's clocks sampled meanwhile (read only) into clocks.txt.
+if on sparse; then
+  for rep in 1 2; do
+    for r in 500 2000 10000 50000; do
+      n=$((r * 3)); [ $n -gt 60000 ] && n=60000
+      nvidia-smi --query-gpu=timestamp,pstate,clocks.sm,utilization.gpu --format=csv,noheader -lms 50 > "$out/clk.txt" 2>&1 &
+      smi=$!
+      load sp-$r-$rep gpubatch-load --threads 1 --rate $r --requests $n --op relu --size 256
+      load sp-$r-sync-$rep gpubatch-load --threads 1 --rate $r --requests $n --op relu --size 256 --unbatched
+      kill $smi 2>/dev/null; wait $smi 2>/dev/null
+      echo "== sp-$r-$rep" >> "$out/clocks.txt"; awk -F', ' '{print $3}' "$out/clk.txt" | sort | uniq -c | sort -rn | head -4 >> "$out/clocks.txt"
+    done
+  done
+fi
+
+# A handler's call on an idle executor submits on its caller's thread (third session of
+# 2026-11-27): a lone caller through handlers at sparse rates (the open loop, one thread), this
+# build against GPUBATCH_HANDLER_INLINE=off and --unbatched, interleaved; then loads that must not
+# lose: the open loop at 500,000 and 1,080,000/s, and the crowd through handlers.
+if on handlerinline; then
+  for rep in 1 2; do
+    for r in 500 2000 10000 50000; do
+      n=$((r * 3)); [ $n -gt 60000 ] && n=60000
+      load hi-$r-$rep gpubatch-load --threads 1 --rate $r --requests $n --op relu --size 256
+      load hi-$r-off-$rep env GPUBATCH_HANDLER_INLINE=off -- gpubatch-load --threads 1 --rate $r --requests $n --op relu --size 256
+      load hi-$r-unbatched-$rep gpubatch-load --threads 1 --rate $r --requests $n --op relu --size 256 --unbatched
+    done
+  done
+  for rep in 1 2; do
+    for r in 500000 1080000; do
+      load hi-open$r-$rep gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3)) --host-probe
+      load hi-open$r-off-$rep env GPUBATCH_HANDLER_INLINE=off -- gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3)) --host-probe
+    done
+    load hi-crowdh-$rep gpubatch-load --handlers --threads 16 --inflight 1024 --requests 4000000 --op relu --size 256
+    load hi-crowdh-off-$rep env GPUBATCH_HANDLER_INLINE=off -- gpubatch-load --handlers --threads 16 --inflight 1024 --requests 4000000 --op relu --size 256
+  done
+fi
+
+# The same change under load, more rounds (third session of 2026-11-27): the open loop at
+# 250,000 and 500,000/s with the host probe, this build against GPUBATCH_HANDLER_INLINE=off.
+if on handlerload; then
+  for rep in 1 2 3 4; do
+    for r in 250000 500000; do
+      load hl-open$r-$rep gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3)) --host-probe
+      load hl-open$r-off-$rep env GPUBATCH_HANDLER_INLINE=off -- gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3)) --host-probe
+    done
+  done
 fi
 
 # A short table last.

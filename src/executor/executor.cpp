@@ -561,11 +561,15 @@ void ExecutorCore::post_if_idle(InlineAsk ask) noexcept {
 // within the first kLoneBatch of its queue: its call then waits for one lone small batch's
 // submit. A burst from one thread thus pays at most its first request's submit; the rest go to
 // the io thread as before (GPUBATCH_FUTURE_INLINE=off, GPUBATCH_HANDLER_INLINE=off: every future,
-// every handler does, for side-by-side runs).
+// every handler does, for side-by-side runs). A handler's caller, who does not wait for its
+// result, also needs an executor that finished no batch for kHandlerPassGap (a sparse caller).
 bool ExecutorCore::lone_future_pass(const InlineAsk& ask) const noexcept {
   if (ask.queue == nullptr || !(ask.future ? future_inline_ : handler_inline_)) return false;
   if (inflight_slots_.load(std::memory_order_seq_cst) != 0 || !former_.empty()) return false;
-  return ask.position < ask.queue->popped_approx() + kLoneBatch;
+  if (ask.position >= ask.queue->popped_approx() + kLoneBatch) return false;
+  if (ask.future) return true;
+  const Clock::time_point last_done{Clock::duration(last_done_.load(std::memory_order_relaxed))};
+  return Clock::now() - last_done >= kHandlerPassGap;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -318,6 +318,13 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // 26 us (262,144 floats: 305-354 against 219-239; H100, BENCHMARKS.md third session of
   // 2026-11-27). The caller's pass spreads its copies over the helpers as the strand's thread does.
   static constexpr std::size_t kLoneFutureBytes = std::size_t{4} << 20;
+  // A handler's call runs the pass only on an executor that finished no batch for this long: a
+  // sparse caller (on the H100 its call-to-submit went from 27-58 us to 9-19 us at 500-2,000
+  // requests/s), not an open loop whose batches keep finishing (at 250,000/s, 16 senders, the
+  // pass on every idle moment had p99 7.1 · 26.8 · 2.7 · 6.4 ms against 2.9 · 8.5 · 3.3 · 2.4
+  // without it on a noisy machine: a sender thread holding the strand competes for the cores;
+  // BENCHMARKS.md third session of 2026-11-27).
+  static constexpr std::chrono::microseconds kHandlerPassGap{200};
   // Completion threads poll a lone caller's batch, and a batch at least half of max_batch_size:
   // the former was full, the device is the bottleneck, and a wake-up's delay leaves it idle
   // (with only lone batches polled, 16 threads of 256-float relu on the H200 ran 7 % slower).

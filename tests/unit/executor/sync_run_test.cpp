@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <thread>
 #include <vector>
@@ -89,6 +90,7 @@ TEST(SyncRun, TheCallerSubmitsItselfWhenTheExecutorIsIdle) {
     EXPECT_EQ(device->submit_threads()[1], me) << "a future's call on an idle executor submits too";
     std::promise<std::vector<float>> handled;
     std::thread::id handler_thread;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a sparse caller (kHandlerPassGap)
     gpu.relu({4.0f}, [&](std::exception_ptr, std::vector<float> v) {
       handler_thread = std::this_thread::get_id();
       handled.set_value(std::move(v));

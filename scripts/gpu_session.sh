@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2065,6 +2065,19 @@ if on handlerload; then
       load hl-open$r-$rep gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3)) --host-probe
       load hl-open$r-off-$rep env GPUBATCH_HANDLER_INLINE=off -- gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3)) --host-probe
     done
+  done
+fi
+
+# The handler's pass with its 200 us gap (third session of 2026-11-27): sparse lone handlers and
+# the open loop at 250,000/s, this build against GPUBATCH_HANDLER_INLINE=off, interleaved.
+if on handlergap; then
+  for rep in 1 2 3; do
+    for r in 500 2000; do
+      load hg-$r-$rep gpubatch-load --threads 1 --rate $r --requests $((r * 3)) --op relu --size 256
+      load hg-$r-off-$rep env GPUBATCH_HANDLER_INLINE=off -- gpubatch-load --threads 1 --rate $r --requests $((r * 3)) --op relu --size 256
+    done
+    load hg-open250000-$rep gpubatch-load --threads 16 --op relu --size 256 --rate 250000 --requests 750000 --host-probe
+    load hg-open250000-off-$rep env GPUBATCH_HANDLER_INLINE=off -- gpubatch-load --threads 16 --op relu --size 256 --rate 250000 --requests 750000 --host-probe
   done
 fi
 

@@ -1832,7 +1832,7 @@ if on mmcheck; then
 fi
 
 if on tests; then
-  for t in gpubatch_tests gpubatch_integration_tests; do
+  for t in gpubatch_tests gpubatch_integration_tests gpubatch_executor_tests; do
     have $t || continue
     echo "== $t" >&2
     timeout 240 "$run" $t --gtest_brief=1 >> "$out/tests.txt" 2>&1

@@ -47,6 +47,7 @@ struct Options {
   std::string op = "relu";
   std::uint32_t size = 256;
   int inflight = 64;
+  int think_us = 0;  // closed loop: a caller's pause after each result before its next request
   double rate = 0;  // requests/s offered in total; 0: closed loop
   bool unbatched = false;
   bool sync = false;  // handle.run(): each thread waits for its result by polling it
@@ -305,6 +306,7 @@ void run_open_loop(const Options& o, const Workload& w, const SubmitCallback& su
 // Closed loop: keep `inflight` requests outstanding per thread.
 void run_closed_loop(const Options& o, const Workload& w, const SubmitFuture& submit, std::uint64_t count,
                      std::atomic<std::uint64_t>& done, ThreadResult& out) {
+  if (o.think_us > 0) bench::precise_timer_slack();
   out.latencies_us.reserve(count);
   std::deque<Pending> pending;
   auto finish_front = [&] {
@@ -318,7 +320,10 @@ void run_closed_loop(const Options& o, const Workload& w, const SubmitFuture& su
     done.fetch_add(1, std::memory_order_relaxed);
   };
   for (std::uint64_t sent = 0; sent < count;) {
-    if (static_cast<int>(pending.size()) >= o.inflight) finish_front();
+    if (static_cast<int>(pending.size()) >= o.inflight) {
+      finish_front();
+      if (o.think_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(o.think_us));
+    }
     const std::uint64_t index = sent;
     Request r = w.make(sent++);
     const auto start = Clock::now();
@@ -361,6 +366,7 @@ bool await_slot(Slot& slot, int spin_us) {
 // run_closed_loop keeps futures.
 void run_closed_loop_handlers(const Options& o, const Workload& w, const SubmitCallback& submit, std::uint64_t count,
                               std::atomic<std::uint64_t>& done, ThreadResult& out) {
+  if (o.think_us > 0) bench::precise_timer_slack();
   out.latencies_us.reserve(count);
   std::deque<std::shared_ptr<Slot>> pending;
   auto finish_front = [&] {
@@ -382,7 +388,10 @@ void run_closed_loop_handlers(const Options& o, const Workload& w, const SubmitC
     done.fetch_add(1, std::memory_order_relaxed);
   };
   for (std::uint64_t sent = 0; sent < count;) {
-    if (static_cast<int>(pending.size()) >= o.inflight) finish_front();
+    if (static_cast<int>(pending.size()) >= o.inflight) {
+      finish_front();
+      if (o.think_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(o.think_us));
+    }
     auto slot = std::make_shared<Slot>();
     slot->index = sent;
     Request r = w.make(sent++);
@@ -520,6 +529,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 1u << 28))->capture_default_str();
   app.add_option("--inflight", o.inflight, "requests each thread keeps outstanding (closed loop)")
       ->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  app.add_option("--think-us", o.think_us,
+                 "closed loop: each caller sleeps this long after a result before its next request (a sparse caller)")
+      ->check(CLI::Range(0, 10000000));
   app.add_option("--rate", o.rate, "open loop: requests/s offered in total")->check(CLI::NonNegativeNumber);
   app.add_flag("--unbatched", o.unbatched, "each request alone through the synchronous path");
   app.add_flag("--sync", o.sync,
@@ -764,7 +776,7 @@ int main(int argc, char** argv) {
     if (o.json) {
       std::printf(
           "{\"device\": \"%s\", \"driver\": \"%s\", \"preset\": \"%s\", \"op\": \"%s\", \"size\": %u, \"threads\": %d, "
-          "\"inflight\": %d, \"rate\": %.1f, \"requests\": %llu, \"seconds\": %.6f, \"throughput_rps\": %.1f, "
+          "\"inflight\": %d, \"think_us\": %d, \"rate\": %.1f, \"requests\": %llu, \"seconds\": %.6f, \"throughput_rps\": %.1f, "
           "\"latency_us\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f, \"max\": %.2f}, \"submit_us\": %s, "
           "\"send_lag_us\": {\"p50\": %.2f, \"p99\": %.2f, \"max\": %.2f}, "
           "\"batches\": %llu, \"mean_batch_size\": %.2f, "
@@ -773,7 +785,7 @@ int main(int argc, char** argv) {
           "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
           "\"resident\": %llu, \"direct\": %llu, \"split\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
           "\"host\": %s, \"devices\": %s%s}\n",
-          json_escaped(device_names).c_str(), json_escaped(drivers).c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.rate,
+          json_escaped(device_names).c_str(), json_escaped(drivers).c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.think_us, o.rate,
           static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
           submit_json,
           lag_p50, lag_p99, lag_max, static_cast<unsigned long long>(batches), mean_batch,

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2079,6 +2079,24 @@ if on handlergap; then
     load hg-open250000-$rep gpubatch-load --threads 16 --op relu --size 256 --rate 250000 --requests 750000 --host-probe
     load hg-open250000-off-$rep env GPUBATCH_HANDLER_INLINE=off -- gpubatch-load --threads 16 --op relu --size 256 --rate 250000 --requests 750000 --host-probe
   done
+fi
+
+# A sparse caller of every kind (third session of 2026-11-27): one thread, one request at a time,
+# sleeping 500 or 2,000 us after each result (--think-us): future, handle.run(), Device::run and a
+# handler, interleaved; then issue 14's block_for and deadline loads with the fixed warm-up.
+if on thinkers; then
+  L="--threads 1 --inflight 1 --requests 5000 --op relu --size 256"
+  for rep in 1 2; do
+    for t in 500 2000; do
+      load th-$t-future-$rep gpubatch-load $L --think-us $t
+      load th-$t-sync-$rep gpubatch-load $L --think-us $t --sync
+      load th-$t-unbatched-$rep gpubatch-load $L --think-us $t --unbatched
+      load th-$t-handler-$rep gpubatch-load $L --think-us $t --handlers
+    done
+  done
+  load th-blockfor gpubatch-mix --threads 16 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 3000000 --requests 4500000 --host-probe
+  load th-deadline-large gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 150000 --requests 450000 --host-probe
+  load th-deadline gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate 1000000 --requests 3000000 --host-probe
 fi
 
 # A short table last.

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2113,6 +2113,20 @@ if on sweeps; then
     load sw-dllarge-$rep gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 150000 --requests 450000 --host-probe
     load sw-dllarge-always-$rep env GPUBATCH_STRAND_SWEEPS=always -- gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 150000 --requests 450000 --host-probe
     load sw-open500k-$rep gpubatch-load --threads 16 --op relu --size 256 --rate 500000 --requests 1500000 --host-probe
+  done
+fi
+
+# Where a collapsed deadline load spends its time (third session of 2026-11-27): half the
+# requests on a 2 ms deadline at 1,000,000/s under perf (no call graphs), three runs; per run the
+# result and perf's split by thread and by thread and symbol.
+if on dlcollapse && have perf; then
+  for rep in 1 2 3; do
+    timeout 120 "$run" perf record -F 999 -o "$out/dl-$rep.data" -- "$PWD/$run" gpubatch-mix --threads 16 --size 256 \
+      --deadline-us 2000 --deadline-fraction 0.5 --rate 1000000 --requests 3000000 --json > "$out/dl-$rep.json" 2> "$out/dl-$rep.err"
+    tail -1 "$out/dl-$rep.json" | sed "s/^{/{\"name\": \"dc-$rep\", /" >> "$out/results.jsonl"
+    timeout 120 "$run" perf report -i "$out/dl-$rep.data" --sort comm --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -12 > "$out/dl-$rep-comm.txt"
+    timeout 120 "$run" perf report -i "$out/dl-$rep.data" --sort comm,sym --stdio 2>/dev/null | grep -v "^#" | grep -v "^$" | head -45 > "$out/dl-$rep-sym.txt"
+    rm -f "$out/dl-$rep.data"
   done
 fi
 

@@ -1,9 +1,23 @@
 #!/usr/bin/python3
 """One line per run of a gpu_session.sh results.jsonl (gpubatch-load and gpubatch-mix rows alike):
-name, requests/s, p50/p99 us (for a mix: high and low priority p99), submit p50, verified.
+name, requests/s, p50/p99/max us, mean batch; for a mix the high and low priority p99, the
+executor's p99, deadline and queue_full lateness; for a load submit p50, CPU per request and idle
+cores; for both what the host did (`host`: steal, and with --host-probe how late the probe woke);
+stall-probe rows too.
 Usage: bench/session_rows.py OUT/results.jsonl"""
 import json
 import sys
+
+
+def host(r):
+    h = r.get("host")
+    if not h:
+        return ""
+    s = f"  steal {h.get('steal_ms', 0):.0f} ms"
+    if "probe_late_max_us" in h:
+        s += f", probe p99 {h['probe_late_p99_us']:.0f} max {h['probe_late_max_us']:.0f} us"
+    return s
+
 
 for line in open(sys.argv[1]):
     if not line.strip():
@@ -11,14 +25,19 @@ for line in open(sys.argv[1]):
     r = json.loads(line)
     name = r.get("name", "?")
     ok = r.get("verified")
-    if r.get("tool") == "gpubatch-mix":
+    if r.get("probe") == "stall":
+        print(f"{name:22s} stall probe late {r['late_us']}")
+    elif r.get("tool") == "gpubatch-mix":
         L = r["latency_us"]
         print(f"{name:22s} offered {r['offered_rate']:>9.0f} ok/s {r['completed_per_s']:>9.0f} "
-              f"hi p50/p99 {L['high']['p50']:8.1f} {L['high']['p99']:9.1f}  lo p50/p99 {L['low']['p50']:8.1f} "
-              f"{L['low']['p99']:9.1f}  exec p99 {r['executor_e2e_p99_us']}  "
+              f"all p50/p99/max {L['all']['p50']:8.1f} {L['all']['p99']:9.1f} {L['all']['max']:9.1f}  "
+              f"hi p99 {L['high']['p99']:9.1f}  lo p99 {L['low']['p99']:9.1f}  small p99 {L.get('small', {}).get('p99', 0):9.1f}  "
+              f"batch {r.get('mean_batch_size', 0):6.1f}  exec p99 {r['executor_e2e_p99_us']}  "
               f"deadline errors {r['deadline_exceeded']} late p50/p99 {r['deadline_late_us']['p50']}/{r['deadline_late_us']['p99']}  "
-              f"queue_full {r['queue_full']} late p99 {r['queue_full_late_us']['p99']}  verified {ok}")
+              f"queue_full {r['queue_full']} late p99 {r['queue_full_late_us']['p99']}{host(r)}  verified {ok}")
     elif "throughput_rps" in r:
         L, s = r["latency_us"], r.get("submit_us") or {}
-        print(f"{name:22s} {r['throughput_rps']:>11.0f}/s  p50 {L['p50']:8.2f}  p99 {L['p99']:9.2f}  "
-              f"submit p50 {s.get('p50', 0):7.2f}  cpu/req {r.get('cpu_us_per_request', 0):6.2f}  verified {ok}")
+        idle = f"  idle cores {r['idle_cores_busy']:.4f}" if r.get("idle_cores_busy") else ""
+        print(f"{name:22s} {r['throughput_rps']:>11.0f}/s  p50 {L['p50']:8.2f}  p99 {L['p99']:9.2f}  max {L.get('max', 0):9.1f}  "
+              f"batch {r.get('mean_batch_size', 0):6.1f}  submit p50 {s.get('p50', 0):7.2f}  "
+              f"cpu/req {r.get('cpu_us_per_request', 0):6.2f}{idle}{host(r)}  verified {ok}")

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2116,6 +2116,27 @@ if on sweeps; then
   done
 fi
 
+# Expired requests off the strand (fourth session of 2026-11-27): the strand leaves a request whose
+# deadline passed to the watch that holds it, and the watch spreads a round of due requests over
+# the completion threads. Half the requests on a 2 ms deadline at 1,000,000/s (the load that
+# collapsed to 340,000/s served) and with 1 % large requests at 150,000/s: this build, the same
+# with GPUBATCH_EXPIRY_SPREAD=off (leaving only), and with both off (the previous behaviour),
+# interleaved; then the open loop without deadlines for harm.
+if on leave; then
+  dl1m="gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate 1000000 --requests 3000000 --host-probe"
+  dllarge="gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 150000 --requests 450000 --host-probe"
+  for rep in 1 2 3; do
+    load lv-dl1m-$rep $dl1m
+    load lv-dl1m-nospread-$rep env GPUBATCH_EXPIRY_SPREAD=off -- $dl1m
+    load lv-dl1m-old-$rep env GPUBATCH_EXPIRY_SPREAD=off GPUBATCH_STRAND_EXPIRES=on -- $dl1m
+  done
+  for rep in 1 2; do
+    load lv-dllarge-$rep $dllarge
+    load lv-dllarge-old-$rep env GPUBATCH_EXPIRY_SPREAD=off GPUBATCH_STRAND_EXPIRES=on -- $dllarge
+    load lv-open500k-$rep gpubatch-load --threads 16 --op relu --size 256 --rate 500000 --requests 1500000 --host-probe
+  done
+fi
+
 # Where a collapsed deadline load spends its time (third session of 2026-11-27): half the
 # requests on a 2 ms deadline at 1,000,000/s under perf (no call graphs), three runs; per run the
 # result and perf's split by thread and by thread and symbol.
@@ -2151,8 +2172,9 @@ for line in open(os.path.join(out, "results.jsonl")):
         continue
     if r.get("tool") == "gpubatch-mix":
         a = r["latency_us"]["all"]
-        print(f"{r['name']:44s} {r['completed_per_s']:12.0f} {'':8s} {a['p50']:8.1f} {a['p99']:8.1f} {'':8s} "
-              f"{r.get('mean_batch_size', 0):7.1f} {'':9s} {'':10s} {r['verified']}")
+        late = r.get("deadline_late_us", {})
+        print(f"{r['name']:44s} {r['completed_per_s']:12.0f} {'':8s} {a['p50']:8.1f} {a['p99']:8.1f} {late.get('p99', 0):8.1f} "
+              f"{r.get('mean_batch_size', 0):7.1f} exp {r.get('deadline_exceeded', 0)} late {r.get('finished_after_deadline', 0)} {r['verified']}")
         continue
     gbps = r["throughput_rps"] * 4 * r["size"] / 1e9
     print(f"{r['name']:44s} {r['throughput_rps']:12.0f} {gbps:8.2f} {r['latency_us']['p50']:8.1f} "

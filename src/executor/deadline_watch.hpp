@@ -43,16 +43,33 @@ struct ExpiryCell {
     return state.compare_exchange_strong(expected, kTaken, std::memory_order_acq_rel) ||
            expected == kTaken;
   }
-  // The watch: true when it now owns the completion (the strand had not taken it).
-  bool expire() noexcept {
+  // The strand, for a request whose deadline has passed while the watch holds its cell: the
+  // strand drops the request and leaves its failing to the watch. False: the watch expired it
+  // first.
+  bool leave() noexcept {
     std::uint8_t expected = kPending;
-    return state.compare_exchange_strong(expected, kExpired, std::memory_order_acq_rel);
+    return state.compare_exchange_strong(expected, kLeft, std::memory_order_acq_rel);
+  }
+  // The watch: true when it now owns the completion (the strand had not taken it). `was_left`:
+  // the strand had left it (leave()).
+  bool expire(bool* was_left = nullptr) noexcept {
+    std::uint8_t expected = kPending;
+    bool won = state.compare_exchange_strong(expected, kExpired, std::memory_order_acq_rel);
+    if (!won && expected == kLeft) won = state.compare_exchange_strong(expected, kExpired, std::memory_order_acq_rel);
+    if (was_left) *was_left = won && expected == kLeft;
+    return won;
   }
   bool expired() const noexcept { return state.load(std::memory_order_acquire) == kExpired; }
-  bool pending() const noexcept { return state.load(std::memory_order_acquire) == kPending; }
+  // Still the watch's to expire: nobody took it (or the strand left it to the watch).
+  bool pending() const noexcept {
+    const auto s = state.load(std::memory_order_acquire);
+    return s == kPending || s == kLeft;
+  }
 
-  static constexpr std::uint8_t kPending = 0, kTaken = 1, kExpired = 2;
+  static constexpr std::uint8_t kPending = 0, kTaken = 1, kExpired = 2, kLeft = 3;
   std::atomic<std::uint8_t> state{kPending};
+  // Set by DeadlineWatch::add once the watch holds the cell (it will expire it at its deadline).
+  std::atomic<bool> watched{false};
   std::chrono::steady_clock::time_point deadline;
   Completion completion;
   RequestShape shape;
@@ -71,11 +88,18 @@ class DeadlineWatch {
   using Clock = std::chrono::steady_clock;
   // `on_due` runs on the watch's thread for each cell whose deadline has come (the callee expires
   // it); `on_start` first, once, on that thread (the executor marks the thread as its own).
-  explicit DeadlineWatch(std::function<void(ExpiryCell&)> on_due, std::function<void()> on_start = {})
+  // `spread(n, each)`, when given, runs each(0) ... each(n - 1) for a round of at least
+  // kSpreadFrom due cells, on more threads than the watch's own (the executor: its completion
+  // threads); each(i) calls on_due for the i-th due cell.
+  using Spread = std::function<void(std::size_t, const std::function<void(std::size_t)>&)>;
+  explicit DeadlineWatch(std::function<void(ExpiryCell&)> on_due, std::function<void()> on_start = {},
+                         Spread spread = {})
       : state_(std::make_shared<State>()) {
     state_->on_due = std::move(on_due);
     state_->on_start = std::move(on_start);
+    state_->spread = std::move(spread);
   }
+  static constexpr std::size_t kSpreadFrom = 64;
   ~DeadlineWatch() { stop(); }
   DeadlineWatch(const DeadlineWatch&) = delete;
   DeadlineWatch& operator=(const DeadlineWatch&) = delete;
@@ -89,6 +113,7 @@ class DeadlineWatch {
     if (st.stopping.load(std::memory_order_relaxed)) return;  // shutdown: the strand resolves the rest
     const std::int64_t due = ticks(cell->deadline);
     ExpiryCell* raw = cell.get();
+    raw->watched.store(true, std::memory_order_release);  // before it can be expired
     raw->self = std::move(cell);
     raw->next = st.inbox.load(std::memory_order_relaxed);
     while (!st.inbox.compare_exchange_weak(raw->next, raw, std::memory_order_seq_cst, std::memory_order_relaxed)) {
@@ -150,6 +175,7 @@ class DeadlineWatch {
   struct State {
     std::function<void(ExpiryCell&)> on_due;
     std::function<void()> on_start;
+    Spread spread;
     std::atomic<ExpiryCell*> inbox{nullptr};
     // The deadline the thread sleeps until (kIdle: none; kAwake: it is looking, producers need
     // not wake it).
@@ -220,10 +246,14 @@ class DeadlineWatch {
       st.heap_size = st.heap.size();
       if (!due.empty()) {
         lock.unlock();
-        for (auto& cell : due) {
-          // A callback may end the owner (its last reference dropped by a handler): no more calls.
-          if (st.stopping.load(std::memory_order_acquire)) break;
-          st.on_due(*cell);
+        // A callback may end the owner (its last reference dropped by a handler): no more calls.
+        const std::function<void(std::size_t)> each = [&](std::size_t i) {
+          if (!st.stopping.load(std::memory_order_acquire)) st.on_due(*due[i]);
+        };
+        if (st.spread && due.size() >= kSpreadFrom) {
+          st.spread(due.size(), each);
+        } else {
+          for (std::size_t i = 0; i < due.size(); ++i) each(i);
         }
         due.clear();
         lock.lock();

@@ -214,6 +214,11 @@ bool env_is(const char* name, std::string_view value) noexcept {
 // GPUBATCH_DEADLINE_WATCH=off: deadlines only by the strand's sweeps (the behaviour before the
 // watch; for side-by-side measurements).
 bool deadline_watch_enabled() { return !env_is("GPUBATCH_DEADLINE_WATCH", "off"); }
+// GPUBATCH_STRAND_EXPIRES=on: the strand fails the expired requests it finds itself, also those
+// the watch holds (the behaviour before leave_to_watch; for side-by-side measurements).
+bool strand_leaves_expiry() { return !env_is("GPUBATCH_STRAND_EXPIRES", "on"); }
+// GPUBATCH_EXPIRY_SPREAD=off: the deadline watch fails every due request on its own thread.
+bool expiry_spread_enabled() { return !env_is("GPUBATCH_EXPIRY_SPREAD", "off"); }
 
 // The cores this process may run on.
 std::size_t usable_cores() noexcept {
@@ -304,12 +309,15 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       former_(former_limits(config_)),
       scanned_upto_(config_.priority_levels, 0),
       deadline_watch_on_(deadline_watch_enabled()),
+      strand_leaves_expiry_(strand_leaves_expiry()),
+      expiry_spread_(expiry_spread_enabled()),
       deadline_watch_([this](ExpiryCell& cell) { on_deadline(cell); },
                       [this] {
                         tl_core = this;
                         name_thread("gpubatch-expiry");
                         prepare_thread();
-                      }) {
+                      },
+                      [this](std::size_t n, const std::function<void(std::size_t)>& each) { spread_expiry(n, each); }) {
   check_poll_pause();
   // The direct lane lifts the strand's serial copy off a GPU's large requests. On a device of
   // host cores (lavapipe) the device's own work on those cores is the limit and the batched path

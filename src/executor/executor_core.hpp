@@ -245,6 +245,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool fail_pending(Pending& p, ErrorCode code, const std::string& why,
                     std::atomic<std::uint64_t>& counter) noexcept;
   void on_deadline(ExpiryCell& cell) noexcept;  // the deadline watch's thread
+  bool leave_to_watch(Pending& p) noexcept;       // an expired request the watch will fail
+  void spread_expiry(std::size_t n, const std::function<void(std::size_t)>& each);
   void watch_deadline(std::shared_ptr<ExpiryCell> cell) noexcept;
   // Requests whose cancellation slot was signalled leave the strand (src/executor/cancel.cpp).
   bool drop_cancelled(Pending& p) noexcept;
@@ -519,6 +521,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   Clock::time_point queue_deadline_ = Clock::time_point::max();
   std::vector<std::uint64_t> scanned_upto_;  // per level: positions below were scanned
   const bool deadline_watch_on_;              // GPUBATCH_DEADLINE_WATCH is not "off"
+  const bool strand_leaves_expiry_;           // GPUBATCH_STRAND_EXPIRES is not "on"
+  const bool expiry_spread_;                  // GPUBATCH_EXPIRY_SPREAD is not "off"
   Clock::time_point last_sweep_{};
   Clock::time_point timer_target_ = Clock::time_point::max();
   bool blocked_on_slot_ = false;

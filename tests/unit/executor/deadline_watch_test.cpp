@@ -5,10 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <optional>
+#include <functional>
 #include <future>
+#include <optional>
+#include <set>
+#include <thread>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "config_test_util.hpp"
@@ -69,6 +73,42 @@ TEST(DeadlineWatch, TakenCellsDoNotAccumulate) {
   // is held stays a small multiple of that, not the 100,000 added.
   EXPECT_TRUE(eventually([&] { return watch.size() < 16384u; })) << watch.size();
   watch.stop();
+}
+
+// A cell the strand left to the watch (its request dropped from the queue) is still the watch's
+// to expire, also across the sweeps that drop taken cells from the heap; the watch learns it was
+// left. Cells are marked watched once added.
+TEST(DeadlineWatch, ExpiresCellsTheStrandLeftEvenAcrossSweeps) {
+  std::mutex m;
+  std::vector<std::pair<std::size_t, bool>> expired;  // id, was left
+  DeadlineWatch watch([&](ExpiryCell& c) {
+    bool left = false;
+    if (!c.expire(&left)) return;
+    std::lock_guard<std::mutex> lock(m);
+    expired.emplace_back(c.shape.floats, left);
+  });
+  const auto now = Clock::now();
+  auto left = cell_at(now + 30ms, 1);
+  EXPECT_FALSE(left->watched.load());
+  watch.add(left);
+  EXPECT_TRUE(left->watched.load());
+  ASSERT_TRUE(left->leave());
+  EXPECT_TRUE(left->pending());
+  EXPECT_FALSE(left->take()) << "a left cell is not the strand's any more";
+  for (int i = 0; i < 5000; ++i) {  // enough taken cells for a sweep of the heap
+    auto c = cell_at(now + 1h, 100 + i);
+    watch.add(c);
+    c->take();
+  }
+  watch.add(cell_at(now + 40ms, 2));
+  ASSERT_TRUE(eventually([&] {
+    std::lock_guard<std::mutex> lock(m);
+    return expired.size() == 2;
+  }));
+  std::lock_guard<std::mutex> lock(m);
+  EXPECT_EQ(expired, (std::vector<std::pair<std::size_t, bool>>{{1, true}, {2, false}}));
+  EXPECT_TRUE(left->expired());
+  EXPECT_FALSE(left->leave()) << "expired already";
 }
 
 TEST(DeadlineWatch, AStoppedWatchTakesNoMoreCells) {
@@ -237,4 +277,136 @@ TEST(PromptDeadline, EachExpiredRequestNamesItsOwnShape) {
   ASSERT_TRUE(ready_within(first, 30s));
   EXPECT_EQ(executor.stats().expired, 6u);
 }
+}  // namespace gpubatch::testing
+
+namespace gpubatch::testing {
+namespace {
+
+struct Heard {
+  std::promise<void> done;
+  std::thread::id thread;
+  std::optional<ErrorCode> code;
+};
+
+// A relu handler that notes its thread and error code, after waiting on `gate` when given.
+auto noting(Heard& h, std::shared_future<void> gate = {}) {
+  return [&h, gate](std::exception_ptr e, std::vector<float>) {
+    if (gate.valid()) gate.wait();
+    h.thread = std::this_thread::get_id();
+    try {
+      if (e) std::rethrow_exception(e);
+    } catch (const Error& x) {
+      h.code = x.code();
+    }
+    h.done.set_value();
+  };
+}
+
+// Request 2's deadline passes while the watch is held in request 1's handler; then the strand,
+// draining for shutdown, pulls request 2. With the watch holding its cell, the strand leaves it to
+// the watch (it does not fail it itself), and the shutdown waits for the watch to resolve it. With
+// GPUBATCH_STRAND_EXPIRES=on the strand fails it, on another thread, while the watch is held.
+void the_strand_finds_an_expired_request(bool strand_expires) {
+  Heard one, two;
+  std::promise<void> open;
+  std::shared_future<void> gate = open.get_future().share();
+  bool opened = false;
+  auto open_gate = [&] {
+    if (!opened) open.set_value();
+    opened = true;
+  };
+  auto device = std::make_shared<FakeDevice>();
+  std::optional<BatchExecutor> made;
+  {
+    EnvGuard sw("GPUBATCH_STRAND_EXPIRES", strand_expires ? "on" : "");
+    made.emplace(device, BatchConfig::adaptive());
+  }
+  struct OpenOnExit {  // destroyed before the executor: a failed assertion cannot leave it held
+    std::function<void()> f;
+    ~OpenOnExit() { f(); }
+  } guard{open_gate};
+  BatchExecutor& executor = *made;
+  auto gpu = executor.handle();
+  auto first = hold_the_strand(*device, gpu);
+  gpu.relu({1.0f}, SubmitOptions::within(5ms), noting(one, gate));
+  gpu.relu({2.0f}, SubmitOptions::within(10ms), noting(two));
+  std::this_thread::sleep_for(30ms);  // both deadlines have passed; the watch waits in one's handler
+  device->release_submits();
+  ASSERT_TRUE(ready_within(first, 30s));
+  auto heard_two = two.done.get_future();
+  auto closing = std::async(std::launch::async, [&] { executor.shutdown(); });  // the strand drains
+  if (strand_expires) {
+    ASSERT_EQ(heard_two.wait_for(30s), std::future_status::ready) << "the strand failed it";
+  } else {
+    EXPECT_EQ(heard_two.wait_for(50ms), std::future_status::timeout) << "left to the watch, which is held";
+    EXPECT_EQ(closing.wait_for(0s), std::future_status::timeout) << "shutdown waits for the watch";
+  }
+  open_gate();
+  ASSERT_EQ(closing.wait_for(30s), std::future_status::ready);
+  ASSERT_EQ(heard_two.wait_for(0s), std::future_status::ready);
+  ASSERT_EQ(one.done.get_future().wait_for(30s), std::future_status::ready);
+  EXPECT_EQ(one.code, ErrorCode::deadline_exceeded);
+  EXPECT_EQ(two.code, ErrorCode::deadline_exceeded);
+  if (strand_expires) EXPECT_NE(two.thread, one.thread);
+  else EXPECT_EQ(two.thread, one.thread) << "both failed on the watch's thread";
+  EXPECT_EQ(executor.stats().expired, 2u);
+  EXPECT_EQ(device->requests_seen(), 1u) << "only the first request reached the device";
+}
+
+// Requests due together by the hundred are failed on the watch's thread and the completion
+// threads at once (DeadlineWatch's spread); each exactly once. GPUBATCH_EXPIRY_SPREAD=off: on the
+// watch's thread alone.
+std::set<std::thread::id> threads_that_expired(bool spread) {
+  auto device = std::make_shared<FakeDevice>();
+  std::optional<BatchExecutor> made;
+  {
+    EnvGuard sw("GPUBATCH_EXPIRY_SPREAD", spread ? "" : "off");
+    made.emplace(device, BatchConfig::adaptive());
+  }
+  BatchExecutor& executor = *made;
+  auto gpu = executor.handle();
+  auto first = hold_the_strand(*device, gpu);
+  constexpr int kRequests = 256;
+  std::mutex m;
+  std::set<std::thread::id> threads;
+  std::atomic<int> expired{0}, other{0};
+  std::promise<void> all;
+  const auto when = Clock::now() + 20ms;  // one deadline for all: one round of the watch
+  for (int i = 0; i < kRequests; ++i) {
+    gpu.relu({1.0f}, SubmitOptions::at(when), [&](std::exception_ptr e, std::vector<float>) {
+      std::this_thread::sleep_for(200us);  // a handler with some work to do
+      {
+        std::lock_guard<std::mutex> lock(m);
+        threads.insert(std::this_thread::get_id());
+      }
+      std::optional<ErrorCode> code;
+      try {
+        if (e) std::rethrow_exception(e);
+      } catch (const Error& x) {
+        code = x.code();
+      }
+      if (code == ErrorCode::deadline_exceeded) ++expired;
+      else ++other;
+      if (expired + other == kRequests) all.set_value();
+    });
+  }
+  const bool done = all.get_future().wait_for(30s) == std::future_status::ready;
+  device->release_submits();
+  EXPECT_TRUE(done);
+  EXPECT_TRUE(ready_within(first, 30s));
+  EXPECT_EQ(expired.load(), kRequests);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(executor.stats().expired, static_cast<std::uint64_t>(kRequests));
+  return threads;
+}
+
+TEST(PromptDeadline, ManyDueRequestsFailOnSeveralThreads) {
+  EXPECT_GE(threads_that_expired(true).size(), 2u);
+  EXPECT_EQ(threads_that_expired(false).size(), 1u);
+}
+
+TEST(PromptDeadline, TheStrandLeavesAnExpiredRequestToTheWatch) { the_strand_finds_an_expired_request(false); }
+TEST(PromptDeadline, WithStrandExpiresOnTheStrandFailsItItself) { the_strand_finds_an_expired_request(true); }
+
+}  // namespace
 }  // namespace gpubatch::testing

@@ -325,6 +325,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
   // against 1.02-1.25 with the lane, three rounds); GPUBATCH_HOST_DIRECT=on turns it on there.
   direct_lane_ = config_.direct_bytes != 0 && device_->inflight_multiplier() == 1 &&
                  (!device_->runs_on_host_cpu() || env_is("GPUBATCH_HOST_DIRECT", "on"));
+  bulk_lane_ = direct_lane_ && !env_is("GPUBATCH_BULK_LANE", "off");
   split_line_ = device_->inflight_multiplier() == 1 ? device_->split_bytes() : 0;
   for (std::size_t level = 1; level < config_.priority_levels; ++level)
     upper_queues_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(config_.queue_capacity_of(level)));
@@ -343,6 +344,7 @@ ExecutorCore::~ExecutorCore() {
   };
   finish(io_thread_);
   finish(resident_thread_);
+  for (auto& t : bulk_threads_) finish(t);
   for (auto& t : completion_threads_) finish(t);
 }
 
@@ -451,6 +453,11 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
                          (returns_future(completion) || caller_waits());
     if (lane_ok && split_line_ && bytes >= split_line_ && try_split(request, completion, now)) return;
     if (lane_ok && direct_lane_ && bytes >= config_.direct_bytes && try_direct(request, completion, now)) return;
+    // A handler's large request (without a cancellation slot: that needs the strand) goes to the
+    // bulk lane's threads instead.
+    const bool bulk_ok = options.priority == 0 && deadline == Clock::time_point::max() && !lane_ok &&
+                         !returns_future(completion) && cancel_state_of(completion) == nullptr;
+    if (bulk_ok && bulk_lane_ && bytes >= config_.direct_bytes && try_bulk(request, completion, now)) return;
     const bool future_call = bytes <= kLoneFutureBytes && returns_future(completion);
     const bool handler_call = bytes <= kLoneFutureBytes && !future_call && !caller_waits();
     Pending p{std::move(request), std::move(completion), now, deadline, bytes,
@@ -602,6 +609,7 @@ void ExecutorCore::stop_threads_locked() {
   }
   inflight_cv_.notify_all();
   if (resident_on_) wake_resident_locked();
+  stop_bulk_locked();
   deadline_watch_.request_stop();
   work_.reset();  // the strand thread ends once its last handler has run
 }
@@ -630,6 +638,8 @@ void ExecutorCore::shutdown(ShutdownMode mode) {
   std::lock_guard<std::mutex> lock(join_mutex_);
   if (io_thread_.joinable()) io_thread_.join();
   if (resident_thread_.joinable()) resident_thread_.join();
+  for (auto& t : bulk_threads_)  // started only under bulk_mutex_, and none after stop_bulk_locked()
+    if (t.joinable()) t.join();
   for (auto& t : completion_threads_)
     if (t.joinable()) t.join();
   deadline_watch_.join();

@@ -419,6 +419,20 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // from split_line_ bytes): a lone large request, on an idle executor (no batch in flight) and
   // no other chunked request running (splitting_).
   bool try_split(Request& request, Completion& completion, Clock::time_point now) noexcept;
+  // ---- the bulk lane (src/executor/bulk_lane.cpp; DESIGN.md "Large requests") ----
+  // A completion handler's request of at least BatchConfig::direct_bytes, made while the
+  // executor is busy, goes to the bulk lane's threads (started at its first such request), which
+  // submit it alone, await it and resolve it beside the batches; true when taken (request and
+  // completion moved), false: batch it as usual.
+  bool try_bulk(Request& request, Completion& completion, Clock::time_point now) noexcept;
+  struct BulkJob {
+    Request request;
+    Completion completion;
+    Clock::time_point enqueued{};
+  };
+  void bulk_loop();
+  void serve_bulk(BulkJob& job) noexcept;
+  void stop_bulk_locked();  // under shutdown_mutex_ via stop_threads_locked()
   struct LaneStats;
   // A lane's submission (resident_lane.cpp, direct_lane.cpp). The request counts as unresolved
   // before the look at resident_closed_ (both seq_cst): either shutdown sees it and waits for it,
@@ -637,6 +651,15 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // none for a device set). Set by the constructor.
   std::size_t split_line_ = 0;
   std::atomic<bool> splitting_{false};  // a chunked request is running (one at a time)
+  // The bulk lane: on where the direct lane is, unless GPUBATCH_BULK_LANE = off. Set by the
+  // constructor.
+  bool bulk_lane_ = false;
+  std::mutex bulk_mutex_;
+  std::condition_variable bulk_cv_;
+  std::deque<std::unique_ptr<BulkJob>> bulk_jobs_;  // guarded: accepted, not yet taken, FIFO
+  std::size_t bulk_held_ = 0;                       // guarded: accepted, not yet resolved
+  bool bulk_stop_ = false;                          // guarded
+  std::vector<std::thread> bulk_threads_;           // guarded; joined by shutdown()
   std::atomic<bool> resident_closed_{false};  // shutdown began: producers batch instead
   std::mutex resident_mutex_;
   std::condition_variable resident_cv_;

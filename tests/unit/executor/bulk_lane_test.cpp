@@ -1,0 +1,188 @@
+// The bulk lane (src/executor/bulk_lane.cpp): a completion handler's large request made while the
+// executor is busy is submitted, awaited and resolved by a thread of the lane, beside the batches;
+// its caller's call returns at once. GPUBATCH_BULK_LANE=off, and every request the direct lane's
+// rules keep out, take the batched path.
+#include <gtest/gtest.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config_test_util.hpp"
+#include "fake_device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/executor.hpp"
+#include "gpubatch/reference.hpp"
+#include "gpubatch/stats.hpp"
+#include "test_util.hpp"
+
+namespace gpubatch::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Floats = std::vector<float>;
+
+// 600,000 floats: 2.4 MB in and 2.4 MB out, over the default 4 MiB line.
+Floats large_input(float value) { return Floats(600'000, value); }
+Floats relu_of(const Floats& x) { return reference::run(Request::unary(Op::relu, x)).values; }
+
+std::string this_thread_name() {
+  char name[32] = {};
+  pthread_getname_np(pthread_self(), name, sizeof(name));
+  return name;
+}
+
+struct Outcome {
+  std::optional<Floats> value;
+  std::optional<ErrorCode> error;
+  std::string thread;
+};
+
+// A handler that keeps what it got and the name of the thread it ran on.
+auto keeping(std::promise<Outcome>& into) {
+  return [&into](std::exception_ptr e, Floats v) {
+    Outcome o;
+    o.thread = this_thread_name();
+    try {
+      if (e) std::rethrow_exception(e);
+      o.value = std::move(v);
+    } catch (const Error& x) {
+      o.error = x.code();
+    }
+    into.set_value(std::move(o));
+  };
+}
+
+// A small request sits on the paused device, so the executor is busy when the large one comes.
+struct BusyExecutor {
+  explicit BusyExecutor(std::shared_ptr<FakeDevice> d = std::make_shared<FakeDevice>(),
+                        BatchConfig config = BatchConfig::adaptive())
+      : device(std::move(d)), executor(device, config) {
+    device->pause();
+    small = executor.handle().relu({-1.0f});
+    EXPECT_TRUE(device->wait_for_inflight(1, 30s));
+  }
+  std::shared_ptr<FakeDevice> device;
+  BatchExecutor executor;
+  std::future<Floats> small;
+};
+
+TEST(BulkLane, AHandlersLargeRequestRunsOnALaneThreadAndItsCallReturnsAtOnce) {
+  BusyExecutor busy;
+  std::promise<Outcome> got;
+  busy.executor.handle().relu(large_input(-2.0f), keeping(got));  // returns: the test goes on
+  ASSERT_TRUE(busy.device->wait_for_submits_entered(2, 30s)) << "the lane submitted it";
+  auto outcome = got.get_future();
+  EXPECT_EQ(outcome.wait_for(20ms), std::future_status::timeout) << "the device is paused";
+  busy.device->resume();
+  ASSERT_EQ(outcome.wait_for(30s), std::future_status::ready);
+  const Outcome o = outcome.get();
+  ASSERT_TRUE(o.value.has_value());
+  EXPECT_EQ(*o.value, relu_of(large_input(-2.0f)));
+  EXPECT_EQ(o.thread, "gpubatch-bulk");
+  EXPECT_EQ(busy.small.get(), Floats{0.0f});
+  busy.executor.shutdown();
+  const Stats s = busy.executor.stats();
+  EXPECT_EQ(s.direct, 1u);
+  EXPECT_EQ(s.completed, 2u);
+  EXPECT_EQ(s.queue_depth, 0u);
+  EXPECT_EQ(s.batches, 1u) << "the lane's request is no batch of the strand's";
+}
+
+// Off, below the line, with a deadline, or on an idle executor: the batched path.
+TEST(BulkLane, EverythingElseTakesTheBatchedPath) {
+  auto batched = [](BusyExecutor& busy, auto send) {
+    std::promise<Outcome> got;
+    send(busy.executor.handle(), keeping(got));
+    busy.device->resume();
+    auto outcome = got.get_future();
+    EXPECT_EQ(outcome.wait_for(30s), std::future_status::ready);
+    const Outcome o = outcome.get();
+    EXPECT_NE(o.thread, "gpubatch-bulk");
+    EXPECT_TRUE(o.value.has_value());
+    EXPECT_EQ(busy.executor.stats().direct, 0u);
+  };
+  {
+    std::optional<BusyExecutor> busy;
+    {
+      EnvGuard off("GPUBATCH_BULK_LANE", "off");  // read when the executor is made
+      busy.emplace();
+    }
+    batched(*busy, [](BatchedGpuHandle gpu, auto h) { gpu.relu(large_input(3.0f), h); });
+  }
+  {
+    BatchConfig higher = BatchConfig::adaptive();
+    higher.direct_bytes = std::size_t{16} << 20;
+    BusyExecutor busy(std::make_shared<FakeDevice>(), higher);
+    batched(busy, [](BatchedGpuHandle gpu, auto h) { gpu.relu(large_input(4.0f), h); });
+  }
+  {
+    BusyExecutor busy;
+    batched(busy, [](BatchedGpuHandle gpu, auto h) { gpu.relu(large_input(5.0f), SubmitOptions::within(60s), h); });
+  }
+  {
+    auto device = std::make_shared<FakeDevice>();
+    BatchExecutor idle(device, BatchConfig::adaptive());
+    std::promise<Outcome> got;
+    idle.handle().relu(large_input(6.0f), keeping(got));
+    const Outcome o = got.get_future().get();
+    EXPECT_NE(o.thread, "gpubatch-bulk");
+    EXPECT_EQ(idle.stats().direct, 0u) << "an idle executor batches it";
+  }
+}
+
+// More large requests at once than the lane holds: the rest are batched; every one resolves with
+// its own right result, and shutdown (drain) waits for those still in the lane.
+TEST(BulkLane, ACrowdOfLargeRequestsAllResolveRightAndShutdownWaitsForThem) {
+  BusyExecutor busy(std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 2ms}));
+  constexpr int kRequests = 40;
+  std::vector<std::promise<Outcome>> got(kRequests);
+  for (int i = 0; i < kRequests; ++i)
+    busy.executor.handle().relu(large_input(static_cast<float>(i % 2 ? -i : i)), keeping(got[i]));
+  busy.device->resume();
+  busy.executor.shutdown(ShutdownMode::drain);
+  int on_lane = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    auto f = got[i].get_future();
+    ASSERT_EQ(f.wait_for(0s), std::future_status::ready) << "resolved before shutdown returned";
+    const Outcome o = f.get();
+    ASSERT_TRUE(o.value.has_value()) << i;
+    EXPECT_EQ(*o.value, relu_of(large_input(static_cast<float>(i % 2 ? -i : i)))) << i;
+    on_lane += o.thread == "gpubatch-bulk";
+  }
+  const Stats s = busy.executor.stats();
+  EXPECT_EQ(s.completed, static_cast<std::uint64_t>(kRequests + 1));
+  EXPECT_EQ(s.direct, static_cast<std::uint64_t>(on_lane));
+  EXPECT_GE(on_lane, 1);
+  EXPECT_LT(on_lane, kRequests) << "the lane holds 16 at most; the rest were batched";
+}
+
+// A submit the device refuses fails that request alone, with the device's error; the executor
+// recovers the device and goes on.
+TEST(BulkLane, ARefusedSubmitFailsItsRequestWithTheDevicesError) {
+  BusyExecutor busy;
+  busy.device->fail_next_submit(ErrorCode::device_lost, 1);
+  std::promise<Outcome> got;
+  busy.executor.handle().relu(large_input(-1.0f), keeping(got));
+  busy.device->resume();
+  auto f = got.get_future();
+  ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
+  const Outcome o = f.get();
+  EXPECT_EQ(o.error, ErrorCode::device_lost);
+  EXPECT_GE(busy.device->recoveries(), 1);
+  EXPECT_EQ(busy.small.get(), Floats{0.0f});
+  std::promise<Outcome> again;
+  busy.executor.handle().relu(large_input(-3.0f), keeping(again));
+  const Outcome o2 = again.get_future().get();
+  ASSERT_TRUE(o2.value.has_value());
+  EXPECT_EQ(*o2.value, relu_of(large_input(-3.0f)));
+}
+
+}  // namespace
+}  // namespace gpubatch::testing

@@ -80,7 +80,7 @@ struct Stats {
   std::uint64_t device_errors = 0;  // of failed: the batch failed on the device
   std::uint64_t resident = 0;       // of completed: served by the resident kernel (resident mode)
   std::uint64_t direct = 0;         // of completed: large requests run by their caller's thread
-                                    // (BatchConfig::direct_bytes; and split)
+                                    // or the bulk lane's (BatchConfig::direct_bytes; and split)
   std::uint64_t split = 0;          // of direct: requests the device took in chunks that pipeline
                                     // (DeviceOptions::split_bytes)
   std::uint64_t queue_depth = 0;    // accepted, not yet in a batch (queue + forming batch)

@@ -165,6 +165,40 @@ TEST(BulkLane, ACrowdOfLargeRequestsAllResolveRightAndShutdownWaitsForThem) {
   EXPECT_LT(on_lane, kRequests) << "the lane holds 256 at most; the rest were batched";
 }
 
+// Shutdown in cancel mode fails the requests still waiting in the lane with shut_down; every
+// request resolves once, and shutdown returns after all of them.
+TEST(BulkLane, ShutdownInCancelModeFailsTheRequestsStillWaiting) {
+  BusyExecutor busy;
+  constexpr int kRequests = 8;  // four threads take four; four wait
+  std::vector<std::promise<Outcome>> got(kRequests);
+  for (int i = 0; i < kRequests; ++i) busy.executor.handle().relu(large_input(static_cast<float>(i)), keeping(got[i]));
+  ASSERT_TRUE(busy.device->wait_for_submits_entered(1 + 4, 30s)) << "the small batch and four lane threads";
+  std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(busy.device->submit_threads().size(), 5u) << "the other four wait for a thread";
+  auto closing = std::async(std::launch::async, [&] { busy.executor.shutdown(ShutdownMode::cancel); });
+  std::this_thread::sleep_for(10ms);
+  busy.device->resume();
+  ASSERT_EQ(closing.wait_for(30s), std::future_status::ready);
+  int shut = 0, served = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    auto f = got[i].get_future();
+    ASSERT_EQ(f.wait_for(0s), std::future_status::ready) << i;
+    const Outcome o = f.get();
+    if (o.value) {
+      EXPECT_EQ(*o.value, relu_of(large_input(static_cast<float>(i))));
+      ++served;
+    } else {
+      EXPECT_EQ(o.error, ErrorCode::shut_down) << i;
+      ++shut;
+    }
+  }
+  EXPECT_GE(shut, 4) << "those not yet submitted";
+  EXPECT_EQ(busy.device->submit_threads().size(), 5u) << "nothing submitted after the cancel";
+  const Stats s = busy.executor.stats();
+  EXPECT_EQ(s.direct, static_cast<std::uint64_t>(served));
+  EXPECT_EQ(s.queue_depth, 0u);
+}
+
 // A submit the device refuses fails that request alone, with the device's error; the executor
 // recovers the device and goes on.
 TEST(BulkLane, ARefusedSubmitFailsItsRequestWithTheDevicesError) {

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2132,6 +2132,20 @@ if on bulk; then
   done
   load bk-vec-unbatched gpubatch-load --threads 16 --inflight 1 --unbatched --op relu --size 1048576 --requests 3000
   load bk-open500k gpubatch-load --threads 16 --op relu --size 256 --rate 500000 --requests 1500000 --host-probe
+fi
+
+# Where the mix's small requests still wait beside the bulk lane (fourth session of 2026-11-27):
+# the 64-thread mix traced, twice, with its batches' stages (bench/trace_batches.py) and the
+# process's threads' CPU (bench/thread_cpu.py).
+if on bulktrace; then
+  for rep in 1 2; do
+    load bt-m64-$rep env GPUBATCH_TRACE=$out/trace-bt-$rep.json -- gpubatch-mix --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000 --host-probe
+    if [ -f "$out/trace-bt-$rep.json" ]; then
+      python3 bench/trace_batches.py "$out/trace-bt-$rep.json" --slowest 8 > "$out/batches-bt-$rep.txt" 2>&1
+      rm -f "$out/trace-bt-$rep.json"
+    fi
+  done
+  python3 bench/thread_cpu.py --json-out "$out/threads-bt.json" -- "$run" gpubatch-mix --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000 > "$out/threads-bt.txt" 2>&1 || true
 fi
 
 # Expired requests off the strand (fourth session of 2026-11-27): the strand leaves a request whose

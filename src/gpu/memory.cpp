@@ -109,7 +109,8 @@ std::optional<std::uint32_t> MemoryPool::find_type(MemoryKind kind, std::uint32_
   return std::nullopt;
 }
 
-std::size_t MemoryPool::create_block(MemoryKind kind, VkDeviceSize size) {
+// Without the pool's lock: it touches only the device and the new block.
+std::unique_ptr<MemoryBlock> MemoryPool::make_block(MemoryKind kind, VkDeviceSize size) const {
   auto block = std::make_unique<Block>(Block{kind, VK_NULL_HANDLE, VK_NULL_HANDLE, 0, nullptr, true, RangeAllocator(size)});
   try {
     make_buffer(*block, size, nullptr);
@@ -123,7 +124,7 @@ std::size_t MemoryPool::create_block(MemoryKind kind, VkDeviceSize size) {
     destroy_block(*block);
     throw;
   }
-  return keep_block(std::move(block));
+  return block;
 }
 
 void MemoryPool::make_buffer(Block& b, VkDeviceSize size, const void* next) const {
@@ -202,27 +203,49 @@ Allocation MemoryPool::allocate(MemoryKind kind, VkDeviceSize size) {
   if (size > context_.max_allocation_bytes())
     throw Error(ErrorCode::out_of_memory, std::to_string(size) + " bytes exceed the device's largest allocation (" +
                                               std::to_string(context_.max_allocation_bytes()) + " bytes)");
+  {
+    std::lock_guard lock(mutex_);
+    if (auto a = allocate_in_blocks(kind, size)) return std::move(*a);
+  }
+  // No block has room: a new one is made without the lock. Making it under the lock held every
+  // other allocation and release of the device for as long as the driver took to allocate and pin
+  // 64 MiB (H100: a strand's submit of two small requests waited 22 ms while the bulk lane's
+  // threads grew the pool; BENCHMARKS.md, fourth session of 2026-11-27). Threads that find the
+  // pool full at once each make a block; those not needed now stay for later.
+  const VkDeviceSize block_size = size > kBlockSize ? (size + kAlignment - 1) / kAlignment * kAlignment : kBlockSize;
+  std::unique_ptr<Block> block = make_block(kind, block_size);
   std::lock_guard lock(mutex_);
+  const bool oversized = block_size > kBlockSize;  // made for this request alone
+  if (!oversized)
+    if (auto a = allocate_in_blocks(kind, size)) {  // room appeared meanwhile: the new block waits
+      keep_block(std::move(block));
+      return std::move(*a);
+    }
+  const std::size_t i = keep_block(std::move(block));
+  return allocation_in(i, *blocks_[i]->ranges.allocate(size, kAlignment), size);
+}
+
+// Under mutex_: a sub-allocation in an existing block of `kind`, if one has room.
+std::optional<Allocation> MemoryPool::allocate_in_blocks(MemoryKind kind, VkDeviceSize size) {
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     auto& b = blocks_[i];
     if (!b || b->kind != kind || b->imported) continue;
     if (auto offset = b->ranges.allocate(size, kAlignment)) return allocation_in(i, *offset, size);
   }
-  const VkDeviceSize block_size = size > kBlockSize ? (size + kAlignment - 1) / kAlignment * kAlignment : kBlockSize;
-  const std::size_t i = create_block(kind, block_size);
-  return allocation_in(i, *blocks_[i]->ranges.allocate(size, kAlignment), size);
+  return std::nullopt;
 }
 
 void MemoryPool::release(const Allocation& a) {
-  std::lock_guard lock(mutex_);
-  auto& b = blocks_[a.block_index_];
-  b->ranges.release(a.offset_, a.size_);
-  // Oversized blocks exist for one large request, an imported one for its one allocation: give
-  // their memory back once it is done.
-  if (b->ranges.empty() && (b->imported || b->ranges.capacity() > kBlockSize)) {
-    destroy_block(*b);
-    b.reset();
+  std::unique_ptr<Block> done;
+  {
+    std::lock_guard lock(mutex_);
+    auto& b = blocks_[a.block_index_];
+    b->ranges.release(a.offset_, a.size_);
+    // Oversized blocks exist for one large request, an imported one for its one allocation: give
+    // their memory back once it is done (freed without the lock, as blocks are made without it).
+    if (b->ranges.empty() && (b->imported || b->ranges.capacity() > kBlockSize)) done = std::move(b);
   }
+  if (done) destroy_block(*done);
 }
 
 MemoryStats MemoryPool::stats(MemoryKind kind) const {

@@ -108,8 +108,9 @@ class MemoryPool {
   friend class Allocation;
   using Block = MemoryBlock;
   void release(const Allocation& a);
-  std::size_t create_block(MemoryKind kind, VkDeviceSize size);
-  // The steps of making a block, shared by create_block and import_host (`next`: what an import
+  std::unique_ptr<Block> make_block(MemoryKind kind, VkDeviceSize size) const;
+  std::optional<Allocation> allocate_in_blocks(MemoryKind kind, VkDeviceSize size);
+  // The steps of making a block, shared by make_block and import_host (`next`: what an import
   // chains in). They throw, leaving the half-made block to destroy_block.
   void make_buffer(Block& b, VkDeviceSize size, const void* next) const;
   void back_buffer(Block& b, VkDeviceSize bytes, std::uint32_t type, const void* next, const std::string& what) const;

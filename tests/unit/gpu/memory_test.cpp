@@ -2,7 +2,10 @@
 // of their own that is returned when freed; host-visible kinds are mapped and addressable.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "gpu/context.hpp"
@@ -44,6 +47,33 @@ TEST(MemoryPool, OversizedAllocationGetsItsOwnBlockAndGivesItBack) {
     EXPECT_NE(big.address(), 0u);
   }
   EXPECT_EQ(pool.stats(MemoryKind::device_local).blocks, before.blocks);
+}
+
+// Blocks are made and freed outside the pool's lock: threads making blocks of their own at once,
+// beside threads taking small allocations, each get disjoint memory, and every oversized block is
+// given back.
+TEST(MemoryPool, ThreadsMakingBlocksAtOnceGetDisjointMemory) {
+  auto& pool = test_device().context()->memory();
+  const auto before = pool.stats(MemoryKind::readback);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 6; ++t)
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 2; ++round) {
+        const VkDeviceSize size = t < 3 ? MemoryPool::kBlockSize + 4096 * (t + 1) : 1000 + t;
+        Allocation a = pool.allocate(MemoryKind::readback, size);
+        if (a.size() < size || a.mapped() == nullptr) ++failures;
+        std::memset(a.mapped(), t + 1, static_cast<std::size_t>(size));
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        for (VkDeviceSize i = 0; i < size; i += 4096)
+          if (a.mapped()[i] != static_cast<std::byte>(t + 1)) ++failures;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0) << "no allocation overlapped another";
+  const auto after = pool.stats(MemoryKind::readback);
+  EXPECT_EQ(after.used_bytes, before.used_bytes) << "all returned";
+  EXPECT_LE(after.reserved_bytes, before.reserved_bytes + MemoryPool::kBlockSize) << "the oversized blocks were freed";
 }
 
 TEST(MemoryPool, MovedAllocationIsReleasedOnce) {

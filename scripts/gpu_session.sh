@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2132,6 +2132,41 @@ if on bulk; then
   done
   load bk-vec-unbatched gpubatch-load --threads 16 --inflight 1 --unbatched --op relu --size 1048576 --requests 3000
   load bk-open500k gpubatch-load --threads 16 --op relu --size 256 --rate 500000 --requests 1500000 --host-probe
+fi
+
+# Is the 64-thread mix's remaining tail the process's own memory churn (fourth session of
+# 2026-11-27)? Each large request's 4 MB vector is allocated and freed by the process: with glibc's
+# defaults that is mmap, page faults and munmap (TLB shootdowns that stop every thread of the
+# process). The mix with glibc keeping freed memory (no mmap for these sizes, no trims) against
+# the defaults, interleaved; the stall probe says how long the process's threads waited.
+if on churn; then
+  m64="--threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000 --host-probe"
+  keep="GLIBC_TUNABLES=glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=4294967296"
+  for rep in 1 2 3; do
+    load ch-m64-$rep gpubatch-mix $m64
+    load ch-m64-keep-$rep env $keep -- gpubatch-mix $m64
+  done
+  load ch-m64-keep-off env $keep GPUBATCH_BULK_LANE=off -- gpubatch-mix $m64
+fi
+
+# Memory blocks made outside the pool's lock (fourth session of 2026-11-27): the 64-thread mix with
+# 10 % large requests, this build against gpubatch-mix-prev (built from 6093b8f, the lock held
+# while a block is made), interleaved; then this build traced once.
+if on poollock; then
+  m64="--threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000 --host-probe"
+  for rep in 1 2 3; do
+    load pl-m64-$rep gpubatch-mix $m64
+    have gpubatch-mix-prev && load pl-m64-prev-$rep gpubatch-mix-prev $m64
+  done
+  load pl-m64-trace env GPUBATCH_TRACE=$out/trace-pl.json -- gpubatch-mix $m64
+  if [ -f "$out/trace-pl.json" ]; then
+    python3 bench/trace_batches.py "$out/trace-pl.json" --slowest 8 > "$out/batches-pl.txt" 2>&1
+    rm -f "$out/trace-pl.json"
+  fi
+  for rep in 1 2; do
+    load pl-dl1m-$rep gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate 1000000 --requests 3000000 --host-probe
+    load pl-open1m-$rep gpubatch-load --threads 16 --op relu --size 256 --rate 1000000 --requests 3000000 --host-probe
+  done
 fi
 
 # Where the mix's small requests still wait beside the bulk lane (fourth session of 2026-11-27):

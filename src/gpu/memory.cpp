@@ -207,11 +207,10 @@ Allocation MemoryPool::allocate(MemoryKind kind, VkDeviceSize size) {
     std::lock_guard lock(mutex_);
     if (auto a = allocate_in_blocks(kind, size)) return std::move(*a);
   }
-  // No block has room: a new one is made without the lock. Making it under the lock held every
-  // other allocation and release of the device for as long as the driver took to allocate and pin
-  // 64 MiB (H100: a strand's submit of two small requests waited 22 ms while the bulk lane's
-  // threads grew the pool; BENCHMARKS.md, fourth session of 2026-11-27). Threads that find the
-  // pool full at once each make a block; those not needed now stay for later.
+  // No block has room: a new one is made without the lock. Made under it, every other allocation
+  // and release of the device would wait as long as the driver takes to allocate and pin 64 MiB
+  // (milliseconds). Threads that find the pool full at once each make a block; those not needed
+  // now stay for later.
   const VkDeviceSize block_size = size > kBlockSize ? (size + kAlignment - 1) / kAlignment * kAlignment : kBlockSize;
   std::unique_ptr<Block> block = make_block(kind, block_size);
   std::lock_guard lock(mutex_);

@@ -311,6 +311,12 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       deadline_watch_on_(deadline_watch_enabled()),
       strand_leaves_expiry_(strand_leaves_expiry()),
       expiry_spread_(expiry_spread_enabled()),
+      expiry_helpers_(std::clamp<std::size_t>(usable_cores() / 4, 1, 3),
+                      [this] {
+                        exchange_thread_core(this);
+                        name_thread("gpubatch-expiry");
+                        prepare_thread();
+                      }),
       deadline_watch_([this](ExpiryCell& cell) { on_deadline(cell); },
                       [this] {
                         tl_core = this;
@@ -643,6 +649,7 @@ void ExecutorCore::shutdown(ShutdownMode mode) {
   for (auto& t : completion_threads_)
     if (t.joinable()) t.join();
   deadline_watch_.join();
+  expiry_helpers_.stop();
   if (trace_.on()) trace_.stop();  // every batch has been recorded: write the file
 }
 

@@ -38,6 +38,7 @@
 #include "executor/batch_former.hpp"
 #include "executor/cost_model.hpp"
 #include "executor/deadline_watch.hpp"
+#include "executor/helper_pool.hpp"
 #include "executor/split_submit.hpp"
 #include "gpubatch/batch_device.hpp"
 #include "executor/histogram.hpp"
@@ -631,6 +632,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<bool> caller_slot_busy_[kCallerSlots] = {};
   std::atomic<std::uint64_t> caller_completions_{0};
   TraceRecorder trace_;
+  // The watch's helpers for a round of many due requests (spread_expiry); declared before the
+  // watch, so that the watch's thread has ended before they go.
+  HelperPool expiry_helpers_;
   DeadlineWatch deadline_watch_;  // its thread runs on_deadline()
   // The watch thread's last deadline error and the shape it describes: requests of one shape
   // expiring together share one exception (the same message) instead of formatting and

@@ -438,18 +438,19 @@ void ExecutorCore::on_deadline(ExpiryCell& cell) noexcept {
   maybe_done();
 }
 
-// A round of due requests on the watch's thread and the completion threads that are free (the
-// parts of run_parallel, which the watch runs too): failing one, and running its handler inline,
-// is the whole cost of an expiry, and one thread alone fell behind once the device was saturated
-// and requests expired by the hundred thousand a second (H100, 2026-11-27).
+// A round of due requests on the watch's thread and its helpers (HelperPool: up to three threads
+// of their own, a quarter of the cores; the completion threads are busy exactly when requests
+// expire by the thousand): failing one, and running its handler inline, is the whole cost of an
+// expiry, and one thread alone fell behind by a second once requests expired by the hundred
+// thousand a second (H100, BENCHMARKS.md fourth session of 2026-11-27).
 void ExecutorCore::spread_expiry(std::size_t n, const std::function<void(std::size_t)>& each) {
   constexpr std::size_t kPerPart = 32;
-  const std::size_t parts = expiry_spread_ ? std::clamp<std::size_t>(n / kPerPart, 1, config_.completion_threads + 1) : 1;
+  const std::size_t parts = expiry_spread_ ? std::max<std::size_t>(1, n / kPerPart) : 1;
   if (parts == 1) {
     for (std::size_t i = 0; i < n; ++i) each(i);
     return;
   }
-  run_parallel(parts, [&](std::size_t part) {
+  expiry_helpers_.run(parts, [&](std::size_t part) {
     for (std::size_t i = part * n / parts, end = (part + 1) * n / parts; i < end; ++i) each(i);
   });
 }

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2132,6 +2132,23 @@ if on bulk; then
   done
   load bk-vec-unbatched gpubatch-load --threads 16 --inflight 1 --unbatched --op relu --size 1048576 --requests 3000
   load bk-open500k gpubatch-load --threads 16 --op relu --size 256 --rate 500000 --requests 1500000 --host-probe
+fi
+
+# The watch's own helpers (fourth session of 2026-11-27): half the requests on a 2 ms deadline at
+# 1,000,000/s and at 1,300,000/s (past what most of these machines carry: expiring is then most
+# of the work), this build against gpubatch-mix-prev (6093b8f: the round spread over the busy
+# completion threads) and against both switches off (the session's start), interleaved.
+if on helpers; then
+  dl="gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --host-probe"
+  for rep in 1 2 3; do
+    load hp-dl1m-$rep $dl --rate 1000000 --requests 3000000
+    have gpubatch-mix-prev && load hp-dl1m-prev-$rep gpubatch-mix-prev ${dl#gpubatch-mix } --rate 1000000 --requests 3000000
+    load hp-dl1m-old-$rep env GPUBATCH_EXPIRY_SPREAD=off GPUBATCH_STRAND_EXPIRES=on -- $dl --rate 1000000 --requests 3000000
+  done
+  for rep in 1 2; do
+    load hp-dl13-$rep $dl --rate 1300000 --requests 3900000
+    load hp-dl13-old-$rep env GPUBATCH_EXPIRY_SPREAD=off GPUBATCH_STRAND_EXPIRES=on -- $dl --rate 1300000 --requests 3900000
+  done
 fi
 
 # Is the 64-thread mix's remaining tail the process's own memory churn (fourth session of

@@ -247,6 +247,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
                     std::atomic<std::uint64_t>& counter) noexcept;
   void on_deadline(ExpiryCell& cell) noexcept;  // the deadline watch's thread
   bool leave_to_watch(Pending& p) noexcept;       // an expired request the watch will fail
+  static constexpr Clock::duration kWatchLagLimit = std::chrono::milliseconds(1);
   void spread_expiry(std::size_t n, const std::function<void(std::size_t)>& each);
   void watch_deadline(std::shared_ptr<ExpiryCell> cell) noexcept;
   // Requests whose cancellation slot was signalled leave the strand (src/executor/cancel.cpp).
@@ -642,6 +643,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   RequestShape expiry_shape_;
   std::exception_ptr expiry_error_;
   std::atomic<std::uint64_t> watch_expired_{0};  // requests the deadline watch failed
+  std::atomic<std::int64_t> watch_lag_ns_{0};    // how late the watch's latest expiry began
   alignas(kCacheLine) std::atomic<std::uint64_t> rejected_{0};
   std::atomic<std::uint64_t> handler_exceptions_{0};
 

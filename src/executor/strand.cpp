@@ -396,8 +396,15 @@ bool ExecutorCore::fail_pending(Pending& p, ErrorCode code, const std::string& w
 // 1,000,000/s, a strand that fell behind failed more and more of them itself and served 340,000
 // requests/s instead of 998,000 (2026-11-27). Counted as unresolved until the watch resolves it,
 // so that shutdown waits for it. True: dropped (left, or the watch had expired it already).
+//
+// Unless the watch is behind (its last expiry came more than kWatchLagLimit after its deadline):
+// then the strand fails the request itself, as before. Failing them slows the strand, the queue
+// fills, the callers wait for room and leave the watch the cores it needs to catch up; without
+// that, on a machine that could not carry the load, callers kept every core busy and deadline
+// errors came 0.4-1.5 s late where the strand failing them had them 70-90 ms late (H100, call 8).
 bool ExecutorCore::leave_to_watch(Pending& p) noexcept {
   if (!strand_leaves_expiry_ || !p.expiry || !p.expiry->watched.load(std::memory_order_acquire)) return false;
+  if (watch_lag_ns_.load(std::memory_order_relaxed) > std::chrono::nanoseconds(kWatchLagLimit).count()) return false;
   unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);  // before the watch can see it left
   if (!p.expiry->leave()) unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);  // expired already
   return true;
@@ -419,6 +426,8 @@ void ExecutorCore::watch_deadline(std::shared_ptr<ExpiryCell> cell) noexcept {
 // on a loaded 2-core machine was a good part of the lateness.
 void ExecutorCore::on_deadline(ExpiryCell& cell) noexcept {
   unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);
+  watch_lag_ns_.store(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - cell.deadline).count(),
+                      std::memory_order_relaxed);
   bool left = false;  // the strand dropped its request and counted it unresolved (leave_to_watch)
   if (cell.expire(&left)) {
     watch_expired_.fetch_add(1, std::memory_order_relaxed);

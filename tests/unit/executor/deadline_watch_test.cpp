@@ -405,6 +405,46 @@ TEST(PromptDeadline, ManyDueRequestsFailOnSeveralThreads) {
   EXPECT_EQ(threads_that_expired(false).size(), 1u);
 }
 
+// A watch that is behind (its latest expiry began 20 ms after that request's deadline, over
+// ExecutorCore::kWatchLagLimit) is not left more: the strand fails the expired request it finds
+// itself, on another thread, while the watch is still held.
+TEST(PromptDeadline, ALaggingWatchIsNotLeftMore) {
+  Heard one, two, four;
+  std::promise<void> open1, open2;
+  std::shared_future<void> gate1 = open1.get_future().share(), gate2 = open2.get_future().share();
+  bool opened1 = false, opened2 = false;
+  auto open_all = [&] {
+    if (!opened1) open1.set_value();
+    if (!opened2) open2.set_value();
+    opened1 = opened2 = true;
+  };
+  auto device = std::make_shared<FakeDevice>();
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  struct OpenOnExit {
+    std::function<void()> f;
+    ~OpenOnExit() { f(); }
+  } guard{open_all};
+  auto gpu = executor.handle();
+  auto first = hold_the_strand(*device, gpu);
+  gpu.relu({1.0f}, SubmitOptions::within(5ms), noting(one, gate1));
+  gpu.relu({2.0f}, SubmitOptions::within(10ms), noting(two, gate2));
+  std::this_thread::sleep_for(30ms);
+  open1.set_value();  // the watch goes on to request 2, 20 ms late, and waits in its handler
+  opened1 = true;
+  std::this_thread::sleep_for(10ms);
+  gpu.relu({4.0f}, SubmitOptions::within(5ms), noting(four));
+  std::this_thread::sleep_for(20ms);  // request 4's deadline has passed; the watch is held
+  device->release_submits();          // the strand pulls request 4
+  auto heard_four = four.done.get_future();
+  ASSERT_EQ(heard_four.wait_for(30s), std::future_status::ready) << "the strand failed it, the watch being held";
+  EXPECT_EQ(four.code, ErrorCode::deadline_exceeded);
+  open_all();
+  ASSERT_TRUE(ready_within(first, 30s));
+  ASSERT_EQ(two.done.get_future().wait_for(30s), std::future_status::ready);
+  EXPECT_NE(four.thread, two.thread) << "not on the watch's thread";
+  EXPECT_EQ(executor.stats().expired, 3u);
+}
+
 TEST(PromptDeadline, TheStrandLeavesAnExpiredRequestToTheWatch) { the_strand_finds_an_expired_request(false); }
 TEST(PromptDeadline, WithStrandExpiresOnTheStrandFailsItItself) { the_strand_finds_an_expired_request(true); }
 

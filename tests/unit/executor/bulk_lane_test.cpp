@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "busy_executor.hpp"
 #include "config_test_util.hpp"
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
@@ -28,9 +29,6 @@ namespace {
 using namespace std::chrono_literals;
 using Floats = std::vector<float>;
 
-// 600,000 floats: 2.4 MB in and 2.4 MB out, over the default 4 MiB line.
-Floats large_input(float value) { return Floats(600'000, value); }
-Floats relu_of(const Floats& x) { return reference::run(Request::unary(Op::relu, x)).values; }
 
 std::string this_thread_name() {
   char name[32] = {};
@@ -59,19 +57,6 @@ auto keeping(std::promise<Outcome>& into) {
   };
 }
 
-// A small request sits on the paused device, so the executor is busy when the large one comes.
-struct BusyExecutor {
-  explicit BusyExecutor(std::shared_ptr<FakeDevice> d = std::make_shared<FakeDevice>(),
-                        BatchConfig config = BatchConfig::adaptive())
-      : device(std::move(d)), executor(device, config) {
-    device->pause();
-    small = executor.handle().relu({-1.0f});
-    EXPECT_TRUE(device->wait_for_inflight(1, 30s));
-  }
-  std::shared_ptr<FakeDevice> device;
-  BatchExecutor executor;
-  std::future<Floats> small;
-};
 
 TEST(BulkLane, AHandlersLargeRequestRunsOnALaneThreadAndItsCallReturnsAtOnce) {
   BusyExecutor busy;

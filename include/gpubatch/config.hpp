@@ -51,7 +51,8 @@
 //                        opens (indices or name substrings; DESIGN.md "Several devices"); empty
 //                        (the default): GPUBATCH_DEVICES, else one device
 //   thread_nice          -20 .. 19: the nice value of the executor's own threads (strand,
-//                        completion threads, deadline watch, resident lane); 0 (the default)
+//                        completion threads, deadline watch and its helpers, resident and bulk
+//                        lanes); 0 (the default)
 //                        leaves them as made. Below 0 needs CAP_SYS_NICE or RLIMIT_NICE; without
 //                        it the log says so once and the threads keep their priority. Where
 //                        callers' threads take every core, it keeps the executor's threads from

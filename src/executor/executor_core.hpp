@@ -637,11 +637,6 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // watch, so that the watch's thread has ended before they go.
   HelperPool expiry_helpers_;
   DeadlineWatch deadline_watch_;  // its thread runs on_deadline()
-  // The watch thread's last deadline error and the shape it describes: requests of one shape
-  // expiring together share one exception (the same message) instead of formatting and
-  // allocating one each (gpubatch-expiry-rate: DESIGN.md "Deadlines").
-  RequestShape expiry_shape_;
-  std::exception_ptr expiry_error_;
   std::atomic<std::uint64_t> watch_expired_{0};  // requests the deadline watch failed
   std::atomic<std::int64_t> watch_lag_ns_{0};    // how late the watch's latest expiry began
   alignas(kCacheLine) std::atomic<std::uint64_t> rejected_{0};

@@ -99,9 +99,11 @@ void ExecutorCore::bulk_loop() {
 // Submits the job's request alone and awaits it as the direct lane does (await_lane: resolves,
 // counts, ends its unresolved count). Shutdown in cancel mode fails a job not yet submitted.
 void ExecutorCore::serve_bulk(BulkJob& job) noexcept {
+  constexpr const char* what = "a large request's own batch";
   std::unique_ptr<InFlightBatch> inflight;
   std::exception_ptr error;
-  if (cancel_.load(std::memory_order_acquire)) {
+  const bool cancelled = cancel_.load(std::memory_order_acquire);
+  if (cancelled) {
     error = std::make_exception_ptr(
         Error(ErrorCode::shut_down, describe(job.request) + ": cancelled by shutdown before it was submitted"));
   } else {
@@ -114,19 +116,11 @@ void ExecutorCore::serve_bulk(BulkJob& job) noexcept {
     }
   }
   if (inflight) {
-    await_lane(job.request, job.completion, job.enqueued, inflight, watchdog_, "a large request's own batch",
-               direct_stats_);
+    await_lane(job.request, job.completion, job.enqueued, inflight, watchdog_, what, direct_stats_);
     return;
   }
-  {
-    std::lock_guard stats_lock(direct_stats_.mutex);
-    auto& counter = cancel_.load(std::memory_order_acquire) ? direct_stats_.cancelled : direct_stats_.failed;
-    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-  }
-  recover_if_device_lost(error);
-  resolve_error(job.completion, std::move(error), false);
-  unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);
-  maybe_done();
+  Result none;
+  finish_lane(job.request, job.completion, job.enqueued, none, std::move(error), cancelled, what, direct_stats_);
 }
 
 // Every accepted job has resolved by now (shutdown counts them unresolved): the threads end.

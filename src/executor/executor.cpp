@@ -311,18 +311,8 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       deadline_watch_on_(deadline_watch_enabled()),
       strand_leaves_expiry_(strand_leaves_expiry()),
       expiry_spread_(expiry_spread_enabled()),
-      expiry_helpers_(std::clamp<std::size_t>(usable_cores() / 4, 1, 3),
-                      [this] {
-                        exchange_thread_core(this);
-                        name_thread("gpubatch-expiry");
-                        prepare_thread();
-                      }),
-      deadline_watch_([this](ExpiryCell& cell) { on_deadline(cell); },
-                      [this] {
-                        tl_core = this;
-                        name_thread("gpubatch-expiry");
-                        prepare_thread();
-                      },
+      expiry_helpers_(std::clamp<std::size_t>(usable_cores() / 4, 1, 3), [this] { start_expiry_thread(); }),
+      deadline_watch_([this](ExpiryCell& cell) { on_deadline(cell); }, [this] { start_expiry_thread(); },
                       [this](std::size_t n, const std::function<void(std::size_t)>& each) { spread_expiry(n, each); }) {
   check_poll_pause();
   // The direct lane lifts the strand's serial copy off a GPU's large requests. On a device of
@@ -382,6 +372,13 @@ void ExecutorCore::start() {
 }
 
 bool ExecutorCore::on_internal_thread() const noexcept { return tl_core == this; }
+
+// First thing on the deadline watch's thread and on each of its helpers.
+void ExecutorCore::start_expiry_thread() noexcept {
+  tl_core = this;
+  name_thread("gpubatch-expiry");
+  prepare_thread();
+}
 
 // On each of the executor's threads, first thing (thread_nice; Linux nice values are per thread).
 // Under a crowd of callers that take every core, the executor's few threads waited for one: on
@@ -460,10 +457,11 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
     if (lane_ok && split_line_ && bytes >= split_line_ && try_split(request, completion, now)) return;
     if (lane_ok && direct_lane_ && bytes >= config_.direct_bytes && try_direct(request, completion, now)) return;
     // A handler's large request (without a cancellation slot: that needs the strand) goes to the
-    // bulk lane's threads instead.
-    const bool bulk_ok = options.priority == 0 && deadline == Clock::time_point::max() && !lane_ok &&
-                         !returns_future(completion) && cancel_state_of(completion) == nullptr;
-    if (bulk_ok && bulk_lane_ && bytes >= config_.direct_bytes && try_bulk(request, completion, now)) return;
+    // bulk lane's threads instead. The cheap tests first: this is every request's path.
+    if (bulk_lane_ && bytes >= config_.direct_bytes && !lane_ok && options.priority == 0 &&
+        deadline == Clock::time_point::max() && cancel_state_of(completion) == nullptr &&
+        try_bulk(request, completion, now))
+      return;
     const bool future_call = bytes <= kLoneFutureBytes && returns_future(completion);
     const bool handler_call = bytes <= kLoneFutureBytes && !future_call && !caller_waits();
     Pending p{std::move(request), std::move(completion), now, deadline, bytes,

@@ -249,6 +249,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool leave_to_watch(Pending& p) noexcept;       // an expired request the watch will fail
   static constexpr Clock::duration kWatchLagLimit = std::chrono::milliseconds(1);
   void spread_expiry(std::size_t n, const std::function<void(std::size_t)>& each);
+  void start_expiry_thread() noexcept;  // the watch's thread and its helpers, first thing
   void watch_deadline(std::shared_ptr<ExpiryCell> cell) noexcept;
   // Requests whose cancellation slot was signalled leave the strand (src/executor/cancel.cpp).
   bool drop_cancelled(Pending& p) noexcept;
@@ -462,6 +463,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void await_lane(Request& request, Completion& completion, Clock::time_point enqueued,
                   std::unique_ptr<InFlightBatch>& inflight, Clock::duration limit, const char* what,
                   LaneStats& stats) noexcept;
+  void finish_lane(Request& request, Completion& completion, Clock::time_point enqueued, Result& result,
+                   std::exception_ptr error, bool cancelled, const char* what, LaneStats& stats) noexcept;
 
   // ---- shutdown ----
   void maybe_done();

@@ -155,8 +155,7 @@ void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
 void ExecutorCore::await_lane(Request& request, Completion& completion, Clock::time_point enqueued,
                               std::unique_ptr<InFlightBatch>& inflight, Clock::duration limit,
                               const char* what, LaneStats& st) noexcept {
-  std::exception_ptr error;
-  bool served = false;
+  std::exception_ptr error;  // none: served
   bool cancelled = false;
   const auto until = enqueued + limit;
   Result result;
@@ -167,7 +166,6 @@ void ExecutorCore::await_lane(Request& request, Completion& completion, Clock::t
       if (inflight->wait_for(cancel || !first ? std::chrono::milliseconds(0) : std::chrono::milliseconds(1))) {
         reuse_input_buffer(request, result);  // read by now: the result goes into its buffer
         inflight->take_result(0, result, helpers_);
-        served = true;
         break;
       }
       if (cancel) {
@@ -186,6 +184,16 @@ void ExecutorCore::await_lane(Request& request, Completion& completion, Clock::t
     error = current_error_for(request);
   }
   inflight.reset();  // frees its slot or frame (a cancelled one once the device has passed it)
+  finish_lane(request, completion, enqueued, result, std::move(error), cancelled, what, st);
+}
+
+// Counts and resolves one lane request: with `result`, or with `error` when there is one
+// (`cancelled`: by shutdown; otherwise a device's error, logged, and a lost device recovered as
+// for a batch). Ends its unresolved count.
+void ExecutorCore::finish_lane(Request& request, Completion& completion, Clock::time_point enqueued,
+                               Result& result, std::exception_ptr error, bool cancelled, const char* what,
+                               LaneStats& st) noexcept {
+  const bool served = !error;
   if (error && !cancelled) {
     spdlog::warn("gpubatch executor: a request of {} failed: {}", what, [&] {
       try {

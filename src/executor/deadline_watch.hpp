@@ -89,8 +89,8 @@ class DeadlineWatch {
   // `on_due` runs on the watch's thread for each cell whose deadline has come (the callee expires
   // it); `on_start` first, once, on that thread (the executor marks the thread as its own).
   // `spread(n, each)`, when given, runs each(0) ... each(n - 1) for a round of at least
-  // kSpreadFrom due cells, on more threads than the watch's own (the executor: its completion
-  // threads); each(i) calls on_due for the i-th due cell.
+  // kSpreadFrom due cells, on more threads than the watch's own (the executor: the watch's
+  // helpers, ExecutorCore::spread_expiry); each(i) calls on_due for the i-th due cell.
   using Spread = std::function<void(std::size_t, const std::function<void(std::size_t)>&)>;
   explicit DeadlineWatch(std::function<void(ExpiryCell&)> on_due, std::function<void()> on_start = {},
                          Spread spread = {})

@@ -11,6 +11,7 @@
 #include <string>
 #include <thread>
 
+#include "gpu/env_switch.hpp"
 #include "gpu/fault_injection.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/memory.hpp"
@@ -314,7 +315,8 @@ VkDeviceSize host_import_alignment_of(VkPhysicalDevice physical) {
 
 // The queues to create: the batches' queue, and a second compute queue for the resident kernel
 // where the device offers one (a second queue of the same family, else another compute family),
-// so that a persistent dispatch never blocks batches. Lavapipe offers one queue in all: there the
+// so that a persistent dispatch never blocks batches; and a third queue of the batches' family
+// for the lanes where it has one (open_submit_queues()). Lavapipe offers one queue in all: there the
 // resident ring opens a VkDevice of its own instead (resident_ring.cpp). Returns the count.
 std::uint32_t GpuContext::resident_queue_plan(GpuContext& ctx, VkDeviceQueueCreateInfo* infos,
                                              const float* priorities) {
@@ -328,7 +330,7 @@ std::uint32_t GpuContext::resident_queue_plan(GpuContext& ctx, VkDeviceQueueCrea
   infos[0].pQueuePriorities = priorities;
   ctx.resident_family_ = kNoFamily;
   if (fams[ctx.queue_family_].queueCount >= 2) {
-    infos[0].queueCount = 2;
+    infos[0].queueCount = std::min<std::uint32_t>(fams[ctx.queue_family_].queueCount, lanes_queue_wanted() ? 3 : 2);
     ctx.resident_family_ = ctx.queue_family_;
     return 1;
   }
@@ -342,6 +344,33 @@ std::uint32_t GpuContext::resident_queue_plan(GpuContext& ctx, VkDeviceQueueCrea
     return 2;
   }
   return 1;
+}
+
+// GPUBATCH_LANE_QUEUE=off: the lanes submit to the batches' queue and timeline (the behaviour
+// before the lanes had their own, for comparison).
+bool GpuContext::lanes_queue_wanted() { return gpu::env_switch("GPUBATCH_LANE_QUEUE", true, "on", "off"); }
+
+// The batches' SubmitQueue, and the lanes': on the family's third queue (`lanes_index` 2), else
+// on the batches' VkQueue with a timeline of its own (`lanes_index` 0), or the batches' itself
+// where GPUBATCH_LANE_QUEUE is off.
+void GpuContext::open_submit_queues(std::uint32_t lanes_index) {
+  auto mode = SubmitQueue::WaitMode::serial;
+  if (const char* env = std::getenv("GPUBATCH_SEMAPHORE_WAIT")) {
+    if (lower(env) == "concurrent") mode = SubmitQueue::WaitMode::concurrent;
+    else if (lower(env) != "serial")
+      spdlog::warn("gpubatch: GPUBATCH_SEMAPHORE_WAIT={} is neither serial nor concurrent; using serial", env);
+  }
+  batches_ = std::make_unique<SubmitQueue>(device_, queue_, nullptr, *counters_, mode);
+  lanes_ = batches_.get();
+  if (!lanes_queue_wanted()) return;
+  if (lanes_index == 0) {
+    lane_queue_ = std::make_unique<SubmitQueue>(device_, queue_, &batches_->queue_lock(), *counters_, mode);
+  } else {
+    VkQueue queue = VK_NULL_HANDLE;
+    vkGetDeviceQueue(device_, queue_family_, lanes_index, &queue);
+    lane_queue_ = std::make_unique<SubmitQueue>(device_, queue, nullptr, *counters_, mode);
+  }
+  lanes_ = lane_queue_.get();
 }
 
 std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
@@ -375,9 +404,11 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
       ctx->timestamp_period_ns_ = props.limits.timestampPeriod;
   }
 
-  const float priorities[2] = {1.0f, 1.0f};
+  const float priorities[3] = {1.0f, 1.0f, 1.0f};
   VkDeviceQueueCreateInfo queue_infos[3]{};
   std::uint32_t queue_count = resident_queue_plan(*ctx, queue_infos, priorities);
+  // The lanes' queue: a third queue of the batches' family where it has one (index 2).
+  const std::uint32_t lanes_index = queue_infos[0].queueCount == 3 ? 2 : 0;
   // The copy engine's queue: a transfer-only family where there is one (not the resident
   // kernel's), else the batches' own queue.
   ctx->transfer_family_ = transfer_family_of(ctx->physical_, ctx->queue_family_);
@@ -451,16 +482,9 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
   VkSemaphoreTypeCreateInfo type_info{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
   type_info.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
   VkSemaphoreCreateInfo sem_info{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, &type_info};
-  gpu::check_vk(vkCreateSemaphore(ctx->device_, &sem_info, nullptr, &ctx->timeline_),
-                "vkCreateSemaphore");
   gpu::check_vk(vkCreateSemaphore(ctx->device_, &sem_info, nullptr, &ctx->upload_timeline_),
                 "vkCreateSemaphore");
-
-  if (const char* mode = std::getenv("GPUBATCH_SEMAPHORE_WAIT")) {
-    if (lower(mode) == "concurrent") ctx->wait_mode_ = WaitMode::concurrent;
-    else if (lower(mode) != "serial")
-      spdlog::warn("gpubatch: GPUBATCH_SEMAPHORE_WAIT={} is neither serial nor concurrent; using serial", mode);
-  }
+  ctx->open_submit_queues(lanes_index);
   ctx->memory_ = std::make_unique<gpu::MemoryPool>(*ctx);
   ctx->kernels_ = std::make_unique<gpu::Kernels>(*ctx, options.pipeline_cache_dir);
   spdlog::debug("gpubatch: using device {} ({}, {})", ctx->info_.name, ctx->info_.type, ctx->info_.driver);
@@ -474,7 +498,8 @@ GpuContext::~GpuContext() {
   if (device_) vkDeviceWaitIdle(device_);
   kernels_.reset();
   memory_.reset();
-  if (timeline_) vkDestroySemaphore(device_, timeline_, nullptr);
+  lane_queue_.reset();
+  batches_.reset();
   if (upload_timeline_) vkDestroySemaphore(device_, upload_timeline_, nullptr);
   if (device_) vkDestroyDevice(device_, nullptr);
   // instance_ is the process's (process_instance): it stays.
@@ -487,54 +512,31 @@ VkResult GpuContext::host_pointer_properties(const void* pointer,
 }
 
 std::uint64_t GpuContext::submit(VkCommandBuffer commands, std::uint64_t wait_upload) {
-  std::lock_guard lock(submit_mutex_);
-  const std::uint64_t value = last_signalled_ + 1;
-  VkTimelineSemaphoreSubmitInfo timeline{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
-  timeline.signalSemaphoreValueCount = 1;
-  timeline.pSignalSemaphoreValues = &value;
-  VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO, &timeline};
-  info.commandBufferCount = 1;
-  info.pCommandBuffers = &commands;
-  info.signalSemaphoreCount = 1;
-  info.pSignalSemaphores = &timeline_;
-  // The uploads' writes become visible to everything after the wait (compute and copies alike).
-  const VkPipelineStageFlags wait_stage = VK_PIPELINE_STAGE_ALL_COMMANDS_BIT;
-  if (wait_upload > 0) {
-    timeline.waitSemaphoreValueCount = 1;
-    timeline.pWaitSemaphoreValues = &wait_upload;
-    info.waitSemaphoreCount = 1;
-    info.pWaitSemaphores = &upload_timeline_;
-    info.pWaitDstStageMask = &wait_stage;
-  }
-  if (gpu::FaultInjector::fire(gpu::Fault::submit_device_lost))
-    gpu::throw_vk(VK_ERROR_DEVICE_LOST, "vkQueueSubmit (injected)");
-  gpu::check_vk(vkQueueSubmit(queue_, 1, &info, VK_NULL_HANDLE), "vkQueueSubmit");
-  last_signalled_ = value;
-  // A hung batch: the work runs, but its completion is never reported to the waiter.
-  if (gpu::FaultInjector::fire(gpu::Fault::hang)) {
-    std::lock_guard hung_lock(hung_mutex_);
-    hung_.push_back(value);
-  }
-  counters_->submissions.fetch_add(1, std::memory_order_relaxed);
-  return value;
+  return batches_->submit(commands, upload_timeline_, wait_upload);
 }
 
 GpuContext::SubmissionPause GpuContext::pause_submissions() {
-  SubmissionPause pause{std::unique_lock(submit_mutex_, std::defer_lock),
+  SubmissionPause pause{std::unique_lock(batches_->queue_lock(), std::defer_lock),
                         std::unique_lock(transfer_mutex_, std::defer_lock),
-                        std::unique_lock(resident_mutex_, std::defer_lock)};
-  if (dedicated_transfer_queue()) std::lock(pause.batches, pause.transfers, pause.resident);
-  else std::lock(pause.batches, pause.resident);  // one queue: its copies take submit_mutex_ too
+                        std::unique_lock(resident_mutex_, std::defer_lock),
+                        std::unique_lock(lanes_->queue_lock(), std::defer_lock)};
+  // Each mutex once: without a transfer family the copies take the batches' lock too, and lanes
+  // that share the batches' VkQueue share its lock.
+  const bool transfers = dedicated_transfer_queue(), lanes = !lanes_->shares_queue_with(*batches_);
+  if (transfers && lanes) std::lock(pause.batches, pause.transfers, pause.resident, pause.lanes);
+  else if (transfers) std::lock(pause.batches, pause.transfers, pause.resident);
+  else if (lanes) std::lock(pause.batches, pause.resident, pause.lanes);
+  else std::lock(pause.batches, pause.resident);
   return pause;
 }
 
 std::unique_lock<std::mutex> GpuContext::lock_resident_submissions() {
-  return std::unique_lock(resident_queue_ ? resident_mutex_ : submit_mutex_);
+  return std::unique_lock(resident_queue_ ? resident_mutex_ : batches_->queue_lock());
 }
 
 std::uint64_t GpuContext::submit_upload(VkCommandBuffer commands) {
   // One queue, one lock: without a transfer family the copies share queue_ and its mutex.
-  std::lock_guard lock(dedicated_transfer_queue() ? transfer_mutex_ : submit_mutex_);
+  std::lock_guard lock(dedicated_transfer_queue() ? transfer_mutex_ : batches_->queue_lock());
   const std::uint64_t value = upload_signalled_ + 1;
   VkTimelineSemaphoreSubmitInfo timeline{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
   timeline.signalSemaphoreValueCount = 1;
@@ -560,146 +562,15 @@ void GpuContext::wait_upload(std::uint64_t value, std::chrono::nanoseconds timeo
   (void)vkWaitSemaphores(device_, &info, static_cast<std::uint64_t>(timeout.count()));
 }
 
-namespace {
-std::chrono::steady_clock::time_point deadline_after(std::chrono::nanoseconds timeout) {
-  const auto now = std::chrono::steady_clock::now();
-  if (timeout <= std::chrono::nanoseconds::zero()) return now;
-  if (timeout >= std::chrono::steady_clock::time_point::max() - now) return std::chrono::steady_clock::time_point::max();
-  return now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
-}
-}  // namespace
-
-bool GpuContext::wait(std::uint64_t value, std::chrono::nanoseconds timeout) {
-  if (gpu::FaultInjector::fire(gpu::Fault::wait_device_lost))
-    gpu::throw_vk(VK_ERROR_DEVICE_LOST, "vkWaitSemaphores (injected)");
-  {
-    std::lock_guard hung_lock(hung_mutex_);
-    if (std::find(hung_.begin(), hung_.end(), value) != hung_.end()) {
-      std::this_thread::sleep_for(std::min<std::chrono::nanoseconds>(timeout, std::chrono::seconds(1)));
-      return false;
-    }
-  }
-  const auto deadline = deadline_after(timeout);
-  if (wait_mode_ == WaitMode::concurrent) {  // every waiter in the driver (the old behaviour)
-    const VkResult r = driver_wait(value, deadline);
-    if (r == VK_TIMEOUT) return false;
-    gpu::check_vk(r, "vkWaitSemaphores");
-    return true;
-  }
-  if (completed_.load(std::memory_order_acquire) >= value) return true;
-  return wait_serial(value, deadline);
-}
-
-VkResult GpuContext::driver_wait(std::uint64_t value, std::chrono::steady_clock::time_point deadline) {
-  VkSemaphoreWaitInfo info{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
-  info.semaphoreCount = 1;
-  info.pSemaphores = &timeline_;
-  info.pValues = &value;
-  const auto left = deadline == std::chrono::steady_clock::time_point::max()
-                        ? std::chrono::nanoseconds::max()
-                        : std::max(std::chrono::nanoseconds::zero(),
-                                   std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - std::chrono::steady_clock::now()));
-  return vkWaitSemaphores(device_, &info, static_cast<std::uint64_t>(left.count()));
-}
-
-bool GpuContext::reached(std::uint64_t value) {
-  std::uint64_t now = 0;
-  gpu::check_vk(vkGetSemaphoreCounterValue(device_, timeline_, &now), "vkGetSemaphoreCounterValue");
-  note_completed(now);
-  return now >= value;
-}
-
-void GpuContext::note_completed(std::uint64_t value) noexcept {
-  std::uint64_t seen = completed_.load(std::memory_order_relaxed);
-  while (seen < value &&
-         !completed_.compare_exchange_weak(seen, value, std::memory_order_release, std::memory_order_relaxed)) {
-  }
-}
-
-// NVIDIA's driver (580.159, H200) loses wake-ups when several threads block in vkWaitSemaphores
-// on one timeline at once: a waiter whose value was reached long before sleeps on for 10.06 ms
-// (measured: the counter stood 100+ values past it). That was the ~10 ms p99 of 16 threads calling
-// Device::run and of the executor whenever two batches were in flight (adaptive, short batches).
-// So one thread at a time waits in the driver, for the lowest value any thread waits for (the
-// queue completes in timeline order); the others sleep on wait_cv_ until it returns, having read
-// the counter for them. A thread whose value is below the one being waited for in the driver (it
-// arrived late; rare) polls the counter instead: its value is reached first.
-bool GpuContext::wait_serial(std::uint64_t value, std::chrono::steady_clock::time_point deadline) {
-  std::unique_lock lock(wait_mutex_);
-  waiting_values_.push_back(value);
-  struct Leave {
-    GpuContext* self;
-    std::uint64_t value;
-    ~Leave() {  // under wait_mutex_
-      auto& v = self->waiting_values_;
-      v.erase(std::find(v.begin(), v.end(), value));
-      // The new lowest may have to take the driver (when it is busy, its return wakes everyone).
-      if (!v.empty() && !self->driver_waiting_) self->wait_cv_.notify_all();
-    }
-  } leave{this, value};
-  for (;;) {
-    if (completed_.load(std::memory_order_acquire) >= value) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return reached(value);
-    const std::uint64_t lowest = *std::min_element(waiting_values_.begin(), waiting_values_.end());
-    if (!driver_waiting_ && value == lowest) {
-      driver_waiting_ = true;
-      driver_target_ = value;
-      const bool others = waiting_values_.size() > 1;
-      lock.unlock();
-      VkResult r = driver_wait(value, deadline);
-      std::uint64_t now = 0;
-      // Tell the others how far the timeline got (their values may have been reached too).
-      if (r == VK_SUCCESS && others) vkGetSemaphoreCounterValue(device_, timeline_, &now);
-      lock.lock();
-      driver_waiting_ = false;
-      if (r == VK_SUCCESS) note_completed(std::max(now, value));
-      wait_cv_.notify_all();
-      if (r == VK_TIMEOUT) continue;  // the deadline check above answers
-      gpu::check_vk(r, "vkWaitSemaphores");
-      return true;
-    }
-    if (driver_waiting_ && driver_target_ > value) {
-      // Rare: the thread in the driver waits for a later value. Ours comes first; poll for it.
-      lock.unlock();
-      bool done = false;
-      try {
-        done = reached(value);
-      } catch (...) {
-        lock.lock();  // `leave` needs the lock
-        throw;
-      }
-      if (!done) std::this_thread::sleep_for(std::chrono::microseconds(10));
-      lock.lock();
-      continue;
-    }
-    // A thread waits in the driver for a value at or below ours (or the lowest waiter is about to
-    // take the driver): its return wakes us.
-    if (deadline == std::chrono::steady_clock::time_point::max()) wait_cv_.wait(lock);
-    else wait_cv_.wait_until(lock, deadline);
-  }
-}
-
 std::uint64_t GpuContext::upload_counter() {
   std::uint64_t value = 0;
   if (upload_timeline_) vkGetSemaphoreCounterValue(device_, upload_timeline_, &value);
   return value;
 }
 
-std::uint64_t GpuContext::last_submitted() {
-  std::lock_guard lock(submit_mutex_);
-  return last_signalled_;
-}
-
 std::uint64_t GpuContext::last_upload_submitted() {
-  std::lock_guard lock(dedicated_transfer_queue() ? transfer_mutex_ : submit_mutex_);
+  std::lock_guard lock(dedicated_transfer_queue() ? transfer_mutex_ : batches_->queue_lock());
   return upload_signalled_;
-}
-
-std::uint64_t GpuContext::completed_value() {
-  std::uint64_t value = 0;
-  gpu::check_vk(vkGetSemaphoreCounterValue(device_, timeline_, &value), "vkGetSemaphoreCounterValue");
-  note_completed(value);
-  return value;
 }
 
 }  // namespace detail

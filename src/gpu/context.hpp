@@ -1,7 +1,8 @@
 #pragma once
 // The Vulkan objects one opened device needs: instance (with the validation layer when asked),
-// the chosen physical device, a logical device with one compute queue, the timeline semaphore
-// every submission signals, and the memory pool and kernels built on them.
+// the chosen physical device, a logical device with its queues (batches, lanes, resident kernel,
+// copies), the timeline semaphores their submissions signal, and the memory pool and kernels built
+// on them.
 #include <vulkan/vulkan.h>
 
 #include <atomic>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "gpubatch/device.hpp"
+#include "gpu/submit_queue.hpp"
 
 namespace gpubatch::gpu {
 class MemoryPool;
@@ -76,16 +78,25 @@ class GpuContext {
   gpu::Kernels& kernels() { return *kernels_; }
   AtomicCounters& counters() { return *counters_; }
 
-  // Submits one command buffer that signals the next timeline value, and returns that value.
-  // Thread-safe: the queue is externally synchronised, so submissions are serialised here.
-  // wait_upload > 0: its compute shaders first wait for the upload timeline to reach it.
-  std::uint64_t submit(VkCommandBuffer commands, std::uint64_t wait_upload = 0);
+  // The batches' stream of submissions (the strand's batches, graphs, Device::run) and the lanes'
+  // (a request a caller's thread submits alone beside the batches), each with its own timeline:
+  // submit_queue.hpp. lanes() is batches() itself where GPUBATCH_LANE_QUEUE is off.
+  SubmitQueue& batches() { return *batches_; }
+  SubmitQueue& lanes() { return *lanes_; }
+  // The lanes submit to a VkQueue of their own (the family's third queue), not the batches'.
+  bool dedicated_lane_queue() const { return lane_queue_ && lane_queue_->queue() != queue_; }
 
-  // Holds the batch queue's and the transfer queue's submission locks: nothing is submitted to
-  // them while it lives. Kernels builds pipelines under it (RELIABILITY.md "A copy-engine batch
+  // Submits one command buffer on batches() that signals the next value of its timeline, and
+  // returns that value. Thread-safe. wait_upload > 0: its shaders first wait for the upload
+  // timeline to reach it.
+  std::uint64_t submit(VkCommandBuffer commands, std::uint64_t wait_upload = 0);
+  VkSemaphore upload_timeline() const { return upload_timeline_; }
+
+  // Holds every queue's submission lock (batches, transfers, resident kernel, lanes): nothing is
+  // submitted while it lives. Kernels builds pipelines under it (RELIABILITY.md "A copy-engine batch
   // that never completes").
   struct SubmissionPause {
-    std::unique_lock<std::mutex> batches, transfers, resident;
+    std::unique_lock<std::mutex> batches, transfers, resident, lanes;
   };
   SubmissionPause pause_submissions();
   // The lock a submission to resident_queue() holds (the resident ring's; on a context without a
@@ -102,29 +113,21 @@ class GpuContext {
   std::uint64_t submit_upload(VkCommandBuffer commands);
   // Waits (at most `timeout`) for the upload timeline: failure paths, before staging is reused.
   void wait_upload(std::uint64_t value, std::chrono::nanoseconds timeout) noexcept;
-  // Waits until the timeline reaches `value`; false on timeout. Throws Error(device_lost).
-  // At most one thread at a time blocks in vkWaitSemaphores (for the lowest value waited for);
-  // the others wait for it to return (GPUBATCH_SEMAPHORE_WAIT, see wait_serial()).
-  bool wait(std::uint64_t value, std::chrono::nanoseconds timeout);
-  std::uint64_t completed_value();
-  // The upload timeline's counter and the last value submitted to each timeline (diagnostics).
+  // batches()'s wait(), completed_value() and last_submitted().
+  bool wait(std::uint64_t value, std::chrono::nanoseconds timeout) { return batches_->wait(value, timeout); }
+  std::uint64_t completed_value() { return batches_->completed_value(); }
+  std::uint64_t last_submitted() { return batches_->last_submitted(); }
+  // The upload timeline's counter and the last value submitted to it (diagnostics).
   std::uint64_t upload_counter();
-  std::uint64_t last_submitted();
   std::uint64_t last_upload_submitted();
-
-  // GPUBATCH_SEMAPHORE_WAIT=concurrent: every waiter calls vkWaitSemaphores itself (the old
-  // behaviour, for comparison); the default is serial.
-  enum class WaitMode { serial, concurrent };
 
  private:
   GpuContext();
   static inline std::atomic<std::size_t> live_{0};
   static std::uint32_t resident_queue_plan(GpuContext& ctx, VkDeviceQueueCreateInfo* infos,
                                            const float* priorities);
-  bool wait_serial(std::uint64_t value, std::chrono::steady_clock::time_point deadline);
-  VkResult driver_wait(std::uint64_t value, std::chrono::steady_clock::time_point deadline);
-  bool reached(std::uint64_t value);  // one vkGetSemaphoreCounterValue
-  void note_completed(std::uint64_t value) noexcept;
+  static bool lanes_queue_wanted();
+  void open_submit_queues(std::uint32_t lanes_index);
 
   VkInstance instance_ = VK_NULL_HANDLE;  // the process's for this validation setting
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
@@ -139,20 +142,10 @@ class GpuContext {
   VkSemaphore upload_timeline_ = VK_NULL_HANDLE;
   std::mutex transfer_mutex_;          // the transfer queue's, when it is not queue_
   std::uint64_t upload_signalled_ = 0;  // guarded by the transfer queue's mutex
-  VkSemaphore timeline_ = VK_NULL_HANDLE;
-  std::mutex submit_mutex_;
   std::mutex resident_mutex_;  // submissions to resident_queue_
-  std::uint64_t last_signalled_ = 0;  // guarded by submit_mutex_
-  // Host waits (wait()). completed_ only grows: the timeline has reached at least this.
-  WaitMode wait_mode_ = WaitMode::serial;
-  std::atomic<std::uint64_t> completed_{0};
-  std::mutex wait_mutex_;
-  std::condition_variable wait_cv_;
-  bool driver_waiting_ = false;                // guarded by wait_mutex_
-  std::uint64_t driver_target_ = 0;            // guarded: the value that thread waits for
-  std::vector<std::uint64_t> waiting_values_;  // guarded: one entry per thread in wait_serial()
-  std::mutex hung_mutex_;
-  std::vector<std::uint64_t> hung_;  // timeline values whose completion is hidden (fault injection)
+  std::unique_ptr<SubmitQueue> batches_;
+  std::unique_ptr<SubmitQueue> lane_queue_;  // null where GPUBATCH_LANE_QUEUE is off
+  SubmitQueue* lanes_ = nullptr;             // lane_queue_, else batches_
   DeviceInfo info_;
   VkPhysicalDeviceLimits limits_{};
   VkPhysicalDeviceMemoryProperties memory_props_{};

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: lanes final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2114,33 +2114,6 @@ if on sweeps; then
     load sw-dllarge-always-$rep env GPUBATCH_STRAND_SWEEPS=always -- gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 150000 --requests 450000 --host-probe
     load sw-open500k-$rep gpubatch-load --threads 16 --op relu --size 256 --rate 500000 --requests 1500000 --host-probe
   done
-fi
-
-# The lanes' queue (fifth session of 2026-11-27): the direct and bulk lanes submit on a VkQueue of
-# their own (the family's third queue), so that the strand's small batches do not queue behind a
-# large request on the device. Issue 14's 64-thread mix (the small requests' p99), 16 callers of
-# 1,048,576-float relu through handlers (the bulk lane) and futures (the direct lane), and
-# deadlines with 1 % large requests; this build against GPUBATCH_LANE_QUEUE=off, interleaved.
-if on lanes; then
-  m64="gpubatch-mix --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000 --host-probe"
-  for rep in 1 2 3; do
-    load ln-m64-$rep $m64
-    load ln-m64-off-$rep env GPUBATCH_LANE_QUEUE=off -- $m64
-  done
-  v1m="--threads 16 --inflight 8 --op relu --size 1048576 --requests 3000"
-  for rep in 1 2; do
-    load ln-vech-$rep gpubatch-load $v1m --handlers
-    load ln-vech-off-$rep env GPUBATCH_LANE_QUEUE=off -- gpubatch-load $v1m --handlers
-    load ln-vecf-$rep gpubatch-load $v1m
-    load ln-vecf-off-$rep env GPUBATCH_LANE_QUEUE=off -- gpubatch-load $v1m
-  done
-  load ln-vec-unbatched gpubatch-load --threads 16 --inflight 1 --unbatched --op relu --size 1048576 --requests 3000
-  dlw="gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 150000 --requests 450000 --host-probe"
-  for rep in 1 2; do
-    load ln-dlw-$rep $dlw
-    load ln-dlw-off-$rep env GPUBATCH_LANE_QUEUE=off -- $dlw
-  done
-  load ln-open500k gpubatch-load --threads 16 --op relu --size 256 --rate 500000 --requests 1500000 --host-probe
 fi
 
 # The bulk lane (fourth session of 2026-11-27): a handler's large request goes to the lane's

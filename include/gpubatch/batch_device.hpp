@@ -153,12 +153,6 @@ class BatchDevice {
     (void)parallel;
     return submit(requests);
   }
-  // The same for a request a caller's thread submits alone beside the batches (the executor's
-  // direct and bulk lanes): a device may run it on a queue of its own, so that the batches do not
-  // wait behind it on the device.
-  virtual std::unique_ptr<InFlightBatch> submit_alone(std::span<const Request* const> requests) {
-    return submit(requests);
-  }
   // Chunked requests (DESIGN.md "Large requests"), optional. split_bytes(): requests of at least
   // this many input + output bytes may be offered to submit_split (0: none). submit_split: the
   // request as chunks that pipeline — its data moves through pinned memory chunk by chunk, driven

@@ -109,7 +109,7 @@ void ExecutorCore::serve_bulk(BulkJob& job) noexcept {
   } else {
     try {
       const Request* one[] = {&job.request};
-      inflight = device_->submit_alone(one);
+      inflight = device_->submit(one);
       if (!inflight) error = make_error(ErrorCode::internal, device_->name() + " returned no batch");
     } catch (...) {
       error = std::current_exception();

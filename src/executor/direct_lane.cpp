@@ -23,7 +23,7 @@ bool ExecutorCore::try_direct(Request& request, Completion& completion, Clock::t
     return false;
   std::unique_ptr<InFlightBatch> inflight = lane_submit([&] {
     const Request* one[] = {&request};
-    return device_->submit_alone(one);
+    return device_->submit(one);
   });
   if (!inflight) return false;
   direct_stats_.accepted.fetch_add(1, std::memory_order_relaxed);

@@ -1,9 +1,8 @@
 #pragma once
-// One stream of submissions: a VkQueue (or a share of one), the timeline semaphore each of its
-// submissions signals, and the host's waits on that timeline. A GpuContext has two: the batches'
-// (the strand's batches, graphs, Device::run) and the lanes' (a request a caller's thread submits
-// alone beside the batches: the direct and bulk lanes), on a queue of its own where the device's
-// family has a third queue (DESIGN.md "Large requests").
+// One stream of submissions: a VkQueue, the timeline semaphore each of its submissions signals,
+// and the host's waits on that timeline. A GpuContext's batches (the strand's, the lanes',
+// graphs', Device::run's) go through one. A second one for the direct and bulk lanes, on a queue
+// of their own, was tried and measured no better (BENCHMARKS.md, fifth session of 2026-11-27).
 #include <vulkan/vulkan.h>
 
 #include <atomic>
@@ -23,18 +22,16 @@ class SubmitQueue {
   // behaviour, for comparison); the default is serial.
   enum class WaitMode { serial, concurrent };
 
-  // `queue_lock`: the mutex every submission to `queue` holds (a VkQueue is externally
-  // synchronised): this one's own, or the one of the SubmitQueue it shares `queue` with.
   // Creates the timeline semaphore; the VkDevice must outlive this object.
-  SubmitQueue(VkDevice device, VkQueue queue, std::mutex* queue_lock, AtomicCounters& counters, WaitMode mode);
+  SubmitQueue(VkDevice device, VkQueue queue, AtomicCounters& counters, WaitMode mode);
   ~SubmitQueue();
   SubmitQueue(const SubmitQueue&) = delete;
   SubmitQueue& operator=(const SubmitQueue&) = delete;
 
   VkQueue queue() const { return queue_; }
-  // The lock a submission to queue() holds (shared with another SubmitQueue on the same VkQueue).
-  std::mutex& queue_lock() { return *queue_lock_; }
-  bool shares_queue_with(const SubmitQueue& other) const { return queue_lock_ == other.queue_lock_; }
+  // The lock a submission to queue() holds (a VkQueue is externally synchronised); where the
+  // device has no transfer family, the copies take it too.
+  std::mutex& queue_lock() { return queue_lock_; }
 
   // Submits one command buffer that signals the next value of this timeline; returns that value.
   // Thread-safe. `wait_value` > 0: its work first waits for `wait_semaphore` (a timeline) to
@@ -56,12 +53,11 @@ class SubmitQueue {
 
   VkDevice device_;
   VkQueue queue_;
-  std::mutex own_lock_;
-  std::mutex* queue_lock_;  // &own_lock_, or a sharer's
+  std::mutex queue_lock_;
   AtomicCounters& counters_;
   const WaitMode wait_mode_;
   VkSemaphore timeline_ = VK_NULL_HANDLE;
-  std::uint64_t last_signalled_ = 0;  // guarded by *queue_lock_
+  std::uint64_t last_signalled_ = 0;  // guarded by queue_lock_
   // Host waits (wait()). completed_ only grows: the timeline has reached at least this.
   std::atomic<std::uint64_t> completed_{0};
   std::mutex wait_mutex_;

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2114,6 +2114,48 @@ if on sweeps; then
     load sw-dllarge-always-$rep env GPUBATCH_STRAND_SWEEPS=always -- gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 150000 --requests 450000 --host-probe
     load sw-open500k-$rep gpubatch-load --threads 16 --op relu --size 256 --rate 500000 --requests 1500000 --host-probe
   done
+fi
+
+# Issues 11, 12 and 14's targets on the H200 (fifth session of 2026-11-27), every default unless
+# named, with the yardsticks in the same call: the unbatched path, the copy engines' rate (each
+# way, and both ways at once), the probe (section probe).
+if on h200t; then
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  crowd="--threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  for rep in 1 2; do
+    load ht-lone-$rep gpubatch-load $lone --idle-ms 1000
+    load ht-lone-sync-$rep gpubatch-load --sync $lone
+    load ht-lone-unbatched-$rep gpubatch-load --unbatched $lone
+    load ht-lone-realtime-$rep gpubatch-load --preset realtime $lone --idle-ms 1000
+  done
+  for rep in 1 2; do
+    load ht-crowd-$rep gpubatch-load $crowd
+    load ht-crowd-realtime-$rep gpubatch-load --preset realtime $crowd
+  done
+  load ht-crowd-unbatched gpubatch-load --unbatched --threads 16 --requests 400000 --op relu --size 256
+  have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate --bytes 262144,4194304,16777216,67108864 >> "$out/results.jsonl" 2>> "$out/log.txt"
+  for s in 65536 1048576; do
+    n=$(( s == 65536 ? 40000 : 4000 ))
+    big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+    load ht-$s-host gpubatch-load $big --host-buffers
+    load ht-$s-vec gpubatch-load $big
+    load ht-$s-unbatched gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s
+    load ht-$s-unbatched-host gpubatch-load --unbatched --threads 16 --requests $n --op relu --size $s --host-buffers
+  done
+  have graph_bench && timeout 120 "$run" graph_bench --benchmark_filter=Chain --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true > "$out/graph.txt" 2>> "$out/log.txt"
+  for r in 500000 1080000 1500000 2000000; do
+    load ht-open$r gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3)) --host-probe
+  done
+  for r in 250000 500000 1000000; do
+    load ht-p99t500-$r gpubatch-mix --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3)) --host-probe
+  done
+  for rep in 1 2; do
+    load ht-dl1m-$rep gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate 1000000 --requests 3000000 --host-probe
+  done
+  load ht-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 --host-probe
+  load ht-mixsat gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 9000000 --host-probe
+  load ht-blockfor gpubatch-mix --threads 16 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 3000000 --requests 4500000 --host-probe
 fi
 
 # The bulk lane (fourth session of 2026-11-27): a handler's large request goes to the lane's

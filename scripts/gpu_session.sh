@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2114,6 +2114,29 @@ if on sweeps; then
     load sw-dllarge-always-$rep env GPUBATCH_STRAND_SWEEPS=always -- gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 150000 --requests 450000 --host-probe
     load sw-open500k-$rep gpubatch-load --threads 16 --op relu --size 256 --rate 500000 --requests 1500000 --host-probe
   done
+fi
+
+# The priority mix towards and past saturation (fifth session of 2026-11-27): high-priority p99
+# at 1.5-3 M/s offered, past saturation traced once, and with the executor's threads at a higher
+# CPU priority (thread_nice -10: are the senders' threads what the express batches wait for?);
+# block_for beside it with the same setting.
+if on prio; then
+  pm="gpubatch-mix --threads 16 --high 0.1 --size 256 --host-probe"
+  load pr-idle $pm --rate 10000 --requests 30000
+  for r in 1500000 2000000 2500000; do load pr-$r $pm --rate $r --requests $((r * 3)); done
+  for rep in 1 2; do
+    load pr-3m-$rep $pm --rate 3000000 --requests 9000000
+    load pr-3m-nice-$rep env GPUBATCH_THREAD_NICE=-10 -- $pm --rate 3000000 --requests 9000000
+  done
+  load pr-2500000-nice env GPUBATCH_THREAD_NICE=-10 -- $pm --rate 2500000 --requests 7500000
+  load pr-3m-trace env GPUBATCH_TRACE=$out/trace-pr.json -- $pm --rate 3000000 --requests 9000000
+  if [ -f "$out/trace-pr.json" ]; then
+    python3 bench/trace_batches.py "$out/trace-pr.json" --slowest 6 > "$out/batches-pr.txt" 2>&1
+    rm -f "$out/trace-pr.json"
+  fi
+  bf="gpubatch-mix --threads 16 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 3000000 --requests 4500000 --host-probe"
+  load pr-blockfor $bf
+  load pr-blockfor-nice env GPUBATCH_THREAD_NICE=-10 -- $bf
 fi
 
 # Issues 11, 12 and 14's targets on the H200 (fifth session of 2026-11-27), every default unless

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2113,6 +2113,34 @@ if on sweeps; then
     load sw-dllarge-$rep gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 150000 --requests 450000 --host-probe
     load sw-dllarge-always-$rep env GPUBATCH_STRAND_SWEEPS=always -- gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 150000 --requests 450000 --host-probe
     load sw-open500k-$rep gpubatch-load --threads 16 --op relu --size 256 --rate 500000 --requests 1500000 --host-probe
+  done
+fi
+
+# Express batches on a queue of their own (fifth session of 2026-11-27): the priority mix idle,
+# at 1.5 and 2 M/s and past saturation (3 M/s offered), this build against
+# GPUBATCH_EXPRESS_QUEUE=off (express batches on the batches' queue, as before), interleaved;
+# past saturation traced once each (bench/trace_batches.py: the express batches' stages).
+if on expressq; then
+  pm="gpubatch-mix --threads 16 --high 0.1 --size 256 --host-probe"
+  off="env GPUBATCH_EXPRESS_QUEUE=off --"
+  load eq-idle $pm --rate 10000 --requests 30000
+  load eq-idle-off $off $pm --rate 10000 --requests 30000
+  for rep in 1 2 3; do
+    load eq-3m-$rep $pm --rate 3000000 --requests 9000000
+    load eq-3m-off-$rep $off $pm --rate 3000000 --requests 9000000
+  done
+  for rep in 1 2; do
+    for r in 1500000 2000000; do
+      load eq-$r-$rep $pm --rate $r --requests $((r * 3))
+      load eq-$r-off-$rep $off $pm --rate $r --requests $((r * 3))
+    done
+  done
+  for v in on off; do
+    load eq-3m-trace-$v env GPUBATCH_EXPRESS_QUEUE=$v GPUBATCH_TRACE=$out/trace-eq-$v.json -- $pm --rate 3000000 --requests 9000000
+    if [ -f "$out/trace-eq-$v.json" ]; then
+      python3 bench/trace_batches.py "$out/trace-eq-$v.json" --slowest 4 > "$out/batches-eq-$v.txt" 2>&1
+      rm -f "$out/trace-eq-$v.json"
+    fi
   done
 fi
 

@@ -153,12 +153,6 @@ class BatchDevice {
     (void)parallel;
     return submit(requests);
   }
-  // The same for an express batch (requests above priority level 0): a device may run it on a
-  // queue of its own, so that it does not wait on the device behind regular batches.
-  virtual std::unique_ptr<InFlightBatch> submit_express(std::span<const Request* const> requests,
-                                                        ParallelRunner& parallel) {
-    return submit(requests, parallel);
-  }
   // Chunked requests (DESIGN.md "Large requests"), optional. split_bytes(): requests of at least
   // this many input + output bytes may be offered to submit_split (0: none). submit_split: the
   // request as chunks that pipeline — its data moves through pinned memory chunk by chunk, driven

@@ -80,16 +80,11 @@ bool out_of_memory_now(std::string& why) {
   }
 }
 
-std::unique_ptr<InFlightBatch> submit_one(BatchDevice& device, std::span<const Request* const> requests,
-                                          ParallelRunner& parallel, bool express) {
-  return express ? device.submit_express(requests, parallel) : device.submit(requests, parallel);
-}
-
 void submit_range(BatchDevice& device, ParallelRunner& parallel, std::span<const Request* const> all,
-                  std::size_t first, std::size_t count, std::vector<Part>& parts, int depth, bool express) {
+                  std::size_t first, std::size_t count, std::vector<Part>& parts, int depth) {
   std::string why;
   try {
-    parts.push_back(Part{first, count, submit_one(device, all.subspan(first, count), parallel, express), nullptr});
+    parts.push_back(Part{first, count, device.submit(all.subspan(first, count), parallel), nullptr});
     return;
   } catch (...) {
     if (!out_of_memory_now(why)) throw;
@@ -103,18 +98,18 @@ void submit_range(BatchDevice& device, ParallelRunner& parallel, std::span<const
     return;
   }
   const std::size_t half = count / 2;
-  submit_range(device, parallel, all, first, half, parts, depth + 1, express);
-  submit_range(device, parallel, all, first + half, count - half, parts, depth + 1, express);
+  submit_range(device, parallel, all, first, half, parts, depth + 1);
+  submit_range(device, parallel, all, first + half, count - half, parts, depth + 1);
 }
 
 }  // namespace
 
 std::unique_ptr<InFlightBatch> submit_splitting_on_oom(BatchDevice& device,
                                                        std::span<const Request* const> requests,
-                                                       ParallelRunner& parallel, bool express) {
+                                                       ParallelRunner& parallel) {
   std::string why;
   try {
-    return submit_one(device, requests, parallel, express);
+    return device.submit(requests, parallel);
   } catch (...) {
     if (requests.size() <= 1 || !out_of_memory_now(why)) throw;
   }
@@ -122,8 +117,8 @@ std::unique_ptr<InFlightBatch> submit_splitting_on_oom(BatchDevice& device,
                requests.size(), why);
   std::vector<Part> parts;
   const std::size_t half = requests.size() / 2;
-  submit_range(device, parallel, requests, 0, half, parts, 1, express);
-  submit_range(device, parallel, requests, half, requests.size() - half, parts, 1, express);
+  submit_range(device, parallel, requests, 0, half, parts, 1);
+  submit_range(device, parallel, requests, half, requests.size() - half, parts, 1);
   return std::make_unique<SplitInFlight>(std::move(parts));
 }
 

@@ -361,7 +361,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   batch->submitted = Clock::now();
   try {
     batch->inflight = submit_splitting_on_oom(*device_, std::span<const Request* const>(batch->requests),
-                                              helpers_, batch->express);
+                                              helpers_);
     if (!batch->inflight)
       batch->error = make_error(ErrorCode::internal, device_->name() + " returned no batch");
   } catch (...) {

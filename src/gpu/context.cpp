@@ -11,7 +11,6 @@
 #include <string>
 #include <thread>
 
-#include "gpu/env_switch.hpp"
 #include "gpu/fault_injection.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/memory.hpp"
@@ -315,8 +314,7 @@ VkDeviceSize host_import_alignment_of(VkPhysicalDevice physical) {
 
 // The queues to create: the batches' queue, and a second compute queue for the resident kernel
 // where the device offers one (a second queue of the same family, else another compute family),
-// so that a persistent dispatch never blocks batches; and a third queue of the batches' family for
-// the express batches where it has one (open_submit_queues()). Lavapipe offers one queue in all: there the
+// so that a persistent dispatch never blocks batches. Lavapipe offers one queue in all: there the
 // resident ring opens a VkDevice of its own instead (resident_ring.cpp). Returns the count.
 std::uint32_t GpuContext::resident_queue_plan(GpuContext& ctx, VkDeviceQueueCreateInfo* infos,
                                              const float* priorities) {
@@ -330,7 +328,7 @@ std::uint32_t GpuContext::resident_queue_plan(GpuContext& ctx, VkDeviceQueueCrea
   infos[0].pQueuePriorities = priorities;
   ctx.resident_family_ = kNoFamily;
   if (fams[ctx.queue_family_].queueCount >= 2) {
-    infos[0].queueCount = std::min<std::uint32_t>(fams[ctx.queue_family_].queueCount, express_queue_wanted() ? 3 : 2);
+    infos[0].queueCount = 2;
     ctx.resident_family_ = ctx.queue_family_;
     return 1;
   }
@@ -346,15 +344,8 @@ std::uint32_t GpuContext::resident_queue_plan(GpuContext& ctx, VkDeviceQueueCrea
   return 1;
 }
 
-// GPUBATCH_EXPRESS_QUEUE=off: express batches go to the batches' queue and timeline (the
-// behaviour before they had their own, for comparison).
-bool GpuContext::express_queue_wanted() { return gpu::env_switch("GPUBATCH_EXPRESS_QUEUE", true, "on", "off"); }
-
-// The batches' SubmitQueue and the express batches': on the family's third queue (`express_index`
-// 2), else on the batches' VkQueue with a timeline of its own (`express_index` 0: lavapipe, whose
-// one queue the tests then exercise this way), or the batches' itself where GPUBATCH_EXPRESS_QUEUE
-// is off. GPUBATCH_SEMAPHORE_WAIT picks how their hosts wait.
-void GpuContext::open_submit_queues(std::uint32_t express_index) {
+// The batches' SubmitQueue (submit_queue.hpp): GPUBATCH_SEMAPHORE_WAIT picks how its host waits.
+void GpuContext::open_submit_queue() {
   auto mode = SubmitQueue::WaitMode::serial;
   if (const char* env = std::getenv("GPUBATCH_SEMAPHORE_WAIT")) {
     if (lower(env) == "concurrent") mode = SubmitQueue::WaitMode::concurrent;
@@ -362,16 +353,6 @@ void GpuContext::open_submit_queues(std::uint32_t express_index) {
       spdlog::warn("gpubatch: GPUBATCH_SEMAPHORE_WAIT={} is neither serial nor concurrent; using serial", env);
   }
   batches_ = std::make_unique<SubmitQueue>(device_, queue_, *counters_, mode);
-  express_ = batches_.get();
-  if (!express_queue_wanted()) return;
-  if (express_index == 0) {
-    express_queue_ = std::make_unique<SubmitQueue>(device_, queue_, *counters_, mode, batches_.get());
-  } else {
-    VkQueue queue = VK_NULL_HANDLE;
-    vkGetDeviceQueue(device_, queue_family_, express_index, &queue);
-    express_queue_ = std::make_unique<SubmitQueue>(device_, queue, *counters_, mode);
-  }
-  express_ = express_queue_.get();
 }
 
 std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
@@ -405,11 +386,9 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
       ctx->timestamp_period_ns_ = props.limits.timestampPeriod;
   }
 
-  const float priorities[3] = {1.0f, 1.0f, 1.0f};
+  const float priorities[2] = {1.0f, 1.0f};
   VkDeviceQueueCreateInfo queue_infos[3]{};
   std::uint32_t queue_count = resident_queue_plan(*ctx, queue_infos, priorities);
-  // The express batches' queue: a third queue of the batches' family where it has one (index 2).
-  const std::uint32_t express_index = queue_infos[0].queueCount == 3 ? 2 : 0;
   // The copy engine's queue: a transfer-only family where there is one (not the resident
   // kernel's), else the batches' own queue.
   ctx->transfer_family_ = transfer_family_of(ctx->physical_, ctx->queue_family_);
@@ -485,7 +464,7 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
   VkSemaphoreCreateInfo sem_info{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, &type_info};
   gpu::check_vk(vkCreateSemaphore(ctx->device_, &sem_info, nullptr, &ctx->upload_timeline_),
                 "vkCreateSemaphore");
-  ctx->open_submit_queues(express_index);
+  ctx->open_submit_queue();
   ctx->memory_ = std::make_unique<gpu::MemoryPool>(*ctx);
   ctx->kernels_ = std::make_unique<gpu::Kernels>(*ctx, options.pipeline_cache_dir);
   spdlog::debug("gpubatch: using device {} ({}, {})", ctx->info_.name, ctx->info_.type, ctx->info_.driver);
@@ -499,7 +478,6 @@ GpuContext::~GpuContext() {
   if (device_) vkDeviceWaitIdle(device_);
   kernels_.reset();
   memory_.reset();
-  express_queue_.reset();
   batches_.reset();
   if (upload_timeline_) vkDestroySemaphore(device_, upload_timeline_, nullptr);
   if (device_) vkDestroyDevice(device_, nullptr);
@@ -519,15 +497,9 @@ std::uint64_t GpuContext::submit(VkCommandBuffer commands, std::uint64_t wait_up
 GpuContext::SubmissionPause GpuContext::pause_submissions() {
   SubmissionPause pause{std::unique_lock(batches_->queue_lock(), std::defer_lock),
                         std::unique_lock(transfer_mutex_, std::defer_lock),
-                        std::unique_lock(resident_mutex_, std::defer_lock),
-                        std::unique_lock(express_->queue_lock(), std::defer_lock)};
-  // Each mutex once: without a transfer family the copies take the batches' lock too, and express
-  // batches that share the batches' VkQueue share its lock.
-  const bool transfers = dedicated_transfer_queue(), express = !express_->shares_queue_with(*batches_);
-  if (transfers && express) std::lock(pause.batches, pause.transfers, pause.resident, pause.express);
-  else if (transfers) std::lock(pause.batches, pause.transfers, pause.resident);
-  else if (express) std::lock(pause.batches, pause.resident, pause.express);
-  else std::lock(pause.batches, pause.resident);
+                        std::unique_lock(resident_mutex_, std::defer_lock)};
+  if (dedicated_transfer_queue()) std::lock(pause.batches, pause.transfers, pause.resident);
+  else std::lock(pause.batches, pause.resident);  // one queue: its copies take the batches' lock too
   return pause;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The Vulkan objects one opened device needs: instance (with the validation layer when asked),
-// the chosen physical device, a logical device with its queues (batches, express batches,
-// resident kernel, copies), the timeline semaphores their submissions signal, and the memory pool and kernels built
+// the chosen physical device, a logical device with its queues (batches, resident kernel,
+// copies), the timeline semaphores their submissions signal, and the memory pool and kernels built
 // on them.
 #include <vulkan/vulkan.h>
 
@@ -78,13 +78,9 @@ class GpuContext {
   gpu::Kernels& kernels() { return *kernels_; }
   AtomicCounters& counters() { return *counters_; }
 
-  // The batches' queue and the express batches' (requests above priority level 0), each its
-  // submissions, the timeline they signal and the host's waits on it (submit_queue.hpp).
-  // express() is batches() itself where GPUBATCH_EXPRESS_QUEUE is off.
+  // The batches' queue: its submissions, the timeline they signal and the host's waits on it
+  // (submit_queue.hpp).
   SubmitQueue& batches() { return *batches_; }
-  SubmitQueue& express() { return *express_; }
-  // Express batches run on a VkQueue of their own (the family's third queue).
-  bool dedicated_express_queue() const { return express_queue_ && express_queue_->queue() != queue_; }
 
   // Submits one command buffer on batches() that signals the next value of its timeline, and
   // returns that value. Thread-safe. wait_upload > 0: its shaders first wait for the upload
@@ -92,11 +88,11 @@ class GpuContext {
   std::uint64_t submit(VkCommandBuffer commands, std::uint64_t wait_upload = 0);
   VkSemaphore upload_timeline() const { return upload_timeline_; }
 
-  // Holds every queue's submission lock (batches, transfers, resident kernel, express): nothing
-  // is submitted while it lives. Kernels builds pipelines under it (RELIABILITY.md "A copy-engine batch
+  // Holds every queue's submission lock (batches, transfers, resident kernel): nothing is
+  // submitted while it lives. Kernels builds pipelines under it (RELIABILITY.md "A copy-engine batch
   // that never completes").
   struct SubmissionPause {
-    std::unique_lock<std::mutex> batches, transfers, resident, express;
+    std::unique_lock<std::mutex> batches, transfers, resident;
   };
   SubmissionPause pause_submissions();
   // The lock a submission to resident_queue() holds (the resident ring's; on a context without a
@@ -126,8 +122,7 @@ class GpuContext {
   static inline std::atomic<std::size_t> live_{0};
   static std::uint32_t resident_queue_plan(GpuContext& ctx, VkDeviceQueueCreateInfo* infos,
                                            const float* priorities);
-  static bool express_queue_wanted();
-  void open_submit_queues(std::uint32_t express_index);
+  void open_submit_queue();
 
   VkInstance instance_ = VK_NULL_HANDLE;  // the process's for this validation setting
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
@@ -144,8 +139,6 @@ class GpuContext {
   std::uint64_t upload_signalled_ = 0;  // guarded by the transfer queue's mutex
   std::mutex resident_mutex_;  // submissions to resident_queue_
   std::unique_ptr<SubmitQueue> batches_;
-  std::unique_ptr<SubmitQueue> express_queue_;  // null where GPUBATCH_EXPRESS_QUEUE is off
-  SubmitQueue* express_ = nullptr;              // express_queue_, else batches_
   DeviceInfo info_;
   VkPhysicalDeviceLimits limits_{};
   VkPhysicalDeviceMemoryProperties memory_props_{};

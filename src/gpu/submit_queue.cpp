@@ -9,10 +9,8 @@
 
 namespace gpubatch::detail {
 
-SubmitQueue::SubmitQueue(VkDevice device, VkQueue queue, AtomicCounters& counters, WaitMode mode,
-                         SubmitQueue* sharer)
-    : device_(device), queue_(queue), queue_lock_(sharer ? sharer->queue_lock_ : &own_lock_), counters_(counters),
-      wait_mode_(mode) {
+SubmitQueue::SubmitQueue(VkDevice device, VkQueue queue, AtomicCounters& counters, WaitMode mode)
+    : device_(device), queue_(queue), counters_(counters), wait_mode_(mode) {
   VkSemaphoreTypeCreateInfo type_info{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
   type_info.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
   VkSemaphoreCreateInfo sem_info{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, &type_info};
@@ -24,7 +22,7 @@ SubmitQueue::~SubmitQueue() {
 }
 
 std::uint64_t SubmitQueue::submit(VkCommandBuffer commands, VkSemaphore wait_semaphore, std::uint64_t wait_value) {
-  std::lock_guard lock(*queue_lock_);
+  std::lock_guard lock(queue_lock_);
   const std::uint64_t value = last_signalled_ + 1;
   VkTimelineSemaphoreSubmitInfo timeline{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
   timeline.signalSemaphoreValueCount = 1;
@@ -176,7 +174,7 @@ bool SubmitQueue::wait_serial(std::uint64_t value, std::chrono::steady_clock::ti
 }
 
 std::uint64_t SubmitQueue::last_submitted() {
-  std::lock_guard lock(*queue_lock_);
+  std::lock_guard lock(queue_lock_);
   return last_signalled_;
 }
 

@@ -1,11 +1,8 @@
 #pragma once
-// One stream of submissions: a VkQueue (or a share of one), the timeline semaphore each of its
-// submissions signals, and the host's waits on that timeline. A GpuContext has two: the batches'
-// (the strand's regular batches, the lanes', graphs', Device::run's) and the express batches'
-// (requests above priority level 0), on a VkQueue of their own where the batches' family has a
-// third queue, so that they do not wait on the device behind regular batches (DESIGN.md
-// "Priorities"). A queue of their own for the direct and bulk lanes was tried and measured no
-// better (BENCHMARKS.md, fifth session of 2026-11-27).
+// One stream of submissions: a VkQueue, the timeline semaphore each of its submissions signals,
+// and the host's waits on that timeline. A GpuContext's batches (the strand's, the lanes',
+// graphs', Device::run's) go through one. A second one for the direct and bulk lanes, on a queue
+// of their own, was tried and measured no better (BENCHMARKS.md, fifth session of 2026-11-27).
 #include <vulkan/vulkan.h>
 
 #include <atomic>
@@ -25,20 +22,16 @@ class SubmitQueue {
   // behaviour, for comparison); the default is serial.
   enum class WaitMode { serial, concurrent };
 
-  // `sharer`: the SubmitQueue whose VkQueue this one shares (their submissions then hold its lock:
-  // a VkQueue is externally synchronised), or null. Creates the timeline semaphore; the VkDevice
-  // (and a sharer) must outlive this object.
-  SubmitQueue(VkDevice device, VkQueue queue, AtomicCounters& counters, WaitMode mode,
-              SubmitQueue* sharer = nullptr);
+  // Creates the timeline semaphore; the VkDevice must outlive this object.
+  SubmitQueue(VkDevice device, VkQueue queue, AtomicCounters& counters, WaitMode mode);
   ~SubmitQueue();
   SubmitQueue(const SubmitQueue&) = delete;
   SubmitQueue& operator=(const SubmitQueue&) = delete;
 
   VkQueue queue() const { return queue_; }
-  // The lock a submission to queue() holds (a VkQueue is externally synchronised; a sharer's);
-  // where the device has no transfer family, the copies take the batches' too.
-  std::mutex& queue_lock() { return *queue_lock_; }
-  bool shares_queue_with(const SubmitQueue& other) const { return queue_lock_ == other.queue_lock_; }
+  // The lock a submission to queue() holds (a VkQueue is externally synchronised); where the
+  // device has no transfer family, the copies take it too.
+  std::mutex& queue_lock() { return queue_lock_; }
 
   // Submits one command buffer that signals the next value of this timeline; returns that value.
   // Thread-safe. `wait_value` > 0: its work first waits for `wait_semaphore` (a timeline) to
@@ -60,12 +53,11 @@ class SubmitQueue {
 
   VkDevice device_;
   VkQueue queue_;
-  std::mutex own_lock_;
-  std::mutex* queue_lock_;  // &own_lock_, or the sharer's
+  std::mutex queue_lock_;
   AtomicCounters& counters_;
   const WaitMode wait_mode_;
   VkSemaphore timeline_ = VK_NULL_HANDLE;
-  std::uint64_t last_signalled_ = 0;  // guarded by *queue_lock_
+  std::uint64_t last_signalled_ = 0;  // guarded by queue_lock_
   // Host waits (wait()). completed_ only grows: the timeline has reached at least this.
   std::atomic<std::uint64_t> completed_{0};
   std::mutex wait_mutex_;

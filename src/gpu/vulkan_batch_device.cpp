@@ -121,8 +121,7 @@ struct Frame {
   std::vector<std::shared_ptr<detail::HostMemory>> host_refs;
   std::vector<const VulkanHostMemory*> host_results;
   std::vector<BufferCopy> host_in, host_out;
-  detail::SubmitQueue* queue = nullptr;  // where it was submitted (its context's batches or express)
-  std::uint64_t timeline_value = 0;       // on queue's timeline
+  std::uint64_t timeline_value = 0;
   std::uint64_t upload_value = 0;  // the upload timeline value its kernels wait for (0: none)
   // What `commands` holds: its dispatches, when it can be submitted again as it is (direct path,
   // no timestamps); empty: it must be recorded. A lone caller's batch after batch of one op and
@@ -141,7 +140,7 @@ class VulkanInFlight final : public detail::InFlightBatch {
     // has not finished (abandoned by a watchdog, or its device lost) keeps its frame out of
     // circulation; the frame is destroyed with the device, after vkDeviceWaitIdle.
     try {
-      if (done_ || frame_->queue->wait(frame_->timeline_value, std::chrono::nanoseconds(0)))
+      if (done_ || set_->context->wait(frame_->timeline_value, std::chrono::nanoseconds(0)))
         set_->release(frame_);
     } catch (const Error&) {
     }
@@ -149,7 +148,7 @@ class VulkanInFlight final : public detail::InFlightBatch {
 
   bool wait_for(std::chrono::nanoseconds timeout) override {
     if (done_) return true;
-    if (!frame_->queue->wait(frame_->timeline_value, timeout)) return false;
+    if (!set_->context->wait(frame_->timeline_value, timeout)) return false;
     done_ = true;
     frame_->readback.invalidate();
     for (const VulkanHostMemory* m : frame_->host_results) m->allocation.invalidate();
@@ -159,10 +158,9 @@ class VulkanInFlight final : public detail::InFlightBatch {
   std::string pending_state() override {
     detail::GpuContext& ctx = *set_->context;
     try {
-      detail::SubmitQueue& q = *frame_->queue;
-      std::string s = std::string(&q == &ctx.batches() ? "" : "express ") + "timeline at " +
-                      std::to_string(q.completed_value()) + " of " + std::to_string(frame_->timeline_value) +
-                      " (last submitted " + std::to_string(q.last_submitted()) + ")";
+      std::string s = "timeline at " + std::to_string(ctx.completed_value()) + " of " +
+                      std::to_string(frame_->timeline_value) + " (last submitted " +
+                      std::to_string(ctx.last_submitted()) + ")";
       if (frame_->upload_value)
         s += ", upload timeline at " + std::to_string(ctx.upload_counter()) + " of " +
              std::to_string(frame_->upload_value) + " (last submitted " + std::to_string(ctx.last_upload_submitted()) + ")";
@@ -177,7 +175,7 @@ class VulkanInFlight final : public detail::InFlightBatch {
   // batch as a blocking wait would, injected faults and hidden completions included.
   bool poll() override {
     if (done_) return true;
-    if (frame_->queue->completed_value() < frame_->timeline_value) return false;
+    if (set_->context->completed_value() < frame_->timeline_value) return false;
     return wait_for(std::chrono::nanoseconds(0));
   }
 
@@ -659,29 +657,16 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit_split(Request& 
 }
 
 std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const Request* const> requests) {
-  return submit(requests, detail::inline_runner(), Route::batches);
+  return submit(requests, detail::inline_runner());
 }
 
 std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const Request* const> requests,
                                                                  detail::ParallelRunner& parallel) {
-  return submit(requests, parallel, Route::batches);
-}
-
-std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit_express(std::span<const Request* const> requests,
-                                                                         detail::ParallelRunner& parallel) {
-  return submit(requests, parallel, Route::express);
-}
-
-std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const Request* const> requests,
-                                                                 detail::ParallelRunner& parallel, Route route) {
   if (requests.empty()) throw Error(ErrorCode::invalid_argument, "a batch needs at least one request");
   // One context for the whole batch, even if recover() replaces it meanwhile.
   const std::shared_ptr<FrameSet> set = current();
   detail::GpuContext* const ctx = set->context.get();
   Frame* frame = set->acquire();
-  // Until its submission the frame counts as done (value 0): a failure on the way gives it back.
-  frame->queue = route == Route::express ? &ctx->express() : &ctx->batches();
-  frame->timeline_value = 0;
   // From here the frame must go back to the pool on every path.
   auto in_flight = std::make_unique<VulkanInFlight>(set, frame);
 
@@ -711,7 +696,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   // 3. Record one command buffer and submit it.
   const std::uint64_t dispatches = record(*ctx, *frame, staging);
   try {
-    frame->timeline_value = frame->queue->submit(frame->commands, ctx->upload_timeline(), upload_value);
+    frame->timeline_value = ctx->submit(frame->commands, upload_value);
   } catch (...) {
     // The upload may still read staging: let it end before the frame goes back to the pool.
     if (upload_value) ctx->wait_upload(upload_value, std::chrono::seconds(10));

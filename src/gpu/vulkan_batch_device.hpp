@@ -48,10 +48,6 @@ class VulkanBatchDevice : public detail::BatchDevice,
   // Copies inputs into staging on `parallel`'s threads when a batch holds enough of them.
   std::unique_ptr<detail::InFlightBatch> submit(std::span<const Request* const> requests,
                                                 detail::ParallelRunner& parallel) override;
-  // On the context's express() queue (GpuContext::dedicated_express_queue(): a VkQueue of their
-  // own where the device has a third queue in the batches' family).
-  std::unique_ptr<detail::InFlightBatch> submit_express(std::span<const Request* const> requests,
-                                                        detail::ParallelRunner& parallel) override;
   // Chunked requests (chunked_request.hpp): from rules_.split (DeviceOptions::split_bytes).
   std::size_t split_bytes() const override;
   std::unique_ptr<detail::InFlightBatch> submit_split(Request& request, detail::ParallelRunner& parallel) override;
@@ -87,9 +83,6 @@ class VulkanBatchDevice : public detail::BatchDevice,
 
  private:
   std::shared_ptr<FrameSet> current() const;
-  enum class Route { batches, express };  // the context's SubmitQueue a batch goes to
-  std::unique_ptr<detail::InFlightBatch> submit(std::span<const Request* const> requests,
-                                                detail::ParallelRunner& parallel, Route route);
 
   const std::shared_ptr<detail::DeviceIdentity> identity_;
   std::uint64_t max_request_bytes_;

@@ -148,20 +148,6 @@ class FakeDevice : public detail::BatchDevice {
     return state_->splits;
   }
 
-  // An express batch (requests above priority level 0): counted, then run as submit() runs it.
-  std::unique_ptr<detail::InFlightBatch> submit_express(std::span<const Request* const> requests,
-                                                        detail::ParallelRunner&) override {
-    {
-      std::lock_guard<std::mutex> lock(state_->m);
-      ++state_->express_submits;
-    }
-    return submit(requests);
-  }
-  int express_submits() const {
-    std::lock_guard<std::mutex> lock(state_->m);
-    return state_->express_submits;
-  }
-
   detail::TransferTotals transfers() const override {
     std::lock_guard<std::mutex> lock(state_->m);
     return state_->totals;
@@ -321,7 +307,6 @@ class FakeDevice : public detail::BatchDevice {
     ErrorCode fail_wait_code = ErrorCode::device_lost;
     int submit_faults = 0;
     int splits = 0;  // submit_split() calls that gave a batch
-    int express_submits = 0;  // submit_express() calls
     int oom_faults = 0;
     int recoveries = 0;
     std::vector<std::size_t> batch_sizes;

@@ -266,6 +266,19 @@ std::chrono::steady_clock::duration wait_slice() noexcept {
 }
 
 bool poll_all_batches() noexcept { return env_is("GPUBATCH_POLL_ALL", "on"); }
+
+// GPUBATCH_WATCH_LAG_US: how late the deadline watch may run before the strand fails expired
+// requests itself again (ExecutorCore::leave_to_watch); 1,000 us unless a positive number.
+std::chrono::nanoseconds watch_lag_limit() noexcept {
+  const char* v = std::getenv("GPUBATCH_WATCH_LAG_US");
+  long us = 1'000;
+  if (v && *v) {
+    char* end = nullptr;
+    const long parsed = std::strtol(v, &end, 10);
+    if (end && *end == 0 && parsed > 0) us = parsed;
+  }
+  return std::chrono::microseconds(us);
+}
 bool host_spin_enabled() noexcept { return !env_is("GPUBATCH_HOST_SPIN", "off"); }
 
 bool inline_submit_enabled() noexcept { return !env_is("GPUBATCH_INLINE_SUBMIT", "off"); }
@@ -310,6 +323,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       scanned_upto_(config_.priority_levels, 0),
       deadline_watch_on_(deadline_watch_enabled()),
       strand_leaves_expiry_(strand_leaves_expiry()),
+      watch_lag_limit_ns_(watch_lag_limit().count()),
       expiry_spread_(expiry_spread_enabled()),
       expiry_helpers_(std::clamp<std::size_t>(usable_cores() / 4, 1, 3), [this] { start_expiry_thread(); }),
       deadline_watch_([this](ExpiryCell& cell) { on_deadline(cell); }, [this] { start_expiry_thread(); },

@@ -247,7 +247,6 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
                     std::atomic<std::uint64_t>& counter) noexcept;
   void on_deadline(ExpiryCell& cell) noexcept;  // the deadline watch's thread
   bool leave_to_watch(Pending& p) noexcept;       // an expired request the watch will fail
-  static constexpr Clock::duration kWatchLagLimit = std::chrono::milliseconds(1);
   void spread_expiry(std::size_t n, const std::function<void(std::size_t)>& each);
   void start_expiry_thread() noexcept;  // the watch's thread and its helpers, first thing
   void watch_deadline(std::shared_ptr<ExpiryCell> cell) noexcept;
@@ -541,6 +540,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::vector<std::uint64_t> scanned_upto_;  // per level: positions below were scanned
   const bool deadline_watch_on_;              // GPUBATCH_DEADLINE_WATCH is not "off"
   const bool strand_leaves_expiry_;           // GPUBATCH_STRAND_EXPIRES is not "on"
+  const std::int64_t watch_lag_limit_ns_;     // GPUBATCH_WATCH_LAG_US (1 ms): leave_to_watch()
   const bool expiry_spread_;                  // GPUBATCH_EXPIRY_SPREAD is not "off"
   Clock::time_point last_sweep_{};
   Clock::time_point timer_target_ = Clock::time_point::max();

@@ -397,14 +397,15 @@ bool ExecutorCore::fail_pending(Pending& p, ErrorCode code, const std::string& w
 // requests/s instead of 998,000 (2026-11-27). Counted as unresolved until the watch resolves it,
 // so that shutdown waits for it. True: dropped (left, or the watch had expired it already).
 //
-// Unless the watch is behind (its last expiry came more than kWatchLagLimit after its deadline):
+// Unless the watch is behind (its last expiry came more than GPUBATCH_WATCH_LAG_US, 1 ms by
+// default, after its deadline):
 // then the strand fails the request itself, as before. Failing them slows the strand, the queue
 // fills, the callers wait for room and leave the watch the cores it needs to catch up; without
 // that, on a machine that could not carry the load, callers kept every core busy and deadline
 // errors came 0.4-1.5 s late where the strand failing them had them 70-90 ms late (H100, call 8).
 bool ExecutorCore::leave_to_watch(Pending& p) noexcept {
   if (!strand_leaves_expiry_ || !p.expiry || !p.expiry->watched.load(std::memory_order_acquire)) return false;
-  if (watch_lag_ns_.load(std::memory_order_relaxed) > std::chrono::nanoseconds(kWatchLagLimit).count()) return false;
+  if (watch_lag_ns_.load(std::memory_order_relaxed) > watch_lag_limit_ns_) return false;
   unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);  // before the watch can see it left
   if (!p.expiry->leave()) unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);  // expired already
   return true;

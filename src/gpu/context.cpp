@@ -344,15 +344,19 @@ std::uint32_t GpuContext::resident_queue_plan(GpuContext& ctx, VkDeviceQueueCrea
   return 1;
 }
 
-// The batches' SubmitQueue (submit_queue.hpp): GPUBATCH_SEMAPHORE_WAIT picks how its host waits.
-void GpuContext::open_submit_queue() {
+// The batches' SubmitQueue and the copy engine's (submit_queue.hpp; the latter a share of the
+// batches' VkQueue where the device has no transfer family). GPUBATCH_SEMAPHORE_WAIT picks how
+// hosts wait on them.
+void GpuContext::open_submit_queues() {
   auto mode = SubmitQueue::WaitMode::serial;
   if (const char* env = std::getenv("GPUBATCH_SEMAPHORE_WAIT")) {
     if (lower(env) == "concurrent") mode = SubmitQueue::WaitMode::concurrent;
     else if (lower(env) != "serial")
       spdlog::warn("gpubatch: GPUBATCH_SEMAPHORE_WAIT={} is neither serial nor concurrent; using serial", env);
   }
-  batches_ = std::make_unique<SubmitQueue>(device_, queue_, *counters_, mode);
+  batches_ = std::make_unique<SubmitQueue>(device_, queue_, *counters_, SubmitQueue::Carries::batches, mode);
+  transfers_ = std::make_unique<SubmitQueue>(device_, transfer_queue_, *counters_, SubmitQueue::Carries::copies,
+                                             mode, transfer_queue_ == queue_ ? batches_.get() : nullptr);
 }
 
 std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
@@ -459,12 +463,7 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
         vkGetDeviceProcAddr(ctx->device_, "vkGetMemoryHostPointerPropertiesEXT"));
   if (!ctx->host_pointer_properties_) ctx->host_import_alignment_ = 0;
 
-  VkSemaphoreTypeCreateInfo type_info{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
-  type_info.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
-  VkSemaphoreCreateInfo sem_info{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, &type_info};
-  gpu::check_vk(vkCreateSemaphore(ctx->device_, &sem_info, nullptr, &ctx->upload_timeline_),
-                "vkCreateSemaphore");
-  ctx->open_submit_queue();
+  ctx->open_submit_queues();
   ctx->memory_ = std::make_unique<gpu::MemoryPool>(*ctx);
   ctx->kernels_ = std::make_unique<gpu::Kernels>(*ctx, options.pipeline_cache_dir);
   spdlog::debug("gpubatch: using device {} ({}, {})", ctx->info_.name, ctx->info_.type, ctx->info_.driver);
@@ -478,8 +477,8 @@ GpuContext::~GpuContext() {
   if (device_) vkDeviceWaitIdle(device_);
   kernels_.reset();
   memory_.reset();
+  transfers_.reset();  // first: it may hold the batches' lock
   batches_.reset();
-  if (upload_timeline_) vkDestroySemaphore(device_, upload_timeline_, nullptr);
   if (device_) vkDestroyDevice(device_, nullptr);
   // instance_ is the process's (process_instance): it stays.
 }
@@ -491,12 +490,12 @@ VkResult GpuContext::host_pointer_properties(const void* pointer,
 }
 
 std::uint64_t GpuContext::submit(VkCommandBuffer commands, std::uint64_t wait_upload) {
-  return batches_->submit(commands, upload_timeline_, wait_upload);
+  return batches_->submit(commands, transfers_->timeline(), wait_upload);
 }
 
 GpuContext::SubmissionPause GpuContext::pause_submissions() {
   SubmissionPause pause{std::unique_lock(batches_->queue_lock(), std::defer_lock),
-                        std::unique_lock(transfer_mutex_, std::defer_lock),
+                        std::unique_lock(transfers_->queue_lock(), std::defer_lock),
                         std::unique_lock(resident_mutex_, std::defer_lock)};
   if (dedicated_transfer_queue()) std::lock(pause.batches, pause.transfers, pause.resident);
   else std::lock(pause.batches, pause.resident);  // one queue: its copies take the batches' lock too
@@ -507,43 +506,21 @@ std::unique_lock<std::mutex> GpuContext::lock_resident_submissions() {
   return std::unique_lock(resident_queue_ ? resident_mutex_ : batches_->queue_lock());
 }
 
-std::uint64_t GpuContext::submit_upload(VkCommandBuffer commands) {
-  // One queue, one lock: without a transfer family the copies share queue_ and its mutex.
-  std::lock_guard lock(dedicated_transfer_queue() ? transfer_mutex_ : batches_->queue_lock());
-  const std::uint64_t value = upload_signalled_ + 1;
-  VkTimelineSemaphoreSubmitInfo timeline{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
-  timeline.signalSemaphoreValueCount = 1;
-  timeline.pSignalSemaphoreValues = &value;
-  VkSubmitInfo info{VK_STRUCTURE_TYPE_SUBMIT_INFO, &timeline};
-  info.commandBufferCount = 1;
-  info.pCommandBuffers = &commands;
-  info.signalSemaphoreCount = 1;
-  info.pSignalSemaphores = &upload_timeline_;
-  if (gpu::FaultInjector::fire(gpu::Fault::submit_device_lost))
-    gpu::throw_vk(VK_ERROR_DEVICE_LOST, "vkQueueSubmit (injected)");
-  gpu::check_vk(vkQueueSubmit(transfer_queue_, 1, &info, VK_NULL_HANDLE), "vkQueueSubmit (transfer)");
-  upload_signalled_ = value;
-  counters_->copy_submissions.fetch_add(1, std::memory_order_relaxed);
-  return value;
-}
+std::uint64_t GpuContext::submit_upload(VkCommandBuffer commands) { return transfers_->submit(commands); }
 
 void GpuContext::wait_upload(std::uint64_t value, std::chrono::nanoseconds timeout) noexcept {
   VkSemaphoreWaitInfo info{VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO};
   info.semaphoreCount = 1;
-  info.pSemaphores = &upload_timeline_;
+  const VkSemaphore timeline = transfers_->timeline();
+  info.pSemaphores = &timeline;
   info.pValues = &value;
   (void)vkWaitSemaphores(device_, &info, static_cast<std::uint64_t>(timeout.count()));
 }
 
 std::uint64_t GpuContext::upload_counter() {
   std::uint64_t value = 0;
-  if (upload_timeline_) vkGetSemaphoreCounterValue(device_, upload_timeline_, &value);
+  vkGetSemaphoreCounterValue(device_, transfers_->timeline(), &value);
   return value;
-}
-
-std::uint64_t GpuContext::last_upload_submitted() {
-  std::lock_guard lock(dedicated_transfer_queue() ? transfer_mutex_ : batches_->queue_lock());
-  return upload_signalled_;
 }
 
 }  // namespace detail

@@ -78,15 +78,16 @@ class GpuContext {
   gpu::Kernels& kernels() { return *kernels_; }
   AtomicCounters& counters() { return *counters_; }
 
-  // The batches' queue: its submissions, the timeline they signal and the host's waits on it
-  // (submit_queue.hpp).
+  // The batches' queue and the copy engine's, each its submissions, the timeline they signal and
+  // the host's waits on it (submit_queue.hpp).
   SubmitQueue& batches() { return *batches_; }
+  SubmitQueue& transfers() { return *transfers_; }
 
   // Submits one command buffer on batches() that signals the next value of its timeline, and
   // returns that value. Thread-safe. wait_upload > 0: its shaders first wait for the upload
   // timeline to reach it.
   std::uint64_t submit(VkCommandBuffer commands, std::uint64_t wait_upload = 0);
-  VkSemaphore upload_timeline() const { return upload_timeline_; }
+  VkSemaphore upload_timeline() const { return transfers_->timeline(); }
 
   // Holds every queue's submission lock (batches, transfers, resident kernel): nothing is
   // submitted while it lives. Kernels builds pipelines under it (RELIABILITY.md "A copy-engine batch
@@ -113,16 +114,17 @@ class GpuContext {
   bool wait(std::uint64_t value, std::chrono::nanoseconds timeout) { return batches_->wait(value, timeout); }
   std::uint64_t completed_value() { return batches_->completed_value(); }
   std::uint64_t last_submitted() { return batches_->last_submitted(); }
-  // The upload timeline's counter and the last value submitted to it (diagnostics).
+  // The upload timeline's counter (0 where unreadable) and the last value submitted to it
+  // (diagnostics).
   std::uint64_t upload_counter();
-  std::uint64_t last_upload_submitted();
+  std::uint64_t last_upload_submitted() { return transfers_->last_submitted(); }
 
  private:
   GpuContext();
   static inline std::atomic<std::size_t> live_{0};
   static std::uint32_t resident_queue_plan(GpuContext& ctx, VkDeviceQueueCreateInfo* infos,
                                            const float* priorities);
-  void open_submit_queue();
+  void open_submit_queues();
 
   VkInstance instance_ = VK_NULL_HANDLE;  // the process's for this validation setting
   VkPhysicalDevice physical_ = VK_NULL_HANDLE;
@@ -134,11 +136,9 @@ class GpuContext {
   bool device_clock_ = false;
   VkQueue transfer_queue_ = VK_NULL_HANDLE;  // == queue_ without a transfer family
   std::uint32_t transfer_family_ = 0;
-  VkSemaphore upload_timeline_ = VK_NULL_HANDLE;
-  std::mutex transfer_mutex_;          // the transfer queue's, when it is not queue_
-  std::uint64_t upload_signalled_ = 0;  // guarded by the transfer queue's mutex
   std::mutex resident_mutex_;  // submissions to resident_queue_
   std::unique_ptr<SubmitQueue> batches_;
+  std::unique_ptr<SubmitQueue> transfers_;  // on transfer_queue_: a share of batches_ where that is queue_
   DeviceInfo info_;
   VkPhysicalDeviceLimits limits_{};
   VkPhysicalDeviceMemoryProperties memory_props_{};

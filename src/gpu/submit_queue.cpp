@@ -9,8 +9,10 @@
 
 namespace gpubatch::detail {
 
-SubmitQueue::SubmitQueue(VkDevice device, VkQueue queue, AtomicCounters& counters, WaitMode mode)
-    : device_(device), queue_(queue), counters_(counters), wait_mode_(mode) {
+SubmitQueue::SubmitQueue(VkDevice device, VkQueue queue, AtomicCounters& counters, Carries carries,
+                         WaitMode mode, SubmitQueue* sharer)
+    : device_(device), queue_(queue), queue_lock_(sharer ? sharer->queue_lock_ : &own_lock_), carries_(carries),
+      counters_(counters), wait_mode_(mode) {
   VkSemaphoreTypeCreateInfo type_info{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO};
   type_info.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
   VkSemaphoreCreateInfo sem_info{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, &type_info};
@@ -22,7 +24,7 @@ SubmitQueue::~SubmitQueue() {
 }
 
 std::uint64_t SubmitQueue::submit(VkCommandBuffer commands, VkSemaphore wait_semaphore, std::uint64_t wait_value) {
-  std::lock_guard lock(queue_lock_);
+  std::lock_guard lock(*queue_lock_);
   const std::uint64_t value = last_signalled_ + 1;
   VkTimelineSemaphoreSubmitInfo timeline{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO};
   timeline.signalSemaphoreValueCount = 1;
@@ -43,14 +45,15 @@ std::uint64_t SubmitQueue::submit(VkCommandBuffer commands, VkSemaphore wait_sem
   }
   if (gpu::FaultInjector::fire(gpu::Fault::submit_device_lost))
     gpu::throw_vk(VK_ERROR_DEVICE_LOST, "vkQueueSubmit (injected)");
-  gpu::check_vk(vkQueueSubmit(queue_, 1, &info, VK_NULL_HANDLE), "vkQueueSubmit");
+  const bool batches = carries_ == Carries::batches;
+  gpu::check_vk(vkQueueSubmit(queue_, 1, &info, VK_NULL_HANDLE), batches ? "vkQueueSubmit" : "vkQueueSubmit (transfer)");
   last_signalled_ = value;
   // A hung batch: the work runs, but its completion is never reported to the waiter.
-  if (gpu::FaultInjector::fire(gpu::Fault::hang)) {
+  if (batches && gpu::FaultInjector::fire(gpu::Fault::hang)) {
     std::lock_guard hung_lock(hung_mutex_);
     hung_.push_back(value);
   }
-  counters_.submissions.fetch_add(1, std::memory_order_relaxed);
+  (batches ? counters_.submissions : counters_.copy_submissions).fetch_add(1, std::memory_order_relaxed);
   return value;
 }
 
@@ -174,7 +177,7 @@ bool SubmitQueue::wait_serial(std::uint64_t value, std::chrono::steady_clock::ti
 }
 
 std::uint64_t SubmitQueue::last_submitted() {
-  std::lock_guard lock(queue_lock_);
+  std::lock_guard lock(*queue_lock_);
   return last_signalled_;
 }
 

@@ -1,8 +1,10 @@
 #pragma once
-// One stream of submissions: a VkQueue, the timeline semaphore each of its submissions signals,
-// and the host's waits on that timeline. A GpuContext's batches (the strand's, the lanes',
-// graphs', Device::run's) go through one. A second one for the direct and bulk lanes, on a queue
-// of their own, was tried and measured no better (BENCHMARKS.md, fifth session of 2026-11-27).
+// One stream of submissions: a VkQueue (or a share of one), the timeline semaphore each of its
+// submissions signals, and the host's waits on that timeline. A GpuContext has two: the batches'
+// (the strand's, the lanes', graphs', Device::run's) and the copy engine's uploads (on the
+// transfer family's queue, or a share of the batches' queue where the device has none). A third
+// for the direct and bulk lanes, and one for express batches, each on a queue of its own, were
+// tried and measured no better (BENCHMARKS.md, fifth session of 2026-11-27).
 #include <vulkan/vulkan.h>
 
 #include <atomic>
@@ -22,16 +24,24 @@ class SubmitQueue {
   // behaviour, for comparison); the default is serial.
   enum class WaitMode { serial, concurrent };
 
-  // Creates the timeline semaphore; the VkDevice must outlive this object.
-  SubmitQueue(VkDevice device, VkQueue queue, AtomicCounters& counters, WaitMode mode);
+  // What its submissions carry: batches (counted in `submissions`; Fault::hang applies) or the
+  // copy engine's copies (counted in `copy_submissions`).
+  enum class Carries { batches, copies };
+
+  // `sharer`: the SubmitQueue whose VkQueue this one shares (its submissions then hold the
+  // sharer's lock: a VkQueue is externally synchronised), or null. Creates the timeline
+  // semaphore; the VkDevice (and a sharer) must outlive this object.
+  SubmitQueue(VkDevice device, VkQueue queue, AtomicCounters& counters, Carries carries, WaitMode mode,
+              SubmitQueue* sharer = nullptr);
   ~SubmitQueue();
   SubmitQueue(const SubmitQueue&) = delete;
   SubmitQueue& operator=(const SubmitQueue&) = delete;
 
   VkQueue queue() const { return queue_; }
-  // The lock a submission to queue() holds (a VkQueue is externally synchronised); where the
-  // device has no transfer family, the copies take it too.
-  std::mutex& queue_lock() { return queue_lock_; }
+  // The lock a submission to queue() holds (its own, or its sharer's).
+  std::mutex& queue_lock() { return *queue_lock_; }
+  bool shares_queue_with(const SubmitQueue& other) const { return queue_lock_ == other.queue_lock_; }
+  VkSemaphore timeline() const { return timeline_; }
 
   // Submits one command buffer that signals the next value of this timeline; returns that value.
   // Thread-safe. `wait_value` > 0: its work first waits for `wait_semaphore` (a timeline) to
@@ -53,11 +63,13 @@ class SubmitQueue {
 
   VkDevice device_;
   VkQueue queue_;
-  std::mutex queue_lock_;
+  std::mutex own_lock_;
+  std::mutex* queue_lock_;  // &own_lock_, or the sharer's
+  const Carries carries_;
   AtomicCounters& counters_;
   const WaitMode wait_mode_;
   VkSemaphore timeline_ = VK_NULL_HANDLE;
-  std::uint64_t last_signalled_ = 0;  // guarded by queue_lock_
+  std::uint64_t last_signalled_ = 0;  // guarded by *queue_lock_
   // Host waits (wait()). completed_ only grows: the timeline has reached at least this.
   std::atomic<std::uint64_t> completed_{0};
   std::mutex wait_mutex_;

@@ -359,6 +359,99 @@ void GpuContext::open_submit_queues() {
                                              mode, transfer_queue_ == queue_ ? batches_.get() : nullptr);
 }
 
+// The device this context runs on (its batches on `family`), and what it reads off it once.
+void GpuContext::adopt(VkPhysicalDevice physical, const DeviceInfo& info, std::uint32_t family) {
+  physical_ = physical;
+  info_ = info;
+  queue_family_ = family;
+  VkPhysicalDeviceProperties props;
+  vkGetPhysicalDeviceProperties(physical_, &props);
+  limits_ = props.limits;
+  vkGetPhysicalDeviceMemoryProperties(physical_, &memory_props_);
+  max_allocation_ = info.max_buffer_bytes;
+  std::uint32_t nfam = 0;
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_, &nfam, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(nfam);
+  vkGetPhysicalDeviceQueueFamilyProperties(physical_, &nfam, fams.data());
+  if (fams[queue_family_].timestampValidBits > 0) timestamp_period_ns_ = props.limits.timestampPeriod;
+}
+
+// Every queue to create (resident_queue_plan(), then the copy engine's: a transfer-only family
+// where there is one and it is not the resident kernel's, else the batches' own queue); returns
+// the count.
+std::uint32_t GpuContext::queue_plan(VkDeviceQueueCreateInfo* infos, const float* priorities) {
+  std::uint32_t count = resident_queue_plan(*this, infos, priorities);
+  transfer_family_ = transfer_family_of(physical_, queue_family_);
+  if (count == 2 && infos[1].queueFamilyIndex == transfer_family_) transfer_family_ = queue_family_;
+  if (transfer_family_ != queue_family_) {
+    infos[count] = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    infos[count].queueFamilyIndex = transfer_family_;
+    infos[count].queueCount = 1;
+    infos[count].pQueuePriorities = priorities;
+    ++count;
+  }
+  return count;
+}
+
+// The features and extensions the device is opened with (their structs chain through pNext, so
+// `f` stays where the caller made it).
+void GpuContext::enable_features(DeviceFeatures& f) {
+  f.f12.bufferDeviceAddress = VK_TRUE;
+  f.f12.timelineSemaphore = VK_TRUE;
+  if (has_device_extension(physical_, VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME)) {
+    f.extensions.push_back(VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME);
+    creation_feedback_ = true;
+  }
+  // The resident kernel times its idle exit with the device clock (VK_KHR_shader_clock) ...
+  if (has_device_extension(physical_, VK_KHR_SHADER_CLOCK_EXTENSION_NAME)) {
+    VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &f.clock};
+    vkGetPhysicalDeviceFeatures2(physical_, &features);
+    if (f.clock.shaderDeviceClock) {
+      f.clock.shaderSubgroupClock = VK_FALSE;
+      f.clock.pNext = nullptr;
+      f.f12.pNext = &f.clock;
+      f.extensions.push_back(VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
+      device_clock_ = true;
+    }
+  }
+  // ... and orders its polls with the Vulkan memory model (acquire/release, device scope).
+  VkPhysicalDeviceVulkan12Features have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+  VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &have};
+  vkGetPhysicalDeviceFeatures2(physical_, &features);
+  if (have.vulkanMemoryModel && have.vulkanMemoryModelDeviceScope) {
+    f.f12.vulkanMemoryModel = VK_TRUE;
+    f.f12.vulkanMemoryModelDeviceScope = VK_TRUE;
+  } else {
+    device_clock_ = false;  // resident mode needs both
+  }
+  // Device::import_host: a caller's own host memory used in place, where the device can import it.
+  host_import_alignment_ = host_import_alignment_of(physical_);
+  if (host_import_alignment_ > 0) f.extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+}
+
+// vkCreateDevice and its queues.
+void GpuContext::open_device() {
+  const float priorities[2] = {1.0f, 1.0f};
+  VkDeviceQueueCreateInfo queue_infos[3]{};
+  const std::uint32_t queue_count = queue_plan(queue_infos, priorities);
+  DeviceFeatures features;
+  enable_features(features);
+  VkDeviceCreateInfo device_info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &features.f12};
+  device_info.enabledExtensionCount = static_cast<std::uint32_t>(features.extensions.size());
+  device_info.ppEnabledExtensionNames = features.extensions.data();
+  device_info.queueCreateInfoCount = queue_count;
+  device_info.pQueueCreateInfos = queue_infos;
+  gpu::check_vk(vkCreateDevice(physical_, &device_info, nullptr, &device_), "vkCreateDevice");
+  vkGetDeviceQueue(device_, queue_family_, 0, &queue_);
+  if (resident_family_ != kNoFamily)
+    vkGetDeviceQueue(device_, resident_family_, resident_family_ == queue_family_ ? 1 : 0, &resident_queue_);
+  vkGetDeviceQueue(device_, transfer_family_, 0, &transfer_queue_);
+  if (host_import_alignment_ > 0)
+    host_pointer_properties_ = reinterpret_cast<PFN_vkGetMemoryHostPointerPropertiesEXT>(
+        vkGetDeviceProcAddr(device_, "vkGetMemoryHostPointerPropertiesEXT"));
+  if (!host_pointer_properties_) host_import_alignment_ = 0;
+}
+
 std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
                                                std::shared_ptr<AtomicCounters> counters) {
   apply_log_level_from_environment();
@@ -366,103 +459,13 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
   ctx->counters_ = counters ? std::move(counters) : std::make_shared<AtomicCounters>();
   const bool validation = options.validation.value_or(env_flag("GPUBATCH_VALIDATION"));
   ctx->instance_ = process_instance(validation).instance;  // the process's, not this context's
-
   std::string selector = options.selector;
   if (selector.empty())
     if (const char* env = std::getenv("GPUBATCH_DEVICE")) selector = env;
   const auto all = candidates(ctx->instance_);
   const Candidate& chosen = choose(all, selector);
-  ctx->physical_ = chosen.physical;
-  ctx->info_ = chosen.info;
-  ctx->queue_family_ = chosen.queue_family;
-
-  VkPhysicalDeviceProperties props;
-  vkGetPhysicalDeviceProperties(ctx->physical_, &props);
-  ctx->limits_ = props.limits;
-  vkGetPhysicalDeviceMemoryProperties(ctx->physical_, &ctx->memory_props_);
-  ctx->max_allocation_ = chosen.info.max_buffer_bytes;
-  {
-    std::uint32_t nfam = 0;
-    vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_, &nfam, nullptr);
-    std::vector<VkQueueFamilyProperties> fams(nfam);
-    vkGetPhysicalDeviceQueueFamilyProperties(ctx->physical_, &nfam, fams.data());
-    if (fams[ctx->queue_family_].timestampValidBits > 0)
-      ctx->timestamp_period_ns_ = props.limits.timestampPeriod;
-  }
-
-  const float priorities[2] = {1.0f, 1.0f};
-  VkDeviceQueueCreateInfo queue_infos[3]{};
-  std::uint32_t queue_count = resident_queue_plan(*ctx, queue_infos, priorities);
-  // The copy engine's queue: a transfer-only family where there is one (not the resident
-  // kernel's), else the batches' own queue.
-  ctx->transfer_family_ = transfer_family_of(ctx->physical_, ctx->queue_family_);
-  if (queue_count == 2 && queue_infos[1].queueFamilyIndex == ctx->transfer_family_)
-    ctx->transfer_family_ = ctx->queue_family_;
-  if (ctx->transfer_family_ != ctx->queue_family_) {
-    queue_infos[queue_count] = {VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
-    queue_infos[queue_count].queueFamilyIndex = ctx->transfer_family_;
-    queue_infos[queue_count].queueCount = 1;
-    queue_infos[queue_count].pQueuePriorities = priorities;
-    ++queue_count;
-  }
-  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-  f12.bufferDeviceAddress = VK_TRUE;
-  f12.timelineSemaphore = VK_TRUE;
-  std::vector<const char*> extensions;
-  {
-    std::uint32_t n = 0;
-    vkEnumerateDeviceExtensionProperties(ctx->physical_, nullptr, &n, nullptr);
-    std::vector<VkExtensionProperties> exts(n);
-    vkEnumerateDeviceExtensionProperties(ctx->physical_, nullptr, &n, exts.data());
-    for (auto& e : exts)
-      if (std::strcmp(e.extensionName, VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME) == 0) {
-        extensions.push_back(VK_EXT_PIPELINE_CREATION_FEEDBACK_EXTENSION_NAME);
-        ctx->creation_feedback_ = true;
-      }
-  }
-  // The resident kernel times its idle exit with the device clock (VK_KHR_shader_clock).
-  VkPhysicalDeviceShaderClockFeaturesKHR clock{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
-  if (has_device_extension(ctx->physical_, VK_KHR_SHADER_CLOCK_EXTENSION_NAME)) {
-    VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &clock};
-    vkGetPhysicalDeviceFeatures2(ctx->physical_, &features);
-    if (clock.shaderDeviceClock) {
-      clock.shaderSubgroupClock = VK_FALSE;
-      clock.pNext = nullptr;
-      f12.pNext = &clock;
-      extensions.push_back(VK_KHR_SHADER_CLOCK_EXTENSION_NAME);
-      ctx->device_clock_ = true;
-    }
-  }
-  {  // ... and orders its polls with the Vulkan memory model (acquire/release, device scope).
-    VkPhysicalDeviceVulkan12Features have{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
-    VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, &have};
-    vkGetPhysicalDeviceFeatures2(ctx->physical_, &features);
-    if (have.vulkanMemoryModel && have.vulkanMemoryModelDeviceScope) {
-      f12.vulkanMemoryModel = VK_TRUE;
-      f12.vulkanMemoryModelDeviceScope = VK_TRUE;
-    } else {
-      ctx->device_clock_ = false;  // resident mode needs both
-    }
-  }
-  // Device::import_host: a caller's own host memory used in place, where the device can import it.
-  ctx->host_import_alignment_ = host_import_alignment_of(ctx->physical_);
-  if (ctx->host_import_alignment_ > 0) extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
-  VkDeviceCreateInfo device_info{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO, &f12};
-  device_info.enabledExtensionCount = static_cast<std::uint32_t>(extensions.size());
-  device_info.ppEnabledExtensionNames = extensions.data();
-  device_info.queueCreateInfoCount = queue_count;
-  device_info.pQueueCreateInfos = queue_infos;
-  gpu::check_vk(vkCreateDevice(ctx->physical_, &device_info, nullptr, &ctx->device_), "vkCreateDevice");
-  vkGetDeviceQueue(ctx->device_, ctx->queue_family_, 0, &ctx->queue_);
-  if (ctx->resident_family_ != kNoFamily)
-    vkGetDeviceQueue(ctx->device_, ctx->resident_family_,
-                     ctx->resident_family_ == ctx->queue_family_ ? 1 : 0, &ctx->resident_queue_);
-  vkGetDeviceQueue(ctx->device_, ctx->transfer_family_, 0, &ctx->transfer_queue_);
-  if (ctx->host_import_alignment_ > 0)
-    ctx->host_pointer_properties_ = reinterpret_cast<PFN_vkGetMemoryHostPointerPropertiesEXT>(
-        vkGetDeviceProcAddr(ctx->device_, "vkGetMemoryHostPointerPropertiesEXT"));
-  if (!ctx->host_pointer_properties_) ctx->host_import_alignment_ = 0;
-
+  ctx->adopt(chosen.physical, chosen.info, chosen.queue_family);
+  ctx->open_device();
   ctx->open_submit_queues();
   ctx->memory_ = std::make_unique<gpu::MemoryPool>(*ctx);
   ctx->kernels_ = std::make_unique<gpu::Kernels>(*ctx, options.pipeline_cache_dir);

@@ -124,6 +124,16 @@ class GpuContext {
   static inline std::atomic<std::size_t> live_{0};
   static std::uint32_t resident_queue_plan(GpuContext& ctx, VkDeviceQueueCreateInfo* infos,
                                            const float* priorities);
+  // create()'s steps (context.cpp).
+  struct DeviceFeatures {
+    VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceShaderClockFeaturesKHR clock{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CLOCK_FEATURES_KHR};
+    std::vector<const char*> extensions;
+  };
+  void adopt(VkPhysicalDevice physical, const DeviceInfo& info, std::uint32_t family);
+  std::uint32_t queue_plan(VkDeviceQueueCreateInfo* infos, const float* priorities);
+  void enable_features(DeviceFeatures& f);
+  void open_device();
   void open_submit_queues();
 
   VkInstance instance_ = VK_NULL_HANDLE;  // the process's for this validation setting

@@ -254,9 +254,11 @@ CallerWaitsScope::~CallerWaitsScope() { tl_caller_waits = previous_; }
 
 bool strand_spin_enabled() noexcept { return env_is("GPUBATCH_STRAND_SPIN", "on"); }
 
-std::chrono::steady_clock::duration wait_slice() noexcept {
-  const char* v = std::getenv("GPUBATCH_WAIT_SLICE_US");
-  long us = 100'000;
+namespace {
+// A positive number of microseconds from the environment, else `fallback`.
+std::chrono::microseconds env_positive_us(const char* name, long fallback) noexcept {
+  const char* v = std::getenv(name);
+  long us = fallback;
   if (v && *v) {
     char* end = nullptr;
     const long parsed = std::strtol(v, &end, 10);
@@ -264,21 +266,16 @@ std::chrono::steady_clock::duration wait_slice() noexcept {
   }
   return std::chrono::microseconds(us);
 }
-
-bool poll_all_batches() noexcept { return env_is("GPUBATCH_POLL_ALL", "on"); }
 
 // GPUBATCH_WATCH_LAG_US: how late the deadline watch may run before the strand fails expired
 // requests itself again (ExecutorCore::leave_to_watch); 1,000 us unless a positive number.
-std::chrono::nanoseconds watch_lag_limit() noexcept {
-  const char* v = std::getenv("GPUBATCH_WATCH_LAG_US");
-  long us = 1'000;
-  if (v && *v) {
-    char* end = nullptr;
-    const long parsed = std::strtol(v, &end, 10);
-    if (end && *end == 0 && parsed > 0) us = parsed;
-  }
-  return std::chrono::microseconds(us);
-}
+std::chrono::nanoseconds watch_lag_limit() noexcept { return env_positive_us("GPUBATCH_WATCH_LAG_US", 1'000); }
+}  // namespace
+
+std::chrono::steady_clock::duration wait_slice() noexcept { return env_positive_us("GPUBATCH_WAIT_SLICE_US", 100'000); }
+
+bool poll_all_batches() noexcept { return env_is("GPUBATCH_POLL_ALL", "on"); }
+
 bool host_spin_enabled() noexcept { return !env_is("GPUBATCH_HOST_SPIN", "off"); }
 
 bool inline_submit_enabled() noexcept { return !env_is("GPUBATCH_INLINE_SUBMIT", "off"); }

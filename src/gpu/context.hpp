@@ -78,16 +78,10 @@ class GpuContext {
   gpu::Kernels& kernels() { return *kernels_; }
   AtomicCounters& counters() { return *counters_; }
 
-  // The batches' queue and the copy engine's, each its submissions, the timeline they signal and
-  // the host's waits on it (submit_queue.hpp).
-  SubmitQueue& batches() { return *batches_; }
-  SubmitQueue& transfers() { return *transfers_; }
-
   // Submits one command buffer on batches() that signals the next value of its timeline, and
   // returns that value. Thread-safe. wait_upload > 0: its shaders first wait for the upload
   // timeline to reach it.
   std::uint64_t submit(VkCommandBuffer commands, std::uint64_t wait_upload = 0);
-  VkSemaphore upload_timeline() const { return transfers_->timeline(); }
 
   // Holds every queue's submission lock (batches, transfers, resident kernel): nothing is
   // submitted while it lives. Kernels builds pipelines under it (RELIABILITY.md "A copy-engine batch

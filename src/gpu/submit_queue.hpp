@@ -37,10 +37,8 @@ class SubmitQueue {
   SubmitQueue(const SubmitQueue&) = delete;
   SubmitQueue& operator=(const SubmitQueue&) = delete;
 
-  VkQueue queue() const { return queue_; }
   // The lock a submission to queue() holds (its own, or its sharer's).
   std::mutex& queue_lock() { return *queue_lock_; }
-  bool shares_queue_with(const SubmitQueue& other) const { return queue_lock_ == other.queue_lock_; }
   VkSemaphore timeline() const { return timeline_; }
 
   // Submits one command buffer that signals the next value of this timeline; returns that value.

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2121,6 +2121,48 @@ fi
 # that name, which call 6 ran too): the lone caller, the crowd, and 16 callers from HostBuffers
 # with the copy engine forced for every batch (its uploads now through a SubmitQueue) and by
 # default.
+# Callers' express batches (sixth session of 2026-11-27): the priority mix idle, towards and past
+# saturation, this build against GPUBATCH_EXPRESS_INLINE=off (every express batch formed by the
+# strand, as before), rounds interleaved; traced once each at 2 M/s (the express batches' stages).
+if on xinline; then
+  pm="gpubatch-mix --threads 16 --high 0.1 --size 256 --host-probe"
+  off="env GPUBATCH_EXPRESS_INLINE=off --"
+  load xi-idle $pm --rate 10000 --requests 30000
+  load xi-idle-off $off $pm --rate 10000 --requests 30000
+  for rep in 1 2; do
+    for r in 1500000 2000000 3000000; do
+      load xi-$r-$rep $pm --rate $r --requests $((r * 3))
+      load xi-$r-off-$rep $off $pm --rate $r --requests $((r * 3))
+    done
+  done
+  for v in on off; do
+    load xi-2m-trace-$v env GPUBATCH_EXPRESS_INLINE=$v GPUBATCH_TRACE=$out/trace-xi-$v.json -- $pm --rate 2000000 --requests 6000000
+    if [ -f "$out/trace-xi-$v.json" ]; then
+      python3 bench/trace_batches.py "$out/trace-xi-$v.json" --slowest 4 > "$out/batches-xi-$v.txt" 2>&1
+      rm -f "$out/trace-xi-$v.json"
+    fi
+  done
+fi
+
+# The crowd against the build that ran it at 6.2-6.8 M requests/s on the H200 of 2026-11-23
+# (sixth session of 2026-11-27): gpubatch-load-r1 built from f5afc07 (the end of 2026-11-23),
+# three interleaved rounds, each run's threads weighed (bench/thread_cpu.py); the lone caller once
+# each. Both named `adaptive` (f5afc07's default was `balanced`).
+if on r1; then
+  crowd="--preset adaptive --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  lone="--preset adaptive --threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for rep in 1 2 3; do
+    for b in gpubatch-load gpubatch-load-r1; do
+      have $b || continue
+      echo "== r1-crowd-$b-$rep" >> "$out/log.txt"
+      line=$(python3 bench/thread_cpu.py --json-out "$out/threads-r1-$b-$rep.json" -- \
+        timeout 90 "$run" $b $crowd --json 2>> "$out/log.txt" | tail -1)
+      [[ $line == "{"* ]] && echo "{\"name\": \"r1-crowd-$b-$rep\", ${line:1}" >> "$out/results.jsonl"
+    done
+  done
+  for b in gpubatch-load gpubatch-load-r1; do load r1-lone-$b $b $lone; done
+fi
+
 if on final5b; then
   lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
   crowd="--threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"

@@ -2121,7 +2121,8 @@ fi
 # that name, which call 6 ran too): the lone caller, the crowd, and 16 callers from HostBuffers
 # with the copy engine forced for every batch (its uploads now through a SubmitQueue) and by
 # default.
-# Callers' express batches (sixth session of 2026-11-27): the priority mix idle, towards and past
+# Callers' express batches (sixth session of 2026-11-27; the switch exists in commit 23b6cc9 only,
+# taken out after): the priority mix idle, towards and past
 # saturation, this build against GPUBATCH_EXPRESS_INLINE=off (every express batch formed by the
 # strand, as before), rounds interleaved; traced once each at 2 M/s (the express batches' stages).
 if on xinline; then

@@ -333,8 +333,6 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
   direct_lane_ = config_.direct_bytes != 0 && device_->inflight_multiplier() == 1 &&
                  (!device_->runs_on_host_cpu() || env_is("GPUBATCH_HOST_DIRECT", "on"));
   bulk_lane_ = direct_lane_ && !env_is("GPUBATCH_BULK_LANE", "off");
-  express_inline_ = express_on_ && config_.priority_levels > 1 && device_->inflight_multiplier() == 1 &&
-                    !env_is("GPUBATCH_EXPRESS_INLINE", "off");
   split_line_ = device_->inflight_multiplier() == 1 ? device_->split_bytes() : 0;
   for (std::size_t level = 1; level < config_.priority_levels; ++level)
     upper_queues_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(config_.queue_capacity_of(level)));
@@ -463,10 +461,6 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
       return;
     }
     if (resident_on_ && options.priority == 0 && try_resident(request, completion, now)) return;
-    if (express_inline_ && options.priority != 0 && bytes <= kLoneFutureBytes &&
-        cancel_state_of(completion) == nullptr && !on_internal_thread() &&
-        try_express(request, completion, now, deadline, bytes, static_cast<std::uint8_t>(options.priority)))
-      return;
     // The caller's own thread may run a large request (chunked, or whole on the direct lane): a
     // level-0 request without a deadline whose caller waits for it anyway.
     const bool lane_ok = options.priority == 0 && deadline == Clock::time_point::max() &&

@@ -421,35 +421,6 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // from split_line_ bytes): a lone large request, on an idle executor (no batch in flight) and
   // no other chunked request running (splitting_).
   bool try_split(Request& request, Completion& completion, Clock::time_point now) noexcept;
-  // ---- the caller's express batch (src/executor/express_lane.cpp; DESIGN.md "Priorities") ----
-  // Producer: a request above level 0 (at most kLoneFutureBytes, no cancellation slot), made
-  // while the regular slots are taken or a crowd waits, and with no request of a level above 0
-  // waiting before it, goes out at once in an express batch its caller's thread submits (the
-  // strand, packing a crowd's batch, is not waited for); the completion threads complete it.
-  // True when submitted (request and completion moved), false: queue it as usual.
-  bool try_express(Request& request, Completion& completion, Clock::time_point now,
-                   Clock::time_point deadline, std::size_t bytes, std::uint8_t level) noexcept;
-  // Requests above level 0 wait in the queues or the former: a caller's express batch would
-  // overtake them.
-  bool upper_waiting() const noexcept;
-  // Takes one of the express_depth_ express slots (the strand and callers both), or false.
-  bool claim_express_slot() noexcept {
-    std::uint32_t n = express_inflight_.load(std::memory_order_seq_cst);
-    while (n < express_depth_)
-      if (express_inflight_.compare_exchange_weak(n, n + 1, std::memory_order_seq_cst)) return true;
-    return false;
-  }
-  static constexpr std::uint64_t kCallerBatchIds = std::uint64_t{1} << 48;  // try_express's batch ids
-  void release_express_slot() noexcept { express_inflight_.fetch_sub(1, std::memory_order_seq_cst); }
-  // The strand publishes how many requests above level 0 its former holds (upper_held_), and a
-  // large number while it pulls them from their queues (their positions are freed before the
-  // former is published again).
-  static constexpr std::size_t kUpperPulling = std::size_t{1} << 40;
-  void publish_upper_held(std::size_t n) noexcept {
-    upper_held_.store(n, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-  }
-
   // ---- the bulk lane (src/executor/bulk_lane.cpp; DESIGN.md "Large requests") ----
   // A completion handler's request of at least BatchConfig::direct_bytes, made while the
   // executor is busy, goes to the bulk lane's threads (started at its first such request), which
@@ -540,11 +511,6 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   const std::uint32_t express_depth_ = express_depth();  // GPUBATCH_EXPRESS_DEPTH, else 2
   const bool express_on_ = express_enabled();  // GPUBATCH_EXPRESS is not "off"
   std::atomic<std::uint64_t> express_batches_{0};
-  // Callers submit their own express batches (try_express): the express slot is on, a device of
-  // its own (not a device set), GPUBATCH_EXPRESS_INLINE is not "off". Set by the constructor.
-  bool express_inline_ = false;
-  std::atomic<std::uint64_t> express_inline_batches_{0};  // submitted by their callers
-  std::atomic<std::size_t> upper_held_{0};  // written by the strand only (publish_upper_held)
   // Events of the io thread, noted for whoever holds the strand: the timer fired; shutdown closed
   // the queues (read after they were closed).
   std::atomic<bool> timer_fired_{false};

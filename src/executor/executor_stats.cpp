@@ -56,14 +56,11 @@ Stats ExecutorCore::stats() const {
   s.handler_exceptions = load(handler_exceptions_);
   s.expired = load(strand_stats_.expired) + load(watch_expired_);
   s.cancelled = load(strand_stats_.cancelled);
-  // Callers' express batches (express_lane.cpp): one request each, never in a queue, sent at once.
-  const std::uint64_t callers_express = load(express_inline_batches_);
-  s.submitted += callers_express;
-  const std::uint64_t dispatched = load(strand_stats_.dispatched) + callers_express;
-  s.batches = load(strand_stats_.batches) + callers_express;
+  const std::uint64_t dispatched = load(strand_stats_.dispatched);
+  s.batches = load(strand_stats_.batches);
   s.flushes.size = load(strand_stats_.flushes[0]);
   s.flushes.deadline = load(strand_stats_.flushes[1]);
-  s.flushes.idle = load(strand_stats_.flushes[2]) + callers_express;
+  s.flushes.idle = load(strand_stats_.flushes[2]);
   s.flushes.shutdown = load(strand_stats_.flushes[3]);
   LatencyHistogram::Snapshot qw, sl, dt, e2e;
   for (const auto& c : completion_stats_) {

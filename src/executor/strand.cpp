@@ -139,7 +139,6 @@ void ExecutorCore::process() {
       }
       if (express_ready()) {  // levels above 0 go at once, in their own slot
         flush(FlushReason::idle, now, true);
-        publish_upper_held(former_.upper_size());
         now = Clock::now();
         continue;
       }
@@ -154,7 +153,6 @@ void ExecutorCore::process() {
         break;
       }
       flush(*decision.reason, now, false, upper_waits_for_express());
-      publish_upper_held(former_.upper_size());
       now = Clock::now();
     }
     // Requests with a deadline that wait in the queues behind a full former still fail
@@ -164,7 +162,6 @@ void ExecutorCore::process() {
     else if (urgent) scan_queue_deadlines(now, false);  // only what arrived since last time
     for (std::size_t l = 0; l < level_count(); ++l) level_queue(l).notify_space();
   }
-  if (level_count() > 1) publish_upper_held(former_.upper_size());  // after sweeps and expiries too
   bool drained = former_.empty();
   for (std::size_t l = 0; drained && l < level_count(); ++l) drained = level_queue(l).drained();
   if (closing_seen_ && drained) {
@@ -183,10 +180,6 @@ bool ExecutorCore::pull(Clock::time_point now) {
   std::uint64_t n = 0;
   for (std::size_t level = level_count(); level-- > 0;) {
     auto& queue = level_queue(level);
-    // A caller that sees this level's queue emptied by the pull below sees the former's count
-    // as "pulling" at least (try_express must not overtake what is pulled).
-    const bool upper = level > 0 && former_.wants(level) && queue.pushed_approx() != queue.popped_approx();
-    if (upper) publish_upper_held(kUpperPulling);
     while (former_.wants(level)) {
       const bool got =
           queue.try_consume_quiet([&](Pending&& p) { accept_into_forming(std::move(p), now); });
@@ -202,7 +195,6 @@ bool ExecutorCore::pull(Clock::time_point now) {
       }
       ++n;
     }
-    if (upper) publish_upper_held(former_.upper_size());
   }
   if (n) bump(strand_stats_.pulled, n);
   return n != 0;
@@ -333,8 +325,6 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   expire_forming(now);
   if (former_.empty() || (express && former_.upper_size() == 0)) return;
   std::unique_ptr<Batch> batch = take_batch_from_pool();
-  // A caller may have taken the last express slot since express_ready() (try_express).
-  if (express && !claim_express_slot()) return;
   batch->id = next_batch_id_++;
   batch->reason = reason;
   batch->express = express;
@@ -344,7 +334,6 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   const std::size_t n = batch->items.size();
   if (n == 0) {  // every request of it was cancelled
     --next_batch_id_;
-    if (express) release_express_slot();
     return_batch_to_pool(std::move(batch));
     return;
   }
@@ -357,7 +346,10 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   }
 
   batch->slot_halves = express ? 0 : slot_halves(batch->bytes, n);  // express: a slot of its own
-  if (express) express_batches_.fetch_add(1, std::memory_order_relaxed);
+  if (express) {
+    express_inflight_.fetch_add(1, std::memory_order_seq_cst);
+    express_batches_.fetch_add(1, std::memory_order_relaxed);
+  }
   lone_streak_ = n <= kLoneBatch ? std::min(lone_streak_ + 1, kLoneStreak) : 0;
   inflight_halves_.fetch_add(batch->slot_halves, std::memory_order_seq_cst);
   inflight_slots_.fetch_add(1, std::memory_order_seq_cst);

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2121,6 +2121,56 @@ fi
 # that name, which call 6 ran too): the lone caller, the crowd, and 16 callers from HostBuffers
 # with the copy engine forced for every batch (its uploads now through a SubmitQueue) and by
 # default.
+# The lanes' busy rule and the 2 MiB line (sixth session of 2026-11-27): 16 callers x 8 in flight
+# from vectors at 131,072-4,194,304 floats, this build (a large request running on a lane or in
+# chunks makes the executor busy for the lanes, and none goes in chunks beside it; the direct
+# line at 2 MiB), the same with the old line (GPUBATCH_DIRECT_BYTES=4194304), the previous build
+# (gpubatch-load-prev, d693276) and --unbatched, three interleaved rounds of 6 GB of input; then
+# 1,048,576 floats from HostBuffers, a lone 4,194,304-float caller (chunks), and issue 14's
+# 64-thread mix (handlers: the bulk lane) against gpubatch-mix-prev.
+if on lanes6; then
+  for rep in 1 2 3; do
+    for s in 131072 262144 1048576 4194304; do
+      n=$(( 6000000000 / (s * 4) ))
+      big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+      load l6-$s-this-$rep gpubatch-load $big
+      load l6-$s-line4m-$rep env GPUBATCH_DIRECT_BYTES=4194304 -- gpubatch-load $big
+      load l6-$s-prev-$rep gpubatch-load-prev $big
+      load l6-$s-unb-$rep gpubatch-load --unbatched $big
+    done
+    hb="--threads 16 --inflight 8 --requests 1500 --op relu --size 1048576 --host-buffers"
+    load l6-hb-this-$rep gpubatch-load $hb
+    load l6-hb-prev-$rep gpubatch-load-prev $hb
+    load l6-hb-unb-$rep gpubatch-load --unbatched $hb
+  done
+  for rep in 1 2; do
+    lone="--threads 1 --inflight 1 --requests 300 --op relu --size 4194304"
+    load l6-lone-this-$rep gpubatch-load $lone
+    load l6-lone-prev-$rep gpubatch-load-prev $lone
+    mix="--threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000 --host-probe"
+    load l6-mix-this-$rep gpubatch-mix $mix
+    load l6-mix-prev-$rep gpubatch-mix-prev $mix
+  done
+fi
+
+# Batched against unbatched for large requests from vectors, in long interleaved runs (sixth
+# session of 2026-11-27): issue 12 asks the best batched preset >= the unbatched path at every
+# size of the sweep, whose short runs at 262,144 floats and up came out 0.74-0.81x. 16 callers x
+# 8 in flight, 8 GB of input a run, three rounds; at 262,144 floats also with the direct lane's
+# line at 1 MiB (GPUBATCH_DIRECT_BYTES=1048576: those requests then go alone on their callers'
+# threads, as unbatched ones do).
+if on bigeven; then
+  for rep in 1 2 3; do
+    for s in 65536 262144 1048576 4194304; do
+      n=$(( 8000000000 / (s * 4) ))
+      big="--threads 16 --inflight 8 --requests $n --op relu --size $s"
+      load be-$s-$rep gpubatch-load $big
+      load be-$s-unb-$rep gpubatch-load --unbatched $big
+      [ $s = 262144 ] && load be-$s-line1m-$rep env GPUBATCH_DIRECT_BYTES=1048576 -- gpubatch-load $big
+    done
+  done
+fi
+
 # Callers' express batches (sixth session of 2026-11-27; the switch exists in commit 23b6cc9 only,
 # taken out after): the priority mix idle, towards and past
 # saturation, this build against GPUBATCH_EXPRESS_INLINE=off (every express batch formed by the

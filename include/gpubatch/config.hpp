@@ -35,7 +35,7 @@
 //   direct_bytes         0 (off) or bytes: a std::future's request of at least this many input +
 //                        output bytes, made while the executor is busy, runs on its caller's
 //                        thread beside the batches and comes back ready (DESIGN.md "Large
-//                        requests"); 4 MiB in every preset
+//                        requests"); 2 MiB in every preset
 //   priority_levels      1 .. 8: levels a request may name (SubmitOptions::priority 0 .. n-1;
 //                        higher goes first; DESIGN.md "Scheduling")
 //   priority_aging_us    a request that has waited this long goes into the next batch whatever
@@ -153,8 +153,9 @@ struct BatchConfig {
   // batch on its own, and the strand, one thread, packs every batch: on the H100 and the H200
   // 16 callers of 1,048,576-float relu from vectors moved 11-12 GB/s batched against 14-17 when
   // each ran its own (DESIGN.md "Large requests"). 0: never. Not for handlers, requests with a
-  // deadline or a priority above 0, nor on a device set.
-  std::size_t direct_bytes = std::size_t{4} << 20;
+  // deadline or a priority above 0, nor on a device set. 2 MiB: from 262,144-float relu up
+  // (4 MiB until the sixth session of 2026-11-27; DESIGN.md "Large requests" says why).
+  std::size_t direct_bytes = std::size_t{2} << 20;
 
   // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,
   // adaptive (the default, BatchConfig{}) up to 4096, flushing whenever the device has a free slot.

@@ -31,9 +31,7 @@ constexpr std::size_t kBulkHeld = 256;
 }  // namespace
 
 bool ExecutorCore::try_bulk(Request& request, Completion& completion, Clock::time_point now) noexcept {
-  // Busy: a batch on the device or requests waiting for the strand (as try_direct).
-  if (inflight_slots_.load(std::memory_order_relaxed) == 0 && queue_.pushed_approx() == queue_.popped_approx())
-    return false;
+  if (!lanes_busy()) return false;  // as try_direct
   std::unique_ptr<BulkJob> job;
   std::unique_lock lock(bulk_mutex_);
   if (bulk_stop_ || bulk_held_ >= kBulkHeld) return false;
@@ -69,6 +67,7 @@ bool ExecutorCore::try_bulk(Request& request, Completion& completion, Clock::tim
     return false;
   }
   ++bulk_held_;
+  large_running_.fetch_add(1, std::memory_order_relaxed);  // until serve_bulk resolved it
   direct_stats_.accepted.fetch_add(1, std::memory_order_relaxed);
   lock.unlock();
   bulk_cv_.notify_one();
@@ -86,6 +85,7 @@ void ExecutorCore::bulk_loop() {
       bulk_jobs_.pop_front();
       lock.unlock();
       serve_bulk(*job);  // resolves it; shutdown may finish once it has
+      large_running_.fetch_sub(1, std::memory_order_relaxed);
       job.reset();
       lock.lock();
       --bulk_held_;

@@ -18,17 +18,20 @@
 namespace gpubatch::detail {
 
 bool ExecutorCore::try_direct(Request& request, Completion& completion, Clock::time_point now) noexcept {
-  // Busy: a batch on the device or requests waiting for the strand.
-  if (inflight_slots_.load(std::memory_order_relaxed) == 0 && queue_.pushed_approx() == queue_.popped_approx())
-    return false;
+  if (!lanes_busy()) return false;
+  large_running_.fetch_add(1, std::memory_order_relaxed);
   std::unique_ptr<InFlightBatch> inflight = lane_submit([&] {
     const Request* one[] = {&request};
     return device_->submit(one);
   });
-  if (!inflight) return false;
+  if (!inflight) {
+    large_running_.fetch_sub(1, std::memory_order_relaxed);
+    return false;
+  }
   direct_stats_.accepted.fetch_add(1, std::memory_order_relaxed);
   // The request stays the caller's (it lives until this call returns); the batch's watchdog.
   await_lane(request, completion, now, inflight, watchdog_, "a large request's own batch", direct_stats_);
+  large_running_.fetch_sub(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -39,8 +42,15 @@ bool ExecutorCore::try_direct(Request& request, Completion& completion, Clock::t
 // at a time chunked, the rest on the direct lane, the load moved 11.4-11.5 GB/s against 12.6-13.1
 // with chunks off (H100, third session of 2026-11-27, call 7); a lone 4,194,304-float request
 // took 1.41-1.44 ms against 2.31-2.40 (call 5).
+//
+// Not beside other large requests on the lanes either: among 16 callers of 1,048,576-float relu
+// (8 in flight each) one went in chunks whenever no batch was in flight, and the callers that came
+// meanwhile found the executor idle and queued for the strand, which copied their inputs alone:
+// the load moved 11.7-12.3 GB/s against 12.9-13.5 for the same callers unbatched (H100, sixth
+// session of 2026-11-27, call 3).
 bool ExecutorCore::try_split(Request& request, Completion& completion, Clock::time_point now) noexcept {
-  if (inflight_slots_.load(std::memory_order_relaxed) != 0) return false;
+  if (inflight_slots_.load(std::memory_order_relaxed) != 0 || large_running_.load(std::memory_order_relaxed) != 0)
+    return false;
   if (splitting_.exchange(true, std::memory_order_acquire)) return false;
   std::unique_ptr<InFlightBatch> inflight = lane_submit([&] { return device_->submit_split(request, helpers_); });
   if (!inflight) {

@@ -417,6 +417,14 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // made while the executor is busy, is submitted alone by the caller's thread, awaited and resolved there;
   // true when done so (the completion resolved), false: batch it as usual.
   bool try_direct(Request& request, Completion& completion, Clock::time_point now) noexcept;
+  // Busy, for the direct and bulk lanes: a batch on the device, requests waiting for the strand,
+  // or a large request running on a lane or in chunks (its callers would otherwise queue behind
+  // the strand, which copies their inputs alone).
+  bool lanes_busy() const noexcept {
+    return inflight_slots_.load(std::memory_order_relaxed) != 0 ||
+           queue_.pushed_approx() != queue_.popped_approx() ||
+           large_running_.load(std::memory_order_relaxed) != 0 || splitting_.load(std::memory_order_relaxed);
+  }
   // The same for a request the device takes in chunks that pipeline (BatchDevice::submit_split,
   // from split_line_ bytes): a lone large request, on an idle executor (no batch in flight) and
   // no other chunked request running (splitting_).
@@ -655,6 +663,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // none for a device set). Set by the constructor.
   std::size_t split_line_ = 0;
   std::atomic<bool> splitting_{false};  // a chunked request is running (one at a time)
+  // Large requests on a lane (direct or bulk; chunked ones are splitting_): with one running, the
+  // executor is busy for the lanes (lanes_busy) and no request goes in chunks (try_split).
+  std::atomic<std::uint32_t> large_running_{0};
   // The bulk lane: on where the direct lane is, unless GPUBATCH_BULK_LANE = off. Set by the
   // constructor.
   bool bulk_lane_ = false;

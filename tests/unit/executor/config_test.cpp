@@ -133,10 +133,10 @@ TEST(BatchConfig, BadFilesNameTheKey) {
                  "lone_future_waits: expects true or false, not a string");
   EXPECT_EQ(BatchConfig::from_string("preset = \"adaptive\"\ncompletion_spin_us = 0").completion_spin,
             0us);
-  EXPECT_EQ(BatchConfig{}.direct_bytes, std::size_t{4} << 20);
+  EXPECT_EQ(BatchConfig{}.direct_bytes, std::size_t{2} << 20);
   for (const BatchConfig& p : {BatchConfig::latency(), BatchConfig::balanced(), BatchConfig::throughput(),
                                BatchConfig::adaptive(), BatchConfig::realtime()})
-    EXPECT_EQ(p.direct_bytes, std::size_t{4} << 20) << "the same line in every preset";
+    EXPECT_EQ(p.direct_bytes, std::size_t{2} << 20) << "the same line in every preset";
   EXPECT_EQ(BatchConfig::from_string("direct_bytes = 0").direct_bytes, 0u);
   EXPECT_EQ(BatchConfig::from_string("preset = \"throughput\"\ndirect_bytes = 1048576").direct_bytes, 1048576u);
   expect_invalid([] { BatchConfig::from_string("direct_bytes = -1"); }, "negative");

@@ -325,6 +325,56 @@ TEST(DirectLane, ABusyExecutorDoesNotSplit) {
   EXPECT_EQ(s.direct, 1u) << "the direct lane took it whole";
 }
 
+// A large request running alone (in chunks, or whole on the lane) makes the executor busy for
+// the lanes: another caller's large request then takes the direct lane whole, never the strand
+// (which would copy its input alone) and never chunks beside it.
+TEST(DirectLane, ALargeRequestRunningKeepsTheNextOnTheLaneWhole) {
+  FakeDevice::Options options;
+  options.split_bytes = 64 << 10;
+  auto device = std::make_shared<FakeDevice>(options);
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  device->pause();
+  std::future<Floats> chunked, whole;
+  std::thread a([&] { chunked = gpu.relu(large_input(-1.0f)); });
+  ASSERT_TRUE(device->wait_for_inflight(1, 30s));
+  std::thread b([&] { whole = gpu.relu(large_input(-2.0f)); });
+  ASSERT_TRUE(device->wait_for_inflight(2, 30s));
+  device->resume();
+  a.join();
+  b.join();
+  EXPECT_EQ(chunked.get(), relu_of(large_input(-1.0f)));
+  EXPECT_EQ(whole.get(), relu_of(large_input(-2.0f)));
+  EXPECT_EQ(device->splits(), 1) << "the second went in chunks beside the first";
+  Stats s = executor.stats();
+  EXPECT_EQ(s.direct, 2u);
+  EXPECT_EQ(s.batches, 0u) << "the second waited for the strand";
+
+  // One on the lane whole (it came beside a batch, which then finished), a next one beside it.
+  device->hold(-3.0f);
+  device->hold(-4.0f);
+  auto small = gpu.relu({-3.0f});
+  ASSERT_TRUE(device->wait_for_inflight(1, 30s));
+  std::future<Floats> lane, next;
+  std::thread c([&] { lane = gpu.relu(large_input(-4.0f)); });
+  ASSERT_TRUE(device->wait_for_inflight(2, 30s));
+  device->release(-3.0f);
+  ASSERT_TRUE(ready_within(small, 30s));
+  EXPECT_EQ(small.get(), Floats{0.0f});
+  ASSERT_TRUE(eventually([&] { return executor.stats().inflight_batches == 0; }));
+  std::thread d([&] { next = gpu.relu(large_input(-5.0f)); });
+  ASSERT_TRUE(device->wait_for_submits_entered(5, 30s));
+  device->release(-4.0f);
+  c.join();
+  d.join();
+  EXPECT_EQ(lane.get(), relu_of(large_input(-4.0f)));
+  EXPECT_EQ(next.get(), relu_of(large_input(-5.0f)));
+  EXPECT_EQ(device->splits(), 1) << "the next went in chunks beside the lane's request";
+  s = executor.stats();
+  EXPECT_EQ(s.direct, 4u);
+  EXPECT_EQ(s.completed, 5u);
+}
+
 TEST(DirectLane, ASplitTheDeviceRefusesIsBatched) {
   FakeDevice::Options options;
   options.split_bytes = 64 << 10;

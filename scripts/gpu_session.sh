@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2121,6 +2121,57 @@ fi
 # that name, which call 6 ran too): the lone caller, the crowd, and 16 callers from HostBuffers
 # with the copy engine forced for every batch (its uploads now through a SubmitQueue) and by
 # default.
+# The request size sweep at two depths (sixth session of 2026-11-27): 16 callers, `adaptive`
+# (every default) and --unbatched, with 8 requests in flight per caller (the sweep's depth so
+# far) and with 1 (the unbatched path's own depth), 3 GB of input a run; the copy rate first.
+if on sweep6 && have gpubatch-copy-rate && command -v python3 >/dev/null; then
+  mkdir -p /tmp/gpubatch-wrap
+  for b in gpubatch-load gpubatch-copy-rate; do
+    printf '#!/usr/bin/env bash\nexec %s/%s %s "$@"\n' "$PWD" "$run" "$b" > /tmp/gpubatch-wrap/$b
+    chmod +x /tmp/gpubatch-wrap/$b
+  done
+  for d in 8 1; do
+    echo "== sweep6 depth $d" >&2
+    timeout 280 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep-d$d.jsonl" --threads 16 \
+      --inflight $d --presets adaptive --bytes-per-run 3e9 --max-requests 200000 > "$out/sweep-d$d.txt" 2>&1 || true
+  done
+fi
+
+# Is the lane's extra CPU the load's depth? (sixth session of 2026-11-27): 16 callers of
+# 262,144- and 1,048,576-float relu from vectors, 8 in flight (the sweep's depth) against 1 in
+# flight (the unbatched path's: --unbatched forces 1) and --unbatched, three rounds.
+if on lanedepth; then
+  for rep in 1 2 3; do
+    for s in 262144 1048576; do
+      n=$(( 6000000000 / (s * 4) ))
+      big="--threads 16 --requests $n --op relu --size $s"
+      load ld-$s-8-$rep gpubatch-load $big --inflight 8
+      load ld-$s-1-$rep gpubatch-load $big --inflight 1
+      load ld-$s-unb-$rep gpubatch-load --unbatched $big
+    done
+  done
+fi
+
+# Where the direct lane's CPU goes (sixth session of 2026-11-27): 16 callers x 8 in flight of
+# 1,048,576-float relu, from vectors and from HostBuffers; this build (every large request on the
+# lane), with the lane waiting as Device::run does (GPUBATCH_LANE_WAIT=run: poll for
+# completion_spin, then block), taking results without the completion threads' help
+# (GPUBATCH_LANE_HELPERS=off), both, the previous build (d693276) and --unbatched; three rounds.
+if on lanewait; then
+  for rep in 1 2 3; do
+    for src in vec hb; do
+      big="--threads 16 --inflight 8 --requests 1500 --op relu --size 1048576"
+      [ $src = hb ] && big="$big --host-buffers"
+      load lw-$src-this-$rep gpubatch-load $big
+      load lw-$src-run-$rep env GPUBATCH_LANE_WAIT=run -- gpubatch-load $big
+      load lw-$src-nohelp-$rep env GPUBATCH_LANE_HELPERS=off -- gpubatch-load $big
+      load lw-$src-both-$rep env GPUBATCH_LANE_WAIT=run GPUBATCH_LANE_HELPERS=off -- gpubatch-load $big
+      load lw-$src-prev-$rep gpubatch-load-prev $big
+      load lw-$src-unb-$rep gpubatch-load --unbatched $big
+    done
+  done
+fi
+
 # The lanes' busy rule and the 2 MiB line (sixth session of 2026-11-27): 16 callers x 8 in flight
 # from vectors at 131,072-4,194,304 floats, this build (a large request running on a lane or in
 # chunks makes the executor busy for the lanes, and none goes in chunks beside it; the direct

@@ -18,7 +18,12 @@
 namespace gpubatch::detail {
 
 bool ExecutorCore::try_direct(Request& request, Completion& completion, Clock::time_point now) noexcept {
-  if (!lanes_busy()) return false;
+  // A request from HostBuffers costs the strand no copy: it keeps the rule before (only batches
+  // in flight or queued requests make the executor busy), under which 16 callers of
+  // 1,048,576-float relu from HostBuffers moved 25.3-26.9 GB/s where the lanes' rule moved
+  // 22.6-26.4 (H100, sixth session of 2026-11-27, calls 4 and 5).
+  const bool host = uses_host_buffers(request);
+  if (host ? !batches_busy() : !lanes_busy()) return false;
   large_running_.fetch_add(1, std::memory_order_relaxed);
   std::unique_ptr<InFlightBatch> inflight = lane_submit([&] {
     const Request* one[] = {&request};
@@ -49,7 +54,8 @@ bool ExecutorCore::try_direct(Request& request, Completion& completion, Clock::t
 // the load moved 11.7-12.3 GB/s against 12.9-13.5 for the same callers unbatched (H100, sixth
 // session of 2026-11-27, call 3).
 bool ExecutorCore::try_split(Request& request, Completion& completion, Clock::time_point now) noexcept {
-  if (inflight_slots_.load(std::memory_order_relaxed) != 0 || large_running_.load(std::memory_order_relaxed) != 0)
+  if (inflight_slots_.load(std::memory_order_relaxed) != 0 ||
+      (!lanes_busy_batches_only_ && large_running_.load(std::memory_order_relaxed) != 0))
     return false;
   if (splitting_.exchange(true, std::memory_order_acquire)) return false;
   std::unique_ptr<InFlightBatch> inflight = lane_submit([&] { return device_->submit_split(request, helpers_); });

@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -27,6 +28,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -420,11 +422,21 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // Busy, for the direct and bulk lanes: a batch on the device, requests waiting for the strand,
   // or a large request running on a lane or in chunks (its callers would otherwise queue behind
   // the strand, which copies their inputs alone).
-  bool lanes_busy() const noexcept {
-    return inflight_slots_.load(std::memory_order_relaxed) != 0 ||
-           queue_.pushed_approx() != queue_.popped_approx() ||
-           large_running_.load(std::memory_order_relaxed) != 0 || splitting_.load(std::memory_order_relaxed);
+  bool batches_busy() const noexcept {
+    return inflight_slots_.load(std::memory_order_relaxed) != 0 || queue_.pushed_approx() != queue_.popped_approx();
   }
+  bool lanes_busy() const noexcept {
+    if (batches_busy()) return true;
+    return !lanes_busy_batches_only_ &&
+           (large_running_.load(std::memory_order_relaxed) != 0 || splitting_.load(std::memory_order_relaxed));
+  }
+  // GPUBATCH_LANES_BUSY=batches: only a batch in flight or queued requests count (the rule before
+  // the sixth session of 2026-11-27), and requests go in chunks beside lane requests; for
+  // side-by-side runs.
+  const bool lanes_busy_batches_only_ = [] {
+    const char* v = std::getenv("GPUBATCH_LANES_BUSY");
+    return v && std::string_view(v) == "batches";
+  }();
   // The same for a request the device takes in chunks that pipeline (BatchDevice::submit_split,
   // from split_line_ bytes): a lone large request, on an idle executor (no batch in flight) and
   // no other chunked request running (splitting_).

@@ -375,6 +375,31 @@ TEST(DirectLane, ALargeRequestRunningKeepsTheNextOnTheLaneWhole) {
   EXPECT_EQ(s.completed, 5u);
 }
 
+// GPUBATCH_LANES_BUSY=batches: the rule before, for side-by-side runs: beside a request in chunks
+// (no batch in flight) the next large request counts the executor idle and is batched.
+TEST(DirectLane, TheOldBusyRuleBatchesTheNextBesideAChunkedRequest) {
+  EnvGuard old("GPUBATCH_LANES_BUSY", "batches");
+  FakeDevice::Options options;
+  options.split_bytes = 64 << 10;
+  auto device = std::make_shared<FakeDevice>(options);
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  auto gpu = executor.handle();
+  device->pause();
+  std::future<Floats> chunked, batched;
+  std::thread a([&] { chunked = gpu.relu(large_input(-1.0f)); });
+  ASSERT_TRUE(device->wait_for_inflight(1, 30s));
+  std::thread b([&] { batched = gpu.relu(large_input(-2.0f)); });
+  ASSERT_TRUE(device->wait_for_inflight(2, 30s));
+  device->resume();
+  a.join();
+  b.join();
+  EXPECT_EQ(chunked.get(), relu_of(large_input(-1.0f)));
+  EXPECT_EQ(batched.get(), relu_of(large_input(-2.0f)));
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.direct, 1u);
+  EXPECT_EQ(s.batches, 1u);
+}
+
 TEST(DirectLane, ASplitTheDeviceRefusesIsBatched) {
   FakeDevice::Options options;
   options.split_bytes = 64 << 10;

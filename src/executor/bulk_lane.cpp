@@ -31,7 +31,7 @@ constexpr std::size_t kBulkHeld = 256;
 }  // namespace
 
 bool ExecutorCore::try_bulk(Request& request, Completion& completion, Clock::time_point now) noexcept {
-  if (uses_host_buffers(request) ? !batches_busy() : !lanes_busy()) return false;  // as try_direct
+  if (!lanes_busy(request)) return false;  // as try_direct
   std::unique_ptr<BulkJob> job;
   std::unique_lock lock(bulk_mutex_);
   if (bulk_stop_ || bulk_held_ >= kBulkHeld) return false;

@@ -18,12 +18,7 @@
 namespace gpubatch::detail {
 
 bool ExecutorCore::try_direct(Request& request, Completion& completion, Clock::time_point now) noexcept {
-  // A request from HostBuffers costs the strand no copy: it keeps the rule before (only batches
-  // in flight or queued requests make the executor busy), under which 16 callers of
-  // 1,048,576-float relu from HostBuffers moved 25.3-26.9 GB/s where the lanes' rule moved
-  // 22.6-26.4 (H100, sixth session of 2026-11-27, calls 4 and 5).
-  const bool host = uses_host_buffers(request);
-  if (host ? !batches_busy() : !lanes_busy()) return false;
+  if (!lanes_busy(request)) return false;
   large_running_.fetch_add(1, std::memory_order_relaxed);
   std::unique_ptr<InFlightBatch> inflight = lane_submit([&] {
     const Request* one[] = {&request};

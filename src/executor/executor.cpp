@@ -253,6 +253,7 @@ CallerWaitsScope::CallerWaitsScope() noexcept : previous_(tl_caller_waits) { tl_
 CallerWaitsScope::~CallerWaitsScope() { tl_caller_waits = previous_; }
 
 bool strand_spin_enabled() noexcept { return env_is("GPUBATCH_STRAND_SPIN", "on"); }
+bool lanes_busy_batches_only() noexcept { return env_is("GPUBATCH_LANES_BUSY", "batches"); }
 
 namespace {
 // A positive number of microseconds from the environment, else `fallback`.

@@ -20,7 +20,6 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <functional>
@@ -28,7 +27,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -135,6 +133,7 @@ bool handler_inline_enabled() noexcept;
 bool express_enabled() noexcept;  // GPUBATCH_EXPRESS is not "off" (ExecutorCore::express_ready)
 // Express batches in flight at once: GPUBATCH_EXPRESS_DEPTH (1 .. 8), else 2 (ExecutorCore::express_busy).
 std::uint32_t express_depth() noexcept;
+bool lanes_busy_batches_only() noexcept;  // GPUBATCH_LANES_BUSY=batches (ExecutorCore::lanes_busy)
 bool strand_spin_enabled() noexcept;  // GPUBATCH_STRAND_SPIN=on (ExecutorCore::linger)
 std::chrono::steady_clock::duration wait_slice() noexcept;  // GPUBATCH_WAIT_SLICE_US
 // GPUBATCH_POLL_ALL=on: the completion threads poll every batch for completion_spin (not only
@@ -419,24 +418,23 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // made while the executor is busy, is submitted alone by the caller's thread, awaited and resolved there;
   // true when done so (the completion resolved), false: batch it as usual.
   bool try_direct(Request& request, Completion& completion, Clock::time_point now) noexcept;
-  // Busy, for the direct and bulk lanes: a batch on the device, requests waiting for the strand,
-  // or a large request running on a lane or in chunks (its callers would otherwise queue behind
-  // the strand, which copies their inputs alone).
+  // Busy, for the direct and bulk lanes: a batch on the device or requests waiting for the strand;
+  // and, for a request from vectors, a large request running on a lane or in chunks (its callers
+  // would otherwise queue behind the strand, which copies their inputs alone). A request from
+  // HostBuffers costs the strand no copy and keeps the first rule: under the second, 16 callers of
+  // 1,048,576-float relu from HostBuffers moved 22.6-26.4 GB/s where the first moved 25.3-26.9
+  // (H100, sixth session of 2026-11-27, calls 4 and 5).
   bool batches_busy() const noexcept {
     return inflight_slots_.load(std::memory_order_relaxed) != 0 || queue_.pushed_approx() != queue_.popped_approx();
   }
-  bool lanes_busy() const noexcept {
+  bool lanes_busy(const Request& request) const noexcept {
     if (batches_busy()) return true;
-    return !lanes_busy_batches_only_ &&
+    return !lanes_busy_batches_only_ && !uses_host_buffers(request) &&
            (large_running_.load(std::memory_order_relaxed) != 0 || splitting_.load(std::memory_order_relaxed));
   }
-  // GPUBATCH_LANES_BUSY=batches: only a batch in flight or queued requests count (the rule before
-  // the sixth session of 2026-11-27), and requests go in chunks beside lane requests; for
-  // side-by-side runs.
-  const bool lanes_busy_batches_only_ = [] {
-    const char* v = std::getenv("GPUBATCH_LANES_BUSY");
-    return v && std::string_view(v) == "batches";
-  }();
+  // GPUBATCH_LANES_BUSY=batches: only batches count, for every request, and requests go in chunks
+  // beside lane requests (the rule before; side-by-side runs).
+  const bool lanes_busy_batches_only_ = lanes_busy_batches_only();
   // The same for a request the device takes in chunks that pipeline (BatchDevice::submit_split,
   // from split_line_ bytes): a lone large request, on an idle executor (no batch in flight) and
   // no other chunked request running (splitting_).

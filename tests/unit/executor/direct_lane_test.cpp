@@ -325,6 +325,25 @@ TEST(DirectLane, ABusyExecutorDoesNotSplit) {
   EXPECT_EQ(s.direct, 1u) << "the direct lane took it whole";
 }
 
+// On a paused device: caller A's large request goes alone (in chunks: nothing else runs), then
+// caller B's comes beside it; both results are checked. The executor's stats after.
+Stats chunked_then_beside(FakeDevice& device, BatchExecutor& executor) {
+  auto gpu = executor.handle();
+  device.pause();
+  std::future<Floats> first, second;
+  std::thread a([&] { first = gpu.relu(large_input(-1.0f)); });
+  EXPECT_TRUE(device.wait_for_inflight(1, 30s));
+  std::thread b([&] { second = gpu.relu(large_input(-2.0f)); });
+  EXPECT_TRUE(device.wait_for_inflight(2, 30s));
+  device.resume();
+  a.join();
+  b.join();
+  EXPECT_EQ(first.get(), relu_of(large_input(-1.0f)));
+  EXPECT_EQ(second.get(), relu_of(large_input(-2.0f)));
+  EXPECT_EQ(device.splits(), 1) << "the first alone in chunks, the second never beside it";
+  return executor.stats();
+}
+
 // A large request running alone (in chunks, or whole on the lane) makes the executor busy for
 // the lanes: another caller's large request then takes the direct lane whole, never the strand
 // (which would copy its input alone) and never chunks beside it.
@@ -334,19 +353,7 @@ TEST(DirectLane, ALargeRequestRunningKeepsTheNextOnTheLaneWhole) {
   auto device = std::make_shared<FakeDevice>(options);
   BatchExecutor executor(device, BatchConfig::adaptive());
   auto gpu = executor.handle();
-  device->pause();
-  std::future<Floats> chunked, whole;
-  std::thread a([&] { chunked = gpu.relu(large_input(-1.0f)); });
-  ASSERT_TRUE(device->wait_for_inflight(1, 30s));
-  std::thread b([&] { whole = gpu.relu(large_input(-2.0f)); });
-  ASSERT_TRUE(device->wait_for_inflight(2, 30s));
-  device->resume();
-  a.join();
-  b.join();
-  EXPECT_EQ(chunked.get(), relu_of(large_input(-1.0f)));
-  EXPECT_EQ(whole.get(), relu_of(large_input(-2.0f)));
-  EXPECT_EQ(device->splits(), 1) << "the second went in chunks beside the first";
-  Stats s = executor.stats();
+  Stats s = chunked_then_beside(*device, executor);
   EXPECT_EQ(s.direct, 2u);
   EXPECT_EQ(s.batches, 0u) << "the second waited for the strand";
 
@@ -383,19 +390,7 @@ TEST(DirectLane, TheOldBusyRuleBatchesTheNextBesideAChunkedRequest) {
   options.split_bytes = 64 << 10;
   auto device = std::make_shared<FakeDevice>(options);
   BatchExecutor executor(device, BatchConfig::adaptive());
-  auto gpu = executor.handle();
-  device->pause();
-  std::future<Floats> chunked, batched;
-  std::thread a([&] { chunked = gpu.relu(large_input(-1.0f)); });
-  ASSERT_TRUE(device->wait_for_inflight(1, 30s));
-  std::thread b([&] { batched = gpu.relu(large_input(-2.0f)); });
-  ASSERT_TRUE(device->wait_for_inflight(2, 30s));
-  device->resume();
-  a.join();
-  b.join();
-  EXPECT_EQ(chunked.get(), relu_of(large_input(-1.0f)));
-  EXPECT_EQ(batched.get(), relu_of(large_input(-2.0f)));
-  const Stats s = executor.stats();
+  const Stats s = chunked_then_beside(*device, executor);
   EXPECT_EQ(s.direct, 1u);
   EXPECT_EQ(s.batches, 1u);
 }

@@ -9,7 +9,11 @@
 // import, beside one thread's memcpy of the same bytes into staging memory: whether a large
 // std::vector request could be read in place instead of copied.
 //
-//   gpubatch-copy-rate [--bytes N[,N...]] [--repeat R] [--device SEL]   (JSON lines on stdout)
+//   gpubatch-copy-rate [--bytes N[,N...]] [--repeat R] [--device SEL] [--import] [--host-threads T[,T...]]
+//   (JSON lines on stdout)
+#include <atomic>
+#include <thread>
+
 #include <CLI/CLI.hpp>
 #include <vulkan/vulkan.h>
 
@@ -118,6 +122,41 @@ void import_cost(const Device& device, detail::GpuContext& ctx, std::size_t byte
   std::free(memory);
 }
 
+// The host's own memory bandwidth: `threads` threads, each copying between two buffers of its
+// own (`bytes` each, touched first) for about half a second. A std::vector request's bytes cross
+// host memory several times (copied into staging, read by the device, written back, copied out),
+// so this bounds what vector requests can move however the GPU side goes.
+void host_memcpy_rate(int threads, std::size_t bytes) {
+  std::atomic<bool> go{false}, stop{false};
+  std::vector<std::uint64_t> copied(static_cast<std::size_t>(threads), 0);
+  std::vector<std::thread> pool;
+  std::atomic<int> ready{0};
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::vector<char> a(bytes, 1), b(bytes, 2);
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      std::uint64_t n = 0;
+      for (bool flip = false; !stop.load(std::memory_order_relaxed); flip = !flip, n += bytes)
+        std::memcpy(flip ? a.data() : b.data(), flip ? b.data() : a.data(), bytes);
+      copied[static_cast<std::size_t>(t)] = n;
+    });
+  }
+  while (ready.load() < threads) std::this_thread::yield();
+  const auto t0 = Clock::now();
+  go.store(true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  stop.store(true);
+  for (auto& th : pool) th.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  double total = 0;
+  for (auto n : copied) total += static_cast<double>(n);
+  std::printf("{\"probe\": \"host_memcpy\", \"threads\": %d, \"bytes\": %zu, \"copy_gbps\": %.2f, "
+              "\"traffic_gbps\": %.2f}\n",
+              threads, bytes, total / seconds / 1e9, 2 * total / seconds / 1e9);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,6 +169,10 @@ int main(int argc, char** argv) {
   app.add_option("--device", selector, "device index or name substring");
   bool imports = false;
   app.add_flag("--import", imports, "also the cost of importing caller memory, per size");
+  std::vector<int> host_threads;
+  app.add_option("--host-threads", host_threads,
+                 "also the host's memcpy bandwidth with this many threads (several: one line each)")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   try {
     DeviceOptions options;
@@ -164,6 +207,7 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       if (imports) import_cost(device, *ctx, bytes, 50);
     }
+    for (int t : host_threads) host_memcpy_rate(std::max(1, t), std::size_t{64} << 20);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpubatch-copy-rate: %s\n", e.what());
     return 1;

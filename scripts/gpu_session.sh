@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2137,6 +2137,23 @@ if on lanesab; then
       load ab-$tag-unb-$rep gpubatch-load --unbatched $big
     done
   done
+fi
+
+# The host's memory bandwidth against what vector and HostBuffer requests move (seventh session of
+# 2026-11-27): gpubatch-copy-rate --host-threads (memcpy between ordinary buffers, 1-16 threads),
+# then 16 callers x 8 in flight of relu at 65,536 and 1,048,576 floats from vectors and from
+# HostBuffers and 65,536 unbatched, two interleaved rounds, then the memcpy rate once more.
+if on hostbw; then
+  have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate --bytes 67108864 --host-threads 1,4,8,16 > "$out/host-bw.txt" 2>&1
+  for rep in 1 2; do
+    for v in "v64 --size 65536 --requests 24000" "hb64 --size 65536 --requests 24000 --host-buffers" \
+             "v1m --size 1048576 --requests 2000" "hb1m --size 1048576 --requests 2000 --host-buffers"; do
+      set -- $v; tag=$1; shift
+      load bw-$tag-$rep gpubatch-load --threads 16 --inflight 8 --op relu "$@"
+    done
+    load bw-v64-unb-$rep gpubatch-load --unbatched --threads 16 --op relu --size 65536 --requests 24000
+  done
+  have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate --bytes 1048576 --host-threads 16,8 >> "$out/host-bw.txt" 2>&1
 fi
 
 # The request size sweep at two depths (sixth session of 2026-11-27): 16 callers, `adaptive`

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2154,6 +2154,55 @@ if on hostbw; then
     load bw-v64-unb-$rep gpubatch-load --unbatched --threads 16 --op relu --size 65536 --requests 24000
   done
   have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate --bytes 1048576 --host-threads 16,8 >> "$out/host-bw.txt" 2>&1
+fi
+
+# Where the crowd's strand spends its time (seventh session of 2026-11-27): the crowd once, once
+# under bench/thread_cpu.py (CPU seconds per thread name), once under perf (needs .gpu/bin/perf
+# and a gpubatch-load with its symbols: strip --strip-debug); the strand's own breakdown.
+if on strandprof; then
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  load sp-crowd gpubatch-load $crowd
+  timeout 120 python3 bench/thread_cpu.py --json-out "$out/threads-crowd.json" -- "$run" gpubatch-load $crowd --json \
+    > "$out/threads-crowd.txt" 2>&1
+  if have perf; then
+    timeout 120 "$run" perf record -F 2999 -g -o "$out/crowd.data" -- "$PWD/$run" gpubatch-load $crowd > "$out/perf-crowd.txt" 2>&1
+    for c in gpubatch-strand gpubatch-done; do
+      timeout 120 "$run" perf report -i "$out/crowd.data" --comm $c --percentage relative --no-children --sort sym -g none \
+        --percent-limit 0.7 > "$out/perf-$c.txt" 2>&1
+    done
+    timeout 120 "$run" perf report -i "$out/crowd.data" --comm gpubatch-strand --percentage relative --children --sort sym \
+      -g none --percent-limit 3 > "$out/perf-strand-children.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/crowd.data" --no-children --sort comm -g none > "$out/perf-comm.txt" 2>&1
+    rm -f "$out/crowd.data"
+  fi
+fi
+
+# The strand's per-request work trimmed (seventh session of 2026-11-27) against the build before
+# (gpubatch-load-prev): the crowd, four interleaved rounds; the lone caller once each; CPU
+# seconds per thread name for both (thread_cpu.py, summed into threads.txt); a perf profile of
+# this build's strand when .gpu/bin/perf is bundled.
+if on strandab; then
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for rep in 1 2 3 4; do
+    load sab-new-$rep gpubatch-load $crowd
+    load sab-prev-$rep gpubatch-load-prev $crowd
+  done
+  load sab-lone-new gpubatch-load $lone
+  load sab-lone-prev gpubatch-load-prev $lone
+  for b in gpubatch-load gpubatch-load-prev; do
+    have $b || continue
+    echo "== $b" >> "$out/threads.txt"
+    timeout 120 python3 bench/thread_cpu.py --json-out "$out/t.json" -- "$run" $b $crowd --json 2>/dev/null | tail -1 \
+      | cut -c1-200 >> "$out/threads.txt"
+    cat "$out/t.json" >> "$out/threads.txt"; echo >> "$out/threads.txt"; rm -f "$out/t.json"
+  done
+  if have perf; then
+    timeout 120 "$run" perf record -F 2999 -g -o "$out/crowd.data" -- "$PWD/$run" gpubatch-load $crowd > /dev/null 2>&1
+    timeout 120 "$run" perf report -i "$out/crowd.data" --comm gpubatch-strand --percentage relative --no-children --sort sym \
+      -g none --percent-limit 0.7 > "$out/perf-strand.txt" 2>&1
+    rm -f "$out/crowd.data"
+  fi
 fi
 
 # The request size sweep at two depths (sixth session of 2026-11-27): 16 callers, `adaptive`

@@ -365,20 +365,10 @@ void validate(const Request& r) {
   validate_host_buffers(r);
 }
 
-std::span<const float> input_a(const Request& r) noexcept {
-  return r.host_a ? std::span<const float>(r.host_a->data, r.host_a->floats) : std::span<const float>(r.a);
-}
-
-bool uses_host_buffers(const Request& r) noexcept { return r.host_a || r.host_b || r.host_result; }
-
 bool has_float_b(const Request& r) noexcept {
   if (r.op == Op::custom) return r.kernel && r.kernel->inputs == 2;
   if (r.op == Op::chain || r.op == Op::interpolate || static_cast<std::size_t>(r.op) >= kOpCount) return false;
   return op_info(r.op).arity == 2;
-}
-
-std::span<const float> input_b(const Request& r) noexcept {
-  return r.host_b ? std::span<const float>(r.host_b->data, r.host_b->floats) : std::span<const float>(r.b);
 }
 
 Request Request::from_hosts(Op op, const HostBuffer& a, const HostBuffer& b, float scalar) {
@@ -415,14 +405,14 @@ std::size_t input_bytes(const Request& r) noexcept {
   return floats * sizeof(float) + r.states_a.size() + r.states_b.size();
 }
 
-std::size_t output_bytes(const Request& r) noexcept {
+std::size_t output_bytes_other(const Request& r) noexcept {
   switch (r.op) {
     case Op::dot: return sizeof(float);
     case Op::matmul: return std::size_t{r.m} * r.n * sizeof(float);
     case Op::gradients: return r.states_a.size() * 2 * sizeof(float);
     case Op::interpolate: return r.states_a.size();
     case Op::custom: return (r.kernel ? r.kernel->output_floats(input_a(r).size()) : input_a(r).size()) * sizeof(float);
-    default: return input_a(r).size() * sizeof(float);
+    default: return output_bytes(r);
   }
 }
 

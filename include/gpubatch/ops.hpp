@@ -275,17 +275,32 @@ void validate(const Request& request);
 // "relu request", "chain request (relu -> scale -> add(in0))", "custom request (kernel 'cube')".
 std::string describe_op(const Request& request);
 
+// Inline: the strand calls these for every request of every batch (grouping, layout, encoding),
+// where out-of-line calls into another file were 15 % of its time on the H100's crowd (perf,
+// BENCHMARKS.md seventh session of 2026-11-27).
 // The request's input a: host_a's memory when it has one, else `a`.
-std::span<const float> input_a(const Request& request) noexcept;
+inline std::span<const float> input_a(const Request& r) noexcept {
+  return r.host_a ? std::span<const float>(r.host_a->data, r.host_a->floats) : std::span<const float>(r.a);
+}
 // The request's input b: host_b's memory when it has one, else `b`.
-std::span<const float> input_b(const Request& request) noexcept;
+inline std::span<const float> input_b(const Request& r) noexcept {
+  return r.host_b ? std::span<const float>(r.host_b->data, r.host_b->floats) : std::span<const float>(r.b);
+}
 // Whether it reads or writes any HostBuffer (host_a, host_b or host_result).
-bool uses_host_buffers(const Request& request) noexcept;
+inline bool uses_host_buffers(const Request& r) noexcept { return r.host_a || r.host_b || r.host_result; }
 // Whether its op reads a second float input b (add ... lerp, dot, matmul, a custom kernel of two).
 bool has_float_b(const Request& request) noexcept;
 
 // Sizes of a request's data as the device sees it (after validate()).
 std::size_t input_bytes(const Request& request) noexcept;
-std::size_t output_bytes(const Request& request) noexcept;
+std::size_t output_bytes_other(const Request& request) noexcept;  // output_bytes of dot ... custom
+inline std::size_t output_bytes(const Request& r) noexcept {
+  switch (r.op) {
+    case Op::dot: case Op::matmul: case Op::gradients: case Op::interpolate: case Op::custom:
+      return output_bytes_other(r);
+    default:  // element-wise and chains: one float out per float of x
+      return input_a(r).size() * sizeof(float);
+  }
+}
 
 }  // namespace gpubatch

@@ -254,7 +254,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // Requests whose cancellation slot was signalled leave the strand (src/executor/cancel.cpp).
   bool drop_cancelled(Pending& p) noexcept;
   void sweep_cancelled();
-  void claim_or_drop(std::vector<Pending>& items);
+  // Takes the batch's requests out of cancellation's and the deadline watch's reach, drops those
+  // already taken, and lists the rest (Batch::requests, Batch::bytes) in the same pass.
+  void claim_or_drop(Batch& b);
   void cancel_everything();
   void schedule_timer(Clock::time_point now);
   // In-flight slots are counted in halves: a batch of large requests (at least kLargeRequest

@@ -127,7 +127,11 @@ void ExecutorCore::sweep_cancelled() {
 
 // A batch about to be submitted: each request with a slot is claimed (a later signal leaves it
 // in: it completes normally); one whose slot was signalled first leaves the batch.
-void ExecutorCore::claim_or_drop(std::vector<Pending>& items) {
+void ExecutorCore::claim_or_drop(Batch& b) {
+  std::vector<Pending>& items = b.items;
+  b.requests.clear();
+  b.requests.reserve(items.size());
+  b.bytes = 0;
   std::size_t w = 0;
   for (std::size_t r = 0; r < items.size(); ++r) {
     Pending& p = items[r];
@@ -137,6 +141,9 @@ void ExecutorCore::claim_or_drop(std::vector<Pending>& items) {
       continue;
     }
     if (w != r) items[w] = std::move(p);
+    // Erasing the tail below moves nothing before it: the pointer stays good.
+    b.requests.push_back(&items[w].request);
+    b.bytes += items[w].bytes;
     ++w;
   }
   items.erase(items.begin() + static_cast<std::ptrdiff_t>(w), items.end());

@@ -133,6 +133,7 @@ class MpscQueue {
     const std::uint64_t head = head_.load(std::memory_order_relaxed);
     Slot& s = slot(head);
     if (s.seq.load(std::memory_order_acquire) != full_seq(head)) return false;
+    prefetch(slot(head + kPrefetchAhead));
     struct Release {
       MpscQueue* q;
       Slot* s;
@@ -224,12 +225,21 @@ class MpscQueue {
     return at;
   }
 
+  // The consumer asks for the lines of the slot this far ahead while it takes one: a slot's
+  // lines were last written on its producer's core, and fetched one by one on demand they were
+  // a fifth of the strand's time in the H100's crowd (accept_into_forming and pull, perf;
+  // BENCHMARKS.md seventh session of 2026-11-27).
+  static constexpr std::uint64_t kPrefetchAhead = 2;
   struct alignas(kCacheLine) Slot {
     explicit Slot(std::uint64_t s) noexcept : seq(s) {}
     std::atomic<std::uint64_t> seq;
     alignas(T) unsigned char storage[sizeof(T)];
     T* item() noexcept { return std::launder(reinterpret_cast<T*>(storage)); }
   };
+  static void prefetch(const Slot& s) noexcept {
+    const char* p = reinterpret_cast<const char*>(&s);
+    for (std::size_t off = 0; off < sizeof(Slot); off += kCacheLine) __builtin_prefetch(p + off, 0, 3);
+  }
 
   Slot& slot(std::uint64_t pos) const noexcept {
     return slots_[pow2_ ? (pos & mask_) : (pos % capacity_)];

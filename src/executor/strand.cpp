@@ -330,19 +330,12 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   batch->express = express;
   if (express) former_.take_upper(batch->items);
   else former_.take(batch->items, now, level0_only);  // the former keeps the pooled vector's capacity
-  claim_or_drop(batch->items);  // from here a cancellation no longer takes a request out
+  claim_or_drop(*batch);  // from here a cancellation no longer takes a request out
   const std::size_t n = batch->items.size();
   if (n == 0) {  // every request of it was cancelled
     --next_batch_id_;
     return_batch_to_pool(std::move(batch));
     return;
-  }
-  batch->requests.clear();
-  batch->requests.reserve(n);
-  batch->bytes = 0;
-  for (const Pending& p : batch->items) {
-    batch->requests.push_back(&p.request);
-    batch->bytes += p.bytes;
   }
 
   batch->slot_halves = express ? 0 : slot_halves(batch->bytes, n);  // express: a slot of its own

@@ -2186,6 +2186,7 @@ if on strandab; then
   lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
   for rep in 1 2 3 4; do
     load sab-new-$rep gpubatch-load $crowd
+    load sab-mid-$rep gpubatch-load-mid $crowd  # a build between the two, when bundled
     load sab-prev-$rep gpubatch-load-prev $crowd
   done
   load sab-lone-new gpubatch-load $lone

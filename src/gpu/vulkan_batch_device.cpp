@@ -229,11 +229,24 @@ class VulkanInFlight final : public detail::InFlightBatch {
 // Copies a batch's inputs into staging. One thread writing write-combined memory stays far below
 // what the memory takes, so a batch with enough input bytes is cut into equal byte ranges (a large
 // input split across ranges) that `parallel`'s threads copy at once.
+// Asks for the first lines of a small input two copies ahead: each request's input was written
+// last on its caller's core, and many small copies in a row each waited for their source lines
+// one by one (the strand's memcpy was a fifth of its time in the H100's crowd of 1 KiB requests;
+// BENCHMARKS.md seventh session of 2026-11-27).
+inline void prefetch_source(const CopyOp& c) noexcept {
+  const std::size_t lines = std::min<std::size_t>(c.bytes, 2048);
+  for (std::size_t off = 0; off < lines; off += 64) __builtin_prefetch(c.src + off, 0, 3);
+}
+
 void copy_inputs(const std::vector<CopyOp>& copies, std::size_t total, detail::ParallelRunner& parallel) {
   constexpr std::size_t kBytesPerPart = 256 * 1024;  // below this a helper costs more than it saves
+  constexpr std::size_t kAhead = 2;
   const std::size_t parts = std::min(parallel.width(), total / kBytesPerPart);
   if (parts <= 1) {
-    for (const CopyOp& c : copies) std::memcpy(c.dst, c.src, c.bytes);
+    for (std::size_t i = 0; i < copies.size(); ++i) {
+      if (i + kAhead < copies.size()) prefetch_source(copies[i + kAhead]);
+      std::memcpy(copies[i].dst, copies[i].src, copies[i].bytes);
+    }
     return;
   }
   parallel.run(parts, [&](std::size_t part) {
@@ -242,6 +255,7 @@ void copy_inputs(const std::vector<CopyOp>& copies, std::size_t total, detail::P
     auto it = std::upper_bound(copies.begin(), copies.end(), begin,
                                [](std::size_t at, const CopyOp& c) { return at < c.start; });
     for (--it; it != copies.end() && it->start < end; ++it) {
+      if (copies.end() - it > static_cast<std::ptrdiff_t>(kAhead) && (it + kAhead)->start < end) prefetch_source(*(it + kAhead));
       const std::size_t from = std::max(begin, it->start), to = std::min(end, it->start + it->bytes);
       if (from < to) std::memcpy(it->dst + (from - it->start), it->src + (from - it->start), to - from);
     }

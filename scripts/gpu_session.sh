@@ -2189,8 +2189,10 @@ if on strandab; then
     load sab-mid-$rep gpubatch-load-mid $crowd  # a build between the two, when bundled
     load sab-prev-$rep gpubatch-load-prev $crowd
   done
-  load sab-lone-new gpubatch-load $lone
-  load sab-lone-prev gpubatch-load-prev $lone
+  for rep in 1 2 3; do
+    load sab-lone-new-$rep gpubatch-load $lone
+    load sab-lone-prev-$rep gpubatch-load-prev $lone
+  done
   for b in gpubatch-load gpubatch-load-prev; do
     have $b || continue
     echo "== $b" >> "$out/threads.txt"

@@ -2208,6 +2208,21 @@ if on strandab; then
   fi
 fi
 
+# The crowd's shape once the strand is no longer its cap (seventh session of 2026-11-27): in-flight
+# batches and completion threads beside the defaults, three interleaved rounds.
+if on crowdshape7; then
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  for rep in 1 2 3; do
+    load cs-default-$rep gpubatch-load $crowd
+    load cs-inflight3-$rep env GPUBATCH_MAX_INFLIGHT_BATCHES=3 -- gpubatch-load $crowd
+    load cs-inflight4-$rep env GPUBATCH_MAX_INFLIGHT_BATCHES=4 -- gpubatch-load $crowd
+    load cs-done6-$rep env GPUBATCH_COMPLETION_THREADS=6 -- gpubatch-load $crowd
+    load cs-if4-done6-$rep env GPUBATCH_MAX_INFLIGHT_BATCHES=4 GPUBATCH_COMPLETION_THREADS=6 -- gpubatch-load $crowd
+  done
+  timeout 120 python3 bench/thread_cpu.py --json-out "$out/t.json" -- "$run" gpubatch-load $crowd --json > /dev/null 2>&1
+  cat "$out/t.json" > "$out/threads.txt" 2>/dev/null; rm -f "$out/t.json"
+fi
+
 # The request size sweep at two depths (sixth session of 2026-11-27): 16 callers, `adaptive`
 # (every default) and --unbatched, with 8 requests in flight per caller (the sweep's depth so
 # far) and with 1 (the unbatched path's own depth), 3 GB of input a run; the copy rate first.

@@ -2223,6 +2223,23 @@ if on crowdshape7; then
   cat "$out/t.json" > "$out/threads.txt" 2>/dev/null; rm -f "$out/t.json"
 fi
 
+# CLDEMOTE on the queue's slots (seventh session of 2026-11-27), one binary with and without
+# GPUBATCH_CLDEMOTE=off: the crowd, four interleaved rounds, and the lone caller twice each; the
+# host's CPU model first (whether it has the instruction: cldemote in the flags).
+if on demote; then
+  { grep -m1 "model name" /proc/cpuinfo; grep -m1 -o -w cldemote /proc/cpuinfo || echo "no cldemote"; } > "$out/cpu.txt" 2>&1
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for rep in 1 2 3 4; do
+    load dm-on-$rep gpubatch-load $crowd
+    load dm-off-$rep env GPUBATCH_CLDEMOTE=off -- gpubatch-load $crowd
+  done
+  for rep in 1 2; do
+    load dm-lone-on-$rep gpubatch-load $lone
+    load dm-lone-off-$rep env GPUBATCH_CLDEMOTE=off -- gpubatch-load $lone
+  done
+fi
+
 # The request size sweep at two depths (sixth session of 2026-11-27): 16 callers, `adaptive`
 # (every default) and --unbatched, with 8 requests in flight per caller (the sweep's depth so
 # far) and with 1 (the unbatched path's own depth), 3 GB of input a run; the copy rate first.

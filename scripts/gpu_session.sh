@@ -2240,6 +2240,18 @@ if on demote; then
   done
 fi
 
+# The lone caller, this build against gpubatch-load-prev (seventh session of 2026-11-27: does the
+# strand's trim cost a lone request anything?): futures and --sync, six interleaved rounds.
+if on loneab7; then
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for rep in 1 2 3 4 5 6; do
+    load la-new-$rep gpubatch-load $lone
+    load la-prev-$rep gpubatch-load-prev $lone
+    load la-sync-new-$rep gpubatch-load --sync $lone
+    load la-sync-prev-$rep gpubatch-load-prev --sync $lone
+  done
+fi
+
 # The request size sweep at two depths (sixth session of 2026-11-27): 16 callers, `adaptive`
 # (every default) and --unbatched, with 8 requests in flight per caller (the sweep's depth so
 # far) and with 1 (the unbatched path's own depth), 3 GB of input a run; the copy rate first.

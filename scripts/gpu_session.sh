@@ -2252,6 +2252,16 @@ if on loneab7; then
   done
 fi
 
+# The 64-thread mix of sizes, this build against gpubatch-mix-old, more rounds (seventh session of
+# 2026-11-27): six interleaved rounds, no trace.
+if on mixed64b; then
+  m="--threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000 --host-probe"
+  for rep in 1 2 3 4 5 6; do
+    load m64b-$rep gpubatch-mix $m
+    load m64b-old-$rep gpubatch-mix-old $m
+  done
+fi
+
 # The request size sweep at two depths (sixth session of 2026-11-27): 16 callers, `adaptive`
 # (every default) and --unbatched, with 8 requests in flight per caller (the sweep's depth so
 # far) and with 1 (the unbatched path's own depth), 3 GB of input a run; the copy rate first.

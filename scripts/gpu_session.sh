@@ -2262,6 +2262,20 @@ if on mixed64b; then
   done
 fi
 
+# Where the crowd's CPU goes once the strand is not its cap (seventh session of 2026-11-27): one
+# perf profile of the whole process (needs .gpu/bin/perf and a gpubatch-load with its symbols),
+# by thread name, and each name's own breakdown.
+if on crowdprof7 && have perf; then
+  crowd="--threads 16 --inflight 1024 --requests 4000000 --op relu --size 256"
+  timeout 120 "$run" perf record -F 2999 -g -o "$out/crowd.data" -- "$PWD/$run" gpubatch-load $crowd > "$out/perf-run.txt" 2>&1
+  timeout 120 "$run" perf report -i "$out/crowd.data" --no-children --sort comm -g none > "$out/perf-comm.txt" 2>&1
+  for c in gpubatch-load gpubatch-done gpubatch-strand; do
+    timeout 120 "$run" perf report -i "$out/crowd.data" --comm $c --percentage relative --no-children --sort dso,sym -g none \
+      --percent-limit 1 > "$out/perf-$c.txt" 2>&1
+  done
+  rm -f "$out/crowd.data"
+fi
+
 # The request size sweep at two depths (sixth session of 2026-11-27): 16 callers, `adaptive`
 # (every default) and --unbatched, with 8 requests in flight per caller (the sweep's depth so
 # far) and with 1 (the unbatched path's own depth), 3 GB of input a run; the copy rate first.

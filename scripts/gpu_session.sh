@@ -2276,6 +2276,20 @@ if on crowdprof7 && have perf; then
   rm -f "$out/crowd.data"
 fi
 
+# Two GPUs behind one executor after the strand's trims (seventh session of 2026-11-27): the
+# 256-float crowd of 32 callers on device 0 alone and on the set of both, this build against
+# gpubatch-load-prev (a198a11), two interleaved rounds.
+if on multi7; then
+  small="--threads 32 --inflight 1024 --requests 8000000 --op relu --size 256"
+  for rep in 1 2; do
+    for d in "device 0" "devices 0,1"; do
+      tag=${d// /}; tag=${tag//,/-}
+      load m7-$tag-new-$rep gpubatch-load --$d $small
+      load m7-$tag-prev-$rep gpubatch-load-prev --$d $small
+    done
+  done
+fi
+
 # The request size sweep at two depths (sixth session of 2026-11-27): 16 callers, `adaptive`
 # (every default) and --unbatched, with 8 requests in flight per caller (the sweep's depth so
 # far) and with 1 (the unbatched path's own depth), 3 GB of input a run; the copy rate first.

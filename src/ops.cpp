@@ -405,7 +405,7 @@ std::size_t input_bytes(const Request& r) noexcept {
   return floats * sizeof(float) + r.states_a.size() + r.states_b.size();
 }
 
-std::size_t output_bytes_other(const Request& r) noexcept {
+std::size_t detail::output_bytes_other(const Request& r) noexcept {
   switch (r.op) {
     case Op::dot: return sizeof(float);
     case Op::matmul: return std::size_t{r.m} * r.n * sizeof(float);

@@ -293,11 +293,13 @@ bool has_float_b(const Request& request) noexcept;
 
 // Sizes of a request's data as the device sees it (after validate()).
 std::size_t input_bytes(const Request& request) noexcept;
+namespace detail {
 std::size_t output_bytes_other(const Request& request) noexcept;  // output_bytes of dot ... custom
+}  // namespace detail
 inline std::size_t output_bytes(const Request& r) noexcept {
   switch (r.op) {
     case Op::dot: case Op::matmul: case Op::gradients: case Op::interpolate: case Op::custom:
-      return output_bytes_other(r);
+      return detail::output_bytes_other(r);
     default:  // element-wise and chains: one float out per float of x
       return input_a(r).size() * sizeof(float);
   }

@@ -226,18 +226,18 @@ class VulkanInFlight final : public detail::InFlightBatch {
   bool done_ = false;
 };
 
-// Copies a batch's inputs into staging. One thread writing write-combined memory stays far below
-// what the memory takes, so a batch with enough input bytes is cut into equal byte ranges (a large
-// input split across ranges) that `parallel`'s threads copy at once.
-// Asks for the first lines of a small input two copies ahead: each request's input was written
-// last on its caller's core, and many small copies in a row each waited for their source lines
-// one by one (the strand's memcpy was a fifth of its time in the H100's crowd of 1 KiB requests;
-// BENCHMARKS.md seventh session of 2026-11-27).
+// Asks for the first lines (up to 2 KiB) of an input a few copies ahead: each request's input was
+// written last on its caller's core, and many small copies in a row each waited for their source
+// lines one by one (the strand's memcpy was a fifth of its time in the H100's crowd of 1 KiB
+// requests; BENCHMARKS.md seventh session of 2026-11-27).
 inline void prefetch_source(const CopyOp& c) noexcept {
   const std::size_t lines = std::min<std::size_t>(c.bytes, 2048);
   for (std::size_t off = 0; off < lines; off += 64) __builtin_prefetch(c.src + off, 0, 3);
 }
 
+// Copies a batch's inputs into staging. One thread writing write-combined memory stays far below
+// what the memory takes, so a batch with enough input bytes is cut into equal byte ranges (a large
+// input split across ranges) that `parallel`'s threads copy at once.
 void copy_inputs(const std::vector<CopyOp>& copies, std::size_t total, detail::ParallelRunner& parallel) {
   constexpr std::size_t kBytesPerPart = 256 * 1024;  // below this a helper costs more than it saves
   constexpr std::size_t kAhead = 2;

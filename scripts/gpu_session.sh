@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2286,6 +2286,35 @@ if on multi7; then
       tag=${d// /}; tag=${tag//,/-}
       load m7-$tag-new-$rep gpubatch-load --$d $small
       load m7-$tag-prev-$rep gpubatch-load-prev --$d $small
+    done
+  done
+fi
+
+# Do two GPUs' buses add up? (eighth session of 2026-11-27, nvidia-h100-x2): the copy engines
+# (gpubatch-copy-rate, both ways at once) and 16 callers of 1,048,576-float relu from HostBuffers
+# and from vectors, on device 0 alone, device 1 alone, then both at once (two processes, one per
+# device, started together). If both at once carry twice one, HostBuffers shared by the members
+# of a set are worth building.
+if on multibus; then
+  cr="--bytes 268435456 --repeat 16"
+  for d in 0 1; do
+    have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate $cr --device $d > "$out/mb-copy-d$d.txt" 2>&1
+  done
+  if have gpubatch-copy-rate; then
+    timeout 60 "$run" gpubatch-copy-rate $cr --device 0 > "$out/mb-copy-both-d0.txt" 2>&1 &
+    timeout 60 "$run" gpubatch-copy-rate $cr --device 1 > "$out/mb-copy-both-d1.txt" 2>&1 &
+    wait
+  fi
+  for rep in 1 2; do
+    for v in "hb --host-buffers" "v"; do
+      set -- $v; tag=$1; shift
+      big="--threads 16 --inflight 8 --op relu --size 1048576 --requests 3000 $*"
+      load mb-$tag-d0-$rep gpubatch-load --device 0 $big
+      load mb-$tag-d1-$rep gpubatch-load --device 1 $big
+      load mb-$tag-both0-$rep gpubatch-load --device 0 $big &
+      load mb-$tag-both1-$rep gpubatch-load --device 1 $big &
+      wait
+      load mb-$tag-set-$rep gpubatch-load --devices 0,1 $big
     done
   done
 fi

@@ -331,7 +331,13 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
   // host cores (lavapipe) the device's own work on those cores is the limit and the batched path
   // was faster (2 cores, 1,048,576-float relu, --threads 2 --inflight 8: 1.23-1.34 GB/s batched
   // against 1.02-1.25 with the lane, three rounds); GPUBATCH_HOST_DIRECT=on turns it on there.
-  direct_lane_ = config_.direct_bytes != 0 && device_->inflight_multiplier() == 1 &&
+  // A device set too (its submit places the lane's request on the least busy member and re-runs
+  // it elsewhere when that member is lost): without the lanes its large requests all waited for
+  // the strand's copy, and two H100s carried 9.2-10.2 GB/s of 1,048,576-float relu where one
+  // carried 11.7-16.3 (BENCHMARKS.md, eighth session of 2026-11-27). GPUBATCH_SET_LANES=off keeps
+  // a set's large requests on the strand, for side-by-side runs.
+  const bool set_lanes = device_->inflight_multiplier() == 1 || !env_is("GPUBATCH_SET_LANES", "off");
+  direct_lane_ = config_.direct_bytes != 0 && set_lanes &&
                  (!device_->runs_on_host_cpu() || env_is("GPUBATCH_HOST_DIRECT", "on"));
   bulk_lane_ = direct_lane_ && !env_is("GPUBATCH_BULK_LANE", "off");
   split_line_ = device_->inflight_multiplier() == 1 ? device_->split_bytes() : 0;

@@ -667,9 +667,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
 
   // Resident mode. resident_on_ is set by start() before any producer can see the executor.
   bool resident_on_ = false;
-  // Large requests may take the direct lane: direct_bytes is not 0, a device of its own (not a
-  // device set, which places parts on its members from the strand), and not one of host cores
-  // unless GPUBATCH_HOST_DIRECT = on. Set by the constructor.
+  // Large requests may take the direct lane: direct_bytes is not 0 (a device set too, unless
+  // GPUBATCH_SET_LANES = off), and not a device of host cores unless GPUBATCH_HOST_DIRECT = on.
+  // Set by the constructor.
   bool direct_lane_ = false;
   // Requests of at least this many bytes may go in chunks (BatchDevice::split_bytes; 0: none, and
   // none for a device set). Set by the constructor.

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "config_test_util.hpp"
 #include "executor/device_set.hpp"
 #include "fake_device.hpp"
 #include "gpubatch/custom_kernel.hpp"
@@ -373,6 +374,77 @@ TEST(DeviceSet, PrometheusLabelsEscapeDeviceNames) {
   EXPECT_NE(text.find("gpubatch_device_live{device=\"1\"} 0"), std::string::npos);
   EXPECT_NE(text.find("gpubatch_device_failovers_total{device=\"1\"} 7"), std::string::npos);
   EXPECT_EQ(to_prometheus(Stats{}).find("gpubatch_device_info"), std::string::npos);  // no devices, no series
+}
+
+// The direct lane on a set: member 0 holds a small batch it does not finish (the executor is
+// busy), and a large request's caller submits it itself; the set places it on member 1, the idle
+// one, and the call comes back with its result while member 0 still holds its batch.
+TEST(DeviceSet, ALargeRequestOfABusySetTakesTheLaneToTheIdleMember) {
+  Set s;
+  s.a->pause();
+  BatchExecutor executor(s.set, small_batches());
+  auto gpu = executor.handle();
+  auto small = gpu.relu({-1.0f});
+  ASSERT_TRUE(s.a->wait_for_batches(1));  // ties go round robin from member 0
+  const auto x = ramp(600'000, 0.5f);     // 4.8 MB in and out, over the 2 MiB line
+  std::thread::id caller;
+  std::future<std::vector<float>> large;
+  std::thread t([&] {
+    caller = std::this_thread::get_id();
+    large = gpu.relu(x);
+  });
+  t.join();
+  ASSERT_EQ(large.wait_for(0s), std::future_status::ready) << "the lane's future comes back ready";
+  EXPECT_EQ(large.get(), relu_of(x));
+  ASSERT_EQ(s.b->submit_threads().size(), 1u);
+  EXPECT_EQ(s.b->submit_threads().front(), caller) << "the caller's own thread submitted it";
+  EXPECT_EQ(s.a->batches(), 1u);
+  EXPECT_EQ(executor.stats().direct, 1u);
+  EXPECT_EQ(small.wait_for(0s), std::future_status::timeout);
+  s.a->resume();
+  EXPECT_EQ(small.get(), std::vector<float>{0.0f});
+}
+
+// A lane request whose member is lost runs again, whole, on the other member, and its caller
+// still gets the right result; GPUBATCH_SET_LANES=off keeps a set's large requests on the strand.
+TEST(DeviceSet, ALaneRequestLostOnItsMemberRunsAgainOnTheOther) {
+  Set s;
+  s.a->pause();
+  s.b->fail_next_wait(ErrorCode::device_lost, 1);
+  BatchExecutor executor(s.set, small_batches());
+  auto gpu = executor.handle();
+  auto small = gpu.relu({-1.0f});
+  ASSERT_TRUE(s.a->wait_for_batches(1));
+  const auto x = ramp(600'000, -0.5f);
+  std::future<std::vector<float>> large;
+  std::thread t([&] { large = gpu.relu(x); });
+  ASSERT_TRUE(s.a->wait_for_batches(2)) << "the re-run goes to member 0, the only other one";
+  s.a->resume();
+  t.join();
+  EXPECT_EQ(large.get(), relu_of(x));
+  EXPECT_EQ(small.get(), std::vector<float>{0.0f});
+  const Stats st = executor.stats();
+  EXPECT_EQ(st.direct, 1u);
+  EXPECT_EQ(st.failed, 0u);
+  EXPECT_EQ(st.devices[1].failovers, 1u);
+  EXPECT_EQ(st.devices[0].reruns, 1u);
+}
+
+TEST(DeviceSet, TheLanesCanBeTurnedOffForASet) {
+  testing::EnvGuard off("GPUBATCH_SET_LANES", "off");
+  Set s;
+  s.a->pause();
+  BatchExecutor executor(s.set, small_batches());
+  auto gpu = executor.handle();
+  auto small = gpu.relu({-1.0f});
+  ASSERT_TRUE(s.a->wait_for_batches(1));
+  const auto x = ramp(600'000, 0.5f);
+  auto large = gpu.relu(x);  // batched by the strand: placed on member 1, resolved there
+  EXPECT_EQ(large.get(), relu_of(x));
+  EXPECT_EQ(executor.stats().direct, 0u);
+  EXPECT_NE(s.b->submit_threads().front(), std::this_thread::get_id());
+  s.a->resume();
+  EXPECT_EQ(small.get(), std::vector<float>{0.0f});
 }
 
 TEST(DeviceSet, RefusesAnEmptyOrNullMemberList) {

@@ -94,6 +94,42 @@ TEST(DeviceSetVulkan, BothDevicesTakeBatchesUnderSixteenThreads) {
   EXPECT_EQ(st.completed, 16u * 150u);
 }
 
+// Large requests on a set take the direct lane (their callers submit them; the set places each
+// on the member with the least in hand) beside the strand's batches of small ones, under the
+// validation layer; every result against the CPU reference.
+TEST(DeviceSetVulkan, LargeRequestsTakeTheLaneOnEitherDevice) {
+  BatchConfig config = BatchConfig::adaptive();
+  config.direct_bytes = 256 << 10;  // 40,000-float requests take the lane (lavapipe is slow)
+  ::setenv("GPUBATCH_HOST_DIRECT", "on", 1);  // a device of host cores keeps the lane off otherwise
+  BatchExecutor executor(two_devices(), config);
+  ::unsetenv("GPUBATCH_HOST_DIRECT");
+  auto gpu = executor.handle();
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 4; ++round) {
+        std::vector<std::pair<std::vector<float>, std::future<std::vector<float>>>> pending;
+        for (int i = 0; i < 16; ++i) {  // small ones keep the executor busy
+          auto x = random_floats(1 + static_cast<std::size_t>(i) * 31, static_cast<unsigned>(t * 100 + round * 20 + i));
+          pending.emplace_back(x, gpu.relu(x));
+        }
+        auto big = random_floats(40000, static_cast<unsigned>(7000 + t * 10 + round));
+        pending.emplace_back(big, gpu.relu(big));
+        for (auto& [x, f] : pending)
+          if (f.get() != reference::run(Request::relu(x)).values) ++bad;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  executor.shutdown();
+  EXPECT_EQ(bad.load(), 0);
+  const Stats st = executor.stats();
+  EXPECT_EQ(st.completed, 4u * 4u * 17u);
+  EXPECT_GT(st.direct, 0u) << "callers keep the executor busy: large requests take the lane";
+  EXPECT_EQ(st.devices[0].requests + st.devices[1].requests, st.completed) << "the lane's requests are placed too";
+}
+
 TEST(DeviceSetVulkan, OneDeviceInAListIsTheDirectPath) {
   BatchExecutor executor(std::vector<Device>{two_devices()[0]}, BatchConfig::adaptive());
   auto x = random_floats(64, 1);

@@ -80,7 +80,7 @@ std::string verifiable_ops() {
 
 class Workload {
  public:
-  Workload(const Options& o, unsigned seed, const Device* device = nullptr) {
+  Workload(const Options& o, unsigned seed, std::span<const Device> devices = {}) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> d(-3.0f, 3.0f);
     std::uniform_int_distribution<int> byte(0, 255);
@@ -112,7 +112,7 @@ class Workload {
       const float t = static_cast<float>(i * 7 % 101) / 100.0f;
       requests_.push_back(build(o.op, size, a, b, sa, sb, t, i % 2 ? InterpolationMode::slerp : InterpolationMode::lerp));
     }
-    if (o.host_buffers && device) move_into_host_buffers(*device, o.import);
+    if (o.host_buffers && !devices.empty()) move_into_host_buffers(devices, o.import);
   }
 
   int pool() const { return pool_; }
@@ -158,11 +158,15 @@ class Workload {
   // --host-buffers: each pool request reads x (and b, for ops of two inputs: add ... lerp, dot,
   // matmul's B) from HostBuffers and writes its result into another (requests sharing a pool slot share them: at most pool_ in flight per thread are
   // distinct; more write the same values again).
-  // With `import`, the buffers are this process's own aligned memory, imported (Device::import_host).
-  void move_into_host_buffers(const Device& device, bool import) {
+  // With `import`, the buffers are this process's own aligned memory, imported (Device::import_host)
+  // into the first device; otherwise each is one allocation every device uses
+  // (gpubatch::allocate_host over them all: a device set places their requests on any member).
+  void move_into_host_buffers(std::span<const Device> devices, bool import) {
     for (Request& r : requests_) {
       if (r.op == Op::gradients || r.op == Op::interpolate) continue;
-      const auto buffer = [&](std::size_t floats) { return import ? imported(device, floats) : device.allocate_host(floats); };
+      const auto buffer = [&](std::size_t floats) {
+        return import ? imported(devices.front(), floats) : gpubatch::allocate_host(devices, floats);
+      };
       HostBuffer x = buffer(r.a.size()), out = buffer(output_bytes(r) / sizeof(float));
       std::copy(r.a.begin(), r.a.end(), x.begin());
       r.a.clear();
@@ -552,7 +556,8 @@ int main(int argc, char** argv) {
                  "after the run, keep the executor idle this long and report its CPU use (idle_cores_busy)")
       ->check(CLI::Range(0, 60000));
   app.add_flag("--host-buffers", o.host_buffers,
-               "inputs and results in Device::allocate_host buffers, used in place (not gradients/interpolate)");
+               "inputs and results in pinned host buffers, used in place (not gradients/interpolate); with --devices, "
+               "each shared by every device (gpubatch::allocate_host)");
   app.add_flag("--import", o.import,
                "with --host-buffers: the buffers are this process's own aligned memory, imported "
                "(Device::import_host) instead of allocate_host's");
@@ -600,8 +605,8 @@ int main(int argc, char** argv) {
     const std::string device_list = !o.devices.empty() ? o.devices : config.devices;
     std::vector<Device> devices =
         device_list.empty() ? std::vector<Device>{Device(device_options)} : open_devices(device_list, device_options);
-    // The synchronous path, host buffers (--host-buffers: they belong to it, so a set runs those
-    // requests there) and the name in the report use the first device.
+    // The synchronous path and the name in the report use the first device; --host-buffers are
+    // shared by every device of --devices (gpubatch::allocate_host), --import's by the first only.
     Device& device = devices.front();
 
     std::unique_ptr<BatchExecutor> executor;
@@ -647,7 +652,7 @@ int main(int argc, char** argv) {
     // in-flight slot), so the timed run measures the steady state, not first-time allocations.
     // Lives to the end of main, past the executors' shutdown: with --import its memory must stay
     // allocated while an executor may still hold a request that reads it.
-    Workload w(o, 999, &device);
+    Workload w(o, 999, devices);
     {
       std::size_t burst = o.unbatched ? 8 : config.max_batch_size * config.max_inflight_batches;
       // Large requests: full batches of them would not fit in memory (2048 x 4 x 4 MiB); warm up
@@ -660,7 +665,7 @@ int main(int argc, char** argv) {
       for (auto& f : warm) f.wait();
     }
     std::vector<Workload> workloads;
-    for (int t = 0; t < o.threads; ++t) workloads.emplace_back(o, 1000 + t, &device);
+    for (int t = 0; t < o.threads; ++t) workloads.emplace_back(o, 1000 + t, devices);
     std::vector<ThreadResult> results(o.threads);
     prime_checks(workloads, submit, results);
     // The timed run gets an executor of its own, so that its latency percentiles (submit_us) hold

@@ -160,6 +160,17 @@ class Device {
   std::chrono::microseconds run_spin_{0};
 };
 
+// `floats` floats of pinned host memory that every device of `devices` reads and writes in place:
+// one allocation, imported into each (VK_EXT_external_memory_host), for an executor over several
+// devices (BatchExecutor(std::vector<Device>)). A request that reads or writes it runs on
+// whichever device the set places it on, and once more on another when that one is lost; with
+// Device::allocate_host's memory it could run only on the device that allocated it. One device
+// (or one listed twice): that device's allocate_host. The buffer keeps every device alive; a
+// device that recover() re-created no longer has it (its requests run on the others). Throws
+// Error(invalid_argument) for no devices, 0 floats, or a device that cannot import host memory
+// (Device::host_import_alignment() == 0); Error(out_of_memory) when the memory cannot be had.
+HostBuffer allocate_host(std::span<const Device> devices, std::size_t floats);
+
 // Messages the Khronos validation layer has printed in this process (all devices). Tests fail
 // when it moves.
 std::uint64_t validation_message_count() noexcept;

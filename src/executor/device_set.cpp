@@ -88,6 +88,17 @@ std::size_t DeviceSet::owner_of(const Request& request) const noexcept {
   return kNone;
 }
 
+bool DeviceSet::runs_anywhere(const Request& request) const noexcept {
+  for (const auto& m : members_) {
+    try {
+      if (!m->can_run(request)) return false;
+    } catch (...) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Least outstanding bytes, then fewest outstanding batches, then the first at or after next_ (a
 // round robin among equals, so that an idle set spreads lone requests over its members).
 std::size_t DeviceSet::place(std::size_t bytes, std::size_t avoid) {

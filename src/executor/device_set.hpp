@@ -74,6 +74,8 @@ class DeviceSet final : public BatchDevice, public std::enable_shared_from_this<
   // recover() on `m`; it rejoins placement when that returns. Never throws.
   void recover_member(std::size_t m) noexcept;
   BatchDevice& member(std::size_t m) const noexcept { return *members_[m]; }
+  // Every member's can_run() accepts `request` (its HostBuffers, if any, are shared by all).
+  bool runs_anywhere(const Request& request) const noexcept;
   // The member whose can_run() accepts `request` (a HostBuffer's owner), or kNone.
   std::size_t owner_of(const Request& request) const noexcept;
   std::chrono::milliseconds attempt_timeout() const noexcept { return attempt_timeout_; }

@@ -44,8 +44,10 @@ std::string message_of(const std::exception_ptr& e) {
 }
 
 // False for a request of a kernel registered with KernelOptions::rerun_on_loss = false (alone or
-// as a step of a chain).
+// as a step of a chain), and for one whose result lands in a HostBuffer it also reads: a lost
+// attempt may have written part of it, so a re-run would read its own partial results.
 bool may_rerun(const Request& r) {
+  if (r.host_result && (r.host_result == r.host_a || r.host_result == r.host_b)) return false;
   if (r.op == Op::custom) return !r.kernel || r.kernel->rerun_on_loss;
   if (r.op != Op::chain || !r.chain) return true;
   for (const ChainStep& step : r.chain->steps())
@@ -61,7 +63,7 @@ struct Part {
   std::vector<const Request*> requests;  // the same requests (what members are given)
   std::size_t bytes = 0;                 // their input + output bytes
   std::size_t owner = DeviceSet::kNone;  // HostBuffer requests: the only member they may run on
-  bool may_rerun = true;                 // false: a kernel of it opted out of re-runs
+  bool may_rerun = true;                 // false: a kernel of it opted out, or a result into its input
   std::size_t member = DeviceSet::kNone; // where the current attempt runs
   bool reserved = false;                 // `bytes` counted as outstanding on `member`
   bool rerun = false;                    // the current attempt is the re-run
@@ -123,11 +125,12 @@ class SetBatch final : public InFlightBatch {
   std::vector<std::uint32_t> part_of_, local_of_;  // by request index, with several parts
 };
 
-// One part for the requests any member may run; one per HostBuffer owner, and apart the requests
-// of kernels that opted out of re-runs. The common batch (no
-// HostBuffer) is one part and costs one pass over its requests.
+// One part for the requests any member may run (HostBuffers every member has imported too:
+// gpubatch::allocate_host over the set's devices); one per HostBuffer owner, and apart the
+// requests of kernels that opted out of re-runs. The common batch (no HostBuffer) is one part
+// and costs one pass over its requests.
 void SetBatch::split(std::span<const Request* const> requests) {
-  const auto uses_host = [](const Request* r) { return uses_host_buffers(*r); };
+  const auto uses_host = [&](const Request* r) { return uses_host_buffers(*r) && !set_->runs_anywhere(*r); };
   const auto plain = [&](const Request* r) { return !uses_host(r) && may_rerun(*r); };
   if (std::all_of(requests.begin(), requests.end(), plain)) {
     Part& p = parts_.emplace_back();
@@ -285,8 +288,9 @@ void SetBatch::on_lost(Part& p, std::exception_ptr error) {
               : p.owner != DeviceSet::kNone
                   ? lost(set_->member_name(m) + ", which owns the requests' HostBuffers, was lost: " +
                          message_of(error))
-                  : lost(set_->member_name(m) + " was lost and the requests' kernel opted out of re-runs "
-                         "(KernelOptions::rerun_on_loss = false): " + message_of(error));
+                  : lost(set_->member_name(m) + " was lost and the requests may not run again (a kernel that "
+                         "opted out, KernelOptions::rerun_on_loss = false, or a result delivered into its own "
+                         "input's HostBuffer): " + message_of(error));
   } else {
     set_->note_failover(m);
     p.rerun = true;

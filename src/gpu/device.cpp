@@ -105,6 +105,13 @@ HostBuffer Device::import_host(std::span<float> memory, std::size_t floats) cons
   return gpu::import_host(identity_->context(), memory, floats);
 }
 
+HostBuffer allocate_host(std::span<const Device> devices, std::size_t floats) {
+  std::vector<std::shared_ptr<detail::GpuContext>> contexts;
+  contexts.reserve(devices.size());
+  for (const Device& d : devices) contexts.push_back(d.context());
+  return gpu::allocate_shared_host(contexts, floats);
+}
+
 std::size_t Device::host_import_alignment() const { return identity_->context()->host_import_alignment(); }
 
 std::shared_ptr<detail::BatchDevice> Device::batch_device() const { return batch_device_; }

@@ -52,8 +52,9 @@ struct Region {
 using Regions = std::vector<Region>;
 
 // The memory behind a caller's HostBuffer (checked to be this context's when the execute began).
-const gpu::Allocation& host_allocation(const std::shared_ptr<detail::HostMemory>& memory) {
-  return static_cast<const gpu::VulkanHostMemory&>(*memory).allocation;
+const gpu::Allocation& host_allocation(const std::shared_ptr<detail::HostMemory>& memory,
+                                       const detail::GpuContext* ctx) {
+  return gpu::host_memory_of(memory, ctx).allocation;
 }
 
 // Makes `a` hold at least `bytes` of `kind` (with room to grow), dropping its contents.
@@ -157,7 +158,7 @@ class Recorder {
     if (ref & kImport) return g_.imports[ref & ~kImport].device.address();
     const gpu::graph::Placement& p = plan_.values[ref];
     if (p.buffer != kNone) return held_[p.buffer].address();
-    if (p.host) return host_allocation(values_[ref].host).address();  // read or written in place
+    if (p.host) return host_allocation(values_[ref].host, g_.ctx.get()).address();  // read or written in place
     if (p.staged_at != kNone) return g_.staging.address() + p.staged_at;
     return g_.readback.address() + p.readback_offset;  // direct download
   }
@@ -242,7 +243,7 @@ class Recorder {
   std::pair<VkBuffer, VkDeviceSize> upload_source(const gpu::graph::Upload& u) const {
     if (!u.from_host) return {g_.staging.buffer(), g_.staging.offset() + u.staging_offset};
     const auto& memory = u.ref & kImport ? g_.imports[u.ref & ~kImport].host_memory : values_[u.ref].host;
-    return {host_allocation(memory).buffer(), host_allocation(memory).offset()};
+    return {host_allocation(memory, g_.ctx.get()).buffer(), host_allocation(memory, g_.ctx.get()).offset()};
   }
 
   // Uploads into device buffers (none with direct transfers but imports), then one barrier.
@@ -321,7 +322,7 @@ class Recorder {
     Regions regions;
     for (const gpu::graph::Download& d : plan_.downloads) {
       const gpu::Allocation& a = held_[d.buffer];
-      const gpu::Allocation& to = d.to_host ? host_allocation(values_[d.value].host) : g_.readback;
+      const gpu::Allocation& to = d.to_host ? host_allocation(values_[d.value].host, g_.ctx.get()) : g_.readback;
       regions.push_back({a.buffer(), to.buffer(), VkBufferCopy{a.offset(), to.offset() + d.readback_offset, d.bytes}});
     }
     if (!regions.empty()) {
@@ -338,11 +339,11 @@ class Recorder {
   // submission, what the device wrote made visible to the host after it (no-ops where coherent).
   void flush_host_inputs() const {
     for (const auto& u : plan_.uploads)
-      if (u.from_host) host_allocation(u.ref & kImport ? g_.imports[u.ref & ~kImport].host_memory : values_[u.ref].host).flush();
+      if (u.from_host) host_allocation(u.ref & kImport ? g_.imports[u.ref & ~kImport].host_memory : values_[u.ref].host, g_.ctx.get()).flush();
   }
   void invalidate_host_results() const {
     for (const auto& v : values_)
-      if (v.host && v.source == gpu::graph::Source::op) host_allocation(v.host).invalidate();
+      if (v.host && v.source == gpu::graph::Source::op) host_allocation(v.host, g_.ctx.get()).invalidate();
   }
 
   // Submit once and wait on the timeline, for at most DeviceOptions::batch_timeout (the watchdog:

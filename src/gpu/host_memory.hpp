@@ -6,6 +6,7 @@
 #include <exception>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "gpu/memory.hpp"
 #include "gpubatch/host_buffer.hpp"
@@ -30,9 +31,21 @@ HostBuffer allocate_host(std::shared_ptr<detail::GpuContext> context, std::size_
 // (std::dynamic_extent: all of it). Device::import_host says what it needs and throws.
 HostBuffer import_host(std::shared_ptr<detail::GpuContext> context, std::span<float> memory, std::size_t floats);
 
-// The VulkanHostMemory behind a request's host buffer when it belongs to `context`, else null.
+// `floats` floats of host memory every context of `contexts` reads and writes in place: one
+// allocation, aligned for import, imported into each (VK_EXT_external_memory_host). One context:
+// allocate_host's memory. Throws Error(invalid_argument) for 0 floats, no context, or one that
+// cannot import host memory; Error(out_of_memory) when the memory cannot be had.
+HostBuffer allocate_shared_host(const std::vector<std::shared_ptr<detail::GpuContext>>& contexts, std::size_t floats);
+
+// The VulkanHostMemory behind a request's host buffer when it belongs to `context` (or, for
+// allocate_shared_host's, when it was imported there), else null.
 const VulkanHostMemory* host_memory_on(const std::shared_ptr<detail::HostMemory>& memory,
                                        const detail::GpuContext* context) noexcept;
+
+// The same, for memory already checked to be on `context` (host_memory_on when the batch or
+// graph was planned): throws Error(internal) when it is not.
+const VulkanHostMemory& host_memory_of(const std::shared_ptr<detail::HostMemory>& memory,
+                                       const detail::GpuContext* context);
 
 // A request's host buffer that is not `context`'s memory (another device's, or the one a
 // recover() replaced): the error its request fails with (alone). Null when all is well.

@@ -377,8 +377,8 @@ Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const PathRules& r
 // buffers read in place or through the copy engine.
 class Encoder {
  public:
-  Encoder(Frame& frame, const Staging& staging)
-      : f_(frame), st_(staging), in_off_(frame.plan.layout().segments_bytes + frame.plan.layout().blocks_bytes) {}
+  Encoder(Frame& frame, const Staging& staging, const detail::GpuContext* ctx)
+      : f_(frame), st_(staging), ctx_(ctx), in_off_(frame.plan.layout().segments_bytes + frame.plan.layout().blocks_bytes) {}
 
   void run(std::span<const Request* const> requests) {
     f_.copies.clear();
@@ -422,7 +422,7 @@ class Encoder {
   std::uint64_t put_b(const Request& r) { return r.host_b ? put_host(r.host_b) : put(r.b.data(), r.b.size() * 4); }
 
   std::uint64_t put_host(const std::shared_ptr<detail::HostMemory>& host) {
-    const auto& m = static_cast<const VulkanHostMemory&>(*host);  // on this context: checked when grouped
+    const auto& m = host_memory_of(host, ctx_);  // on this context: checked when grouped
     f_.host_refs.push_back(host);
     if (!st_.copy_engine) return m.allocation.address();
     const std::size_t bytes = m.floats * sizeof(float);
@@ -436,7 +436,7 @@ class Encoder {
   void addresses(const plan::Group& g, const Request& r, const plan::OutputSlot& slot, SegmentRecord& s) {
     std::uint64_t dst = st_.down_addr + slot.offset;
     if (r.host_result) {  // straight into the caller's buffer, or copied there from device memory
-      const auto& m = static_cast<const VulkanHostMemory&>(*r.host_result);
+      const auto& m = host_memory_of(r.host_result, ctx_);
       f_.host_refs.push_back(r.host_result);
       f_.host_results.push_back(&m);
       if (st_.copy_engine && !st_.results_by_kernel)
@@ -477,6 +477,7 @@ class Encoder {
 
   Frame& f_;
   const Staging& st_;
+  const detail::GpuContext* ctx_;  // the batch's: where its host buffers are looked up
   std::size_t in_off_;
   std::size_t copy_bytes_ = 0;
 };
@@ -693,7 +694,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   const Staging staging = reserve_memory(*ctx, *frame, rules_);
 
   // 2. Encode: tables into staging, the inputs copied once (on `parallel`'s threads when large).
-  Encoder encoder(*frame, staging);
+  Encoder encoder(*frame, staging, ctx);
   encoder.run(requests);
   copy_inputs(frame->copies, encoder.copy_bytes(), parallel);
   if (staging.cached) staging.cached->flush();

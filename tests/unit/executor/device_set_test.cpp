@@ -356,7 +356,7 @@ TEST(DeviceSet, AKernelThatOptedOutOfReRunsFailsWithItsLostMember) {
     ADD_FAILURE() << "expected device_lost";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::device_lost);
-    EXPECT_NE(std::string(e.what()).find("opted out of re-runs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("rerun_on_loss = false"), std::string::npos) << e.what();
   }
   EXPECT_EQ(s.b->requests_seen(), 0u);
   EXPECT_EQ(executor.stats().devices[0].failovers, 0u);

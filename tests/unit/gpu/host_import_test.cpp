@@ -164,6 +164,46 @@ TEST(HostImport, BrokenRulesAreInvalidArgumentsNamingTheAlignment) {
   EXPECT_EQ(fine.size(), memory.span.size());
 }
 
+// gpubatch::allocate_host over several devices: one allocation imported into each, read and
+// written in place by either (on both paths), against the reference.
+TEST_P(HostImportPaths, ABufferSharedByTwoDevicesIsReadAndWrittenByEach) {
+  SKIP_WITHOUT_IMPORT(test_device());
+  const std::vector<Device> both{open_with_threshold(GetParam()), open_with_threshold(GetParam())};
+  ASSERT_NE(both[0].identity(), both[1].identity());
+  HostBuffer x = allocate_host(both, 70'000), out = allocate_host(both, 70'000);
+  ASSERT_EQ(x.size(), 70'000u);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(x.data()) % both[0].host_import_alignment(), 0u);
+  std::mt19937 rng(41);
+  const auto values = random_floats(x.size(), rng);
+  std::copy(values.begin(), values.end(), x.begin());
+  const auto expected = reference::run(Request::unary(Op::relu, values)).values;
+  for (const Device& d : both) {
+    std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+    Device device = d;
+    (void)device.run(Request::from_host(Op::relu, x).deliver_to(out));
+    EXPECT_EQ(std::vector<float>(out.begin(), out.end()), expected) << "on " << (&d == &both[0] ? "device 0" : "device 1");
+  }
+}
+
+// What a shared buffer needs: devices, floats, and import on every device; one device (or one
+// listed twice) gets that device's own allocate_host memory.
+TEST(HostImport, ASharedBufferSaysWhatItNeeds) {
+  SKIP_WITHOUT_IMPORT(test_device());
+  expect_error(ErrorCode::invalid_argument, [] { (void)allocate_host(std::span<const Device>{}, 4); }, "no devices");
+  const std::vector<Device> twice{test_device(), test_device()};
+  expect_error(ErrorCode::invalid_argument, [&] { (void)allocate_host(twice, 0); }, "at least one float");
+  gpu::FaultInjector::arm(gpu::Fault::host_import_unavailable);
+  Device no_import;
+  gpu::FaultInjector::disarm_all();
+  expect_error(ErrorCode::invalid_argument,
+               [&] { (void)allocate_host(std::vector<Device>{test_device(), no_import}, 16); },
+               "device 1 (" + no_import.info().name + ") cannot import host memory");
+  HostBuffer one = allocate_host(twice, 16);
+  ASSERT_EQ(one.size(), 16u);
+  std::fill(one.begin(), one.end(), -2.0f);
+  EXPECT_EQ(test_device().run(Request::from_host(Op::relu, one)).values, std::vector<float>(16, 0.0f));
+}
+
 // A device opened as one without VK_EXT_external_memory_host (the fault seam).
 TEST(HostImport, DeviceWithoutImportSaysSo) {
   gpu::FaultInjector::arm(gpu::Fault::host_import_unavailable);

@@ -188,6 +188,56 @@ TEST(DeviceSetVulkan, HostBufferRequestsRunOnTheDeviceThatAllocatedThem) {
   EXPECT_EQ(st.devices[1].requests, 16u);
 }
 
+// Buffers shared by both devices (gpubatch::allocate_host over the set's devices): their
+// requests go to either device, and a batch lost on one runs again on the other; a request whose
+// result lands in its own input is not re-run (it fails with device_lost instead).
+TEST(DeviceSetVulkan, SharedHostBufferRequestsRunOnEitherDeviceAndAgainWhenOneIsLost) {
+  Disarm disarm;
+  auto& d = two_devices();
+  BatchConfig config = BatchConfig::adaptive();
+  config.max_batch_size = 4;
+  BatchExecutor executor(d, config);
+  auto gpu = executor.handle();
+  std::vector<HostBuffer> in, out;
+  std::vector<std::vector<float>> expected;
+  for (int i = 0; i < 32; ++i) {
+    auto x = random_floats(2048, static_cast<unsigned>(300 + i));
+    in.push_back(allocate_host(d, x.size()));
+    out.push_back(allocate_host(d, x.size()));
+    std::copy(x.begin(), x.end(), in.back().begin());
+    expected.push_back(reference::run(Request::relu(x)).values);
+  }
+  FaultInjector::arm(Fault::wait_device_lost);  // one wait lost: that batch runs on the other device
+  std::vector<std::future<Result>> futures;
+  for (int i = 0; i < 32; ++i) futures.push_back(gpu.submit(Request::from_host(Op::relu, in[i]).deliver_to(out[i])));
+  for (int i = 0; i < 32; ++i) {
+    futures[i].get();
+    EXPECT_EQ(std::vector<float>(out[i].begin(), out[i].end()), expected[i]) << i;
+  }
+  Stats st = executor.stats();
+  EXPECT_GT(st.devices[0].requests, 0u);
+  EXPECT_GT(st.devices[1].requests, 0u);
+  EXPECT_EQ(st.devices[0].failovers + st.devices[1].failovers, 1u);
+  EXPECT_EQ(st.devices[0].reruns + st.devices[1].reruns, 1u);
+  EXPECT_EQ(st.failed, 0u);
+
+  HostBuffer inplace = allocate_host(d, 64);
+  std::fill(inplace.begin(), inplace.end(), 3.0f);
+  FaultInjector::arm(Fault::wait_device_lost);
+  try {
+    gpu.submit(Request::from_host(Op::scale, inplace, {}, 2.0f).deliver_to(inplace)).get();
+    ADD_FAILURE() << "expected device_lost: a re-run would read its own partial results";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::device_lost) << e.what();
+  }
+  // Without a loss it runs as any request does. (A fresh buffer: the injected loss leaves the
+  // "lost" attempt running on the device, which may still write the first one.)
+  HostBuffer again = allocate_host(d, 64);
+  std::fill(again.begin(), again.end(), 3.0f);
+  gpu.submit(Request::from_host(Op::scale, again, {}, 2.0f).deliver_to(again)).get();
+  EXPECT_EQ(std::vector<float>(again.begin(), again.end()), std::vector<float>(64, 6.0f));
+}
+
 TEST(DeviceSetVulkan, AKernelThatOptedOutOfReRunsIsNotReRun) {
   Disarm disarm;
   auto& d = two_devices();

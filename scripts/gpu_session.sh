@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2317,6 +2317,52 @@ if on multibus; then
       load mb-$tag-set-$rep gpubatch-load --devices 0,1 $big
     done
   done
+fi
+
+# A device set after the lanes and shared HostBuffers (eighth session of 2026-11-27,
+# nvidia-h100-x2): 16 callers of 1,048,576- and 65,536-float relu, one device against the set of
+# both, from HostBuffers (now shared by both devices) and from vectors (now on the lanes; with
+# GPUBATCH_SET_LANES=off as before), interleaved; the tests that open devices twice.
+if on setbus; then
+  have gpubatch_tests && GPUBATCH_VALIDATION=0 timeout 120 "$run" gpubatch_tests --gtest_filter='HostImport*:*HostImport*' \
+    > "$out/tests-hostimport.txt" 2>&1
+  have gpubatch_integration_tests && GPUBATCH_VALIDATION=0 timeout 120 "$run" gpubatch_integration_tests \
+    --gtest_filter='DeviceSetVulkan.*' > "$out/tests-deviceset.txt" 2>&1
+  have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate --bytes 67108864 --device 0 > "$out/sb-copy.txt" 2>&1
+  for rep in 1 2; do
+    for s in 1048576 65536; do
+      n=$(( 12000000000 / (s * 4) ))
+      big="--threads 16 --inflight 8 --op relu --size $s --requests $n"
+      load sb-hb-$s-one-$rep gpubatch-load --device 0 $big --host-buffers
+      load sb-hb-$s-set-$rep gpubatch-load --devices 0,1 $big --host-buffers
+      load sb-v-$s-one-$rep gpubatch-load --device 0 $big
+      load sb-v-$s-set-$rep gpubatch-load --devices 0,1 $big
+      load sb-v-$s-setoff-$rep env GPUBATCH_SET_LANES=off -- gpubatch-load --devices 0,1 $big
+    done
+  done
+fi
+
+# The same against the previous build (gpubatch-load-prev: 3f0cc6d, before the set's lanes and
+# shared HostBuffers), three interleaved rounds, and one perf profile of the set from HostBuffers
+# (needs .gpu/bin/perf and a gpubatch-load with its symbols).
+if on setbus2; then
+  for rep in 1 2 3; do
+    for v in "hb-1m --size 1048576 --requests 2861 --host-buffers" "hb-64k --size 65536 --requests 45776 --host-buffers" \
+             "v-1m --size 1048576 --requests 2861"; do
+      set -- $v; tag=$1; shift
+      big="--threads 16 --inflight 8 --op relu $*"
+      load s2-$tag-one-$rep gpubatch-load --device 0 $big
+      load s2-$tag-set-$rep gpubatch-load --devices 0,1 $big
+      load s2-$tag-setprev-$rep gpubatch-load-prev --devices 0,1 $big
+    done
+  done
+  if have perf; then
+    timeout 120 "$run" perf record -F 999 -g -o "$out/setbus.data" -- "$PWD/$run" gpubatch-load --devices 0,1 \
+      --threads 16 --inflight 8 --op relu --size 1048576 --requests 2861 --host-buffers > "$out/perf-setbus-run.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/setbus.data" --no-children --sort comm,sym -g none --percent-limit 0.8 \
+      > "$out/perf-setbus.txt" 2>&1
+    rm -f "$out/setbus.data"
+  fi
 fi
 
 # The request size sweep at two depths (sixth session of 2026-11-27): 16 callers, `adaptive`

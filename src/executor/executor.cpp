@@ -254,6 +254,7 @@ CallerWaitsScope::~CallerWaitsScope() { tl_caller_waits = previous_; }
 
 bool strand_spin_enabled() noexcept { return env_is("GPUBATCH_STRAND_SPIN", "on"); }
 bool lanes_busy_batches_only() noexcept { return env_is("GPUBATCH_LANES_BUSY", "batches"); }
+bool lanes_for_host_buffers() noexcept { return env_is("GPUBATCH_LANES_FOR_HOST_BUFFERS", "on"); }
 
 namespace {
 // A positive number of microseconds from the environment, else `fallback`.
@@ -471,14 +472,14 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
     // The caller's own thread may run a large request (chunked, or whole on the direct lane): a
     // level-0 request without a deadline whose caller waits for it anyway.
     const bool lane_ok = options.priority == 0 && deadline == Clock::time_point::max() &&
-                         (returns_future(completion) || caller_waits());
+                         (returns_future(completion) || caller_waits()) && lanes_for(request);
     if (lane_ok && split_line_ && bytes >= split_line_ && try_split(request, completion, now)) return;
     if (lane_ok && direct_lane_ && bytes >= config_.direct_bytes && try_direct(request, completion, now)) return;
     // A handler's large request (without a cancellation slot: that needs the strand) goes to the
     // bulk lane's threads instead. The cheap tests first: this is every request's path.
-    if (bulk_lane_ && bytes >= config_.direct_bytes && !lane_ok && options.priority == 0 &&
-        deadline == Clock::time_point::max() && cancel_state_of(completion) == nullptr &&
-        try_bulk(request, completion, now))
+    if (bulk_lane_ && bytes >= config_.direct_bytes && options.priority == 0 && deadline == Clock::time_point::max() &&
+        !returns_future(completion) && !caller_waits() && cancel_state_of(completion) == nullptr &&
+        lanes_for(request) && try_bulk(request, completion, now))
       return;
     const bool future_call = bytes <= kLoneFutureBytes && returns_future(completion);
     const bool handler_call = bytes <= kLoneFutureBytes && !future_call && !caller_waits();

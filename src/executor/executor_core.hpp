@@ -134,6 +134,7 @@ bool express_enabled() noexcept;  // GPUBATCH_EXPRESS is not "off" (ExecutorCore
 // Express batches in flight at once: GPUBATCH_EXPRESS_DEPTH (1 .. 8), else 2 (ExecutorCore::express_busy).
 std::uint32_t express_depth() noexcept;
 bool lanes_busy_batches_only() noexcept;  // GPUBATCH_LANES_BUSY=batches (ExecutorCore::lanes_busy)
+bool lanes_for_host_buffers() noexcept;   // GPUBATCH_LANES_FOR_HOST_BUFFERS=on (ExecutorCore::lanes_for)
 bool strand_spin_enabled() noexcept;  // GPUBATCH_STRAND_SPIN=on (ExecutorCore::linger)
 std::chrono::steady_clock::duration wait_slice() noexcept;  // GPUBATCH_WAIT_SLICE_US
 // GPUBATCH_POLL_ALL=on: the completion threads poll every batch for completion_spin (not only
@@ -434,6 +435,16 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     return !lanes_busy_batches_only_ && !uses_host_buffers(request) &&
            (large_running_.load(std::memory_order_relaxed) != 0 || splitting_.load(std::memory_order_relaxed));
   }
+  // The lanes take a large request's CPU copies off the strand. One whose data all lives in
+  // HostBuffers has none: the lanes buy it nothing and hold its caller (the direct lane returns
+  // only once it is done), where a batched future lets its caller go on. It is batched unless
+  // GPUBATCH_LANES_FOR_HOST_BUFFERS = on (16 callers of 1,048,576-float relu from HostBuffers on
+  // two H100s: 34.5-36.6 GB/s batched against 30.3-33.8 on the lane; one H100 27.7-28.2 against
+  // 26.9-28.6; BENCHMARKS.md, eighth session of 2026-11-27).
+  bool lanes_for(const Request& r) const noexcept {
+    return lanes_for_host_buffers_ || !(r.host_a && r.host_result && r.b.empty() && r.inputs.empty());
+  }
+  const bool lanes_for_host_buffers_ = lanes_for_host_buffers();
   // GPUBATCH_LANES_BUSY=batches: only batches count, for every request, and requests go in chunks
   // beside lane requests (the rule before; side-by-side runs).
   const bool lanes_busy_batches_only_ = lanes_busy_batches_only();

@@ -26,6 +26,16 @@ namespace {
 using namespace std::chrono_literals;
 using Floats = std::vector<float>;
 
+// Host memory of the test's own (the fake device reads it through the reference).
+struct TestHostMemory : detail::HostMemory {
+  explicit TestHostMemory(Floats v) : storage(std::move(v)) {
+    data = storage.data();
+    floats = storage.size();
+  }
+  Floats storage;
+};
+HostBuffer host_memory(Floats values) { return HostBuffer(std::make_shared<TestHostMemory>(std::move(values))); }
+
 
 TEST(DirectLane, ALargeFutureOfABusyExecutorRunsOnItsCallersThreadAndComesBackReady) {
   BusyExecutor busy;
@@ -120,6 +130,34 @@ TEST(DirectLane, EverythingElseTakesTheBatchedPath) {
     busy.device->resume();
     EXPECT_EQ(got.get_future().get(), large_input(7.0f)) << "a handler's call never waits";
     EXPECT_EQ(busy.executor.stats().direct, 1u) << "a lane thread's: bulk_lane_test.cpp";
+  }
+  {
+    // Data all in HostBuffers: no copy for the lanes to take off the strand (a future, a handler).
+    BusyExecutor busy;
+    HostBuffer in = host_memory(large_input(9.0f)), out = host_memory(Floats(600'000));
+    auto f = via_strand(busy, [&](BatchedGpuHandle gpu) { return gpu.submit(Request::from_host(Op::relu, in).deliver_to(out)); });
+    std::promise<Result> got;
+    via_strand(busy, [&](BatchedGpuHandle gpu) {
+      gpu.submit(Request::from_host(Op::relu, in).deliver_to(out), [&](std::exception_ptr e, Result r) {
+        if (e) got.set_exception(e);
+        else got.set_value(std::move(r));
+      });
+      return 0;
+    });
+    busy.device->resume();
+    f.get();
+    got.get_future().get();
+    EXPECT_EQ(busy.executor.stats().direct, 0u) << "from HostBuffers";
+  }
+  {
+    EnvGuard on("GPUBATCH_LANES_FOR_HOST_BUFFERS", "on");  // the rule before, for side-by-side runs
+    BusyExecutor busy;
+    HostBuffer in = host_memory(large_input(9.0f)), out = host_memory(Floats(600'000));
+    std::thread caller([&] { busy.executor.handle().submit(Request::from_host(Op::relu, in).deliver_to(out)).get(); });
+    ASSERT_TRUE(busy.device->wait_for_submits_entered(2, 30s));
+    busy.device->resume();
+    caller.join();
+    EXPECT_EQ(busy.executor.stats().direct, 1u) << "from HostBuffers, with the switch on";
   }
   {
     auto device = std::make_shared<FakeDevice>();

@@ -430,6 +430,31 @@ TEST(DeviceSet, ALaneRequestLostOnItsMemberRunsAgainOnTheOther) {
   EXPECT_EQ(st.devices[0].reruns, 1u);
 }
 
+// A completion handler's large request on a busy set goes to the bulk lane's threads, which
+// submit it to the set: placed on the idle member, resolved while member 0 still holds its batch.
+TEST(DeviceSet, AHandlersLargeRequestTakesTheBulkLaneToTheIdleMember) {
+  Set s;
+  s.a->pause();
+  BatchExecutor executor(s.set, small_batches());
+  auto gpu = executor.handle();
+  auto small = gpu.relu({-1.0f});
+  ASSERT_TRUE(s.a->wait_for_batches(1));
+  const auto x = ramp(600'000, 1.5f);
+  std::promise<std::vector<float>> got;
+  gpu.relu(x, [&](std::exception_ptr e, std::vector<float> v) {
+    if (e) got.set_exception(e);
+    else got.set_value(std::move(v));
+  });
+  auto f = got.get_future();
+  ASSERT_EQ(f.wait_for(30s), std::future_status::ready) << "served by member 1 while member 0 is paused";
+  EXPECT_EQ(f.get(), relu_of(x));
+  EXPECT_EQ(s.b->batches(), 1u);
+  EXPECT_NE(s.b->submit_threads().front(), std::this_thread::get_id());
+  EXPECT_EQ(executor.stats().direct, 1u);
+  s.a->resume();
+  EXPECT_EQ(small.get(), std::vector<float>{0.0f});
+}
+
 TEST(DeviceSet, TheLanesCanBeTurnedOffForASet) {
   testing::EnvGuard off("GPUBATCH_SET_LANES", "off");
   Set s;

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2363,6 +2363,33 @@ if on setbus2; then
       > "$out/perf-setbus.txt" 2>&1
     rm -f "$out/setbus.data"
   fi
+fi
+
+# The eighth session's final build against 3f0cc6d on two H100s: the set and one device from
+# HostBuffers (65,536 and 1,048,576 floats) and from vectors, three interleaved rounds; the
+# 256-float crowd on one device and on the set, two rounds; where the set's CPU goes (threads);
+# the host's memcpy with 16 and 32 threads.
+if on final8; then
+  have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate --bytes 67108864 --device 0 --host-threads 16,32 \
+    > "$out/f8-copy.txt" 2>&1
+  for rep in 1 2 3; do
+    for v in "hb-1m --size 1048576 --requests 2861 --host-buffers" "hb-64k --size 65536 --requests 45776 --host-buffers" \
+             "v-1m --size 1048576 --requests 2861"; do
+      set -- $v; tag=$1; shift
+      big="--threads 16 --inflight 8 --op relu $*"
+      load f8-$tag-one-$rep gpubatch-load --device 0 $big
+      load f8-$tag-set-$rep gpubatch-load --devices 0,1 $big
+      load f8-$tag-setprev-$rep gpubatch-load-prev --devices 0,1 $big
+    done
+  done
+  crowd="--threads 32 --inflight 1024 --requests 8000000 --op relu --size 256"
+  for rep in 1 2; do
+    load f8-crowd-one-$rep gpubatch-load --device 0 $crowd
+    load f8-crowd-set-$rep gpubatch-load --devices 0,1 $crowd
+    load f8-crowd-setprev-$rep gpubatch-load-prev --devices 0,1 $crowd
+  done
+  timeout 120 python3 bench/thread_cpu.py --json-out "$out/threads-hb1m-set.json" -- "$run" gpubatch-load --devices 0,1 \
+    --threads 16 --inflight 8 --op relu --size 1048576 --requests 2861 --host-buffers --json > "$out/threads-hb1m-set.txt" 2>&1
 fi
 
 # The request size sweep at two depths (sixth session of 2026-11-27): 16 callers, `adaptive`

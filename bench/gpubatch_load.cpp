@@ -158,14 +158,14 @@ class Workload {
   // --host-buffers: each pool request reads x (and b, for ops of two inputs: add ... lerp, dot,
   // matmul's B) from HostBuffers and writes its result into another (requests sharing a pool slot share them: at most pool_ in flight per thread are
   // distinct; more write the same values again).
-  // With `import`, the buffers are this process's own aligned memory, imported (Device::import_host)
-  // into the first device; otherwise each is one allocation every device uses
-  // (gpubatch::allocate_host over them all: a device set places their requests on any member).
+  // With `import`, the buffers are this process's own aligned memory, imported into every device
+  // (gpubatch::import_host); otherwise each is one allocation every device uses
+  // (gpubatch::allocate_host). A device set places their requests on any member.
   void move_into_host_buffers(std::span<const Device> devices, bool import) {
     for (Request& r : requests_) {
       if (r.op == Op::gradients || r.op == Op::interpolate) continue;
       const auto buffer = [&](std::size_t floats) {
-        return import ? imported(devices.front(), floats) : gpubatch::allocate_host(devices, floats);
+        return import ? imported(devices, floats) : gpubatch::allocate_host(devices, floats);
       };
       HostBuffer x = buffer(r.a.size()), out = buffer(output_bytes(r) / sizeof(float));
       std::copy(r.a.begin(), r.a.end(), x.begin());
@@ -180,13 +180,17 @@ class Workload {
       r.deliver_to(out);
     }
   }
-  HostBuffer imported(const Device& device, std::size_t floats) {
-    const std::size_t align = device.host_import_alignment();
-    if (align == 0) throw std::runtime_error("--import: " + device.info().name + " cannot import host memory");
+  HostBuffer imported(std::span<const Device> devices, std::size_t floats) {
+    std::size_t align = 0;
+    for (const Device& device : devices) {
+      if (device.host_import_alignment() == 0)
+        throw std::runtime_error("--import: " + device.info().name + " cannot import host memory");
+      align = std::max(align, device.host_import_alignment());
+    }
     const std::size_t bytes = (floats * sizeof(float) + align - 1) / align * align;
     own_memory_.emplace_back(static_cast<float*>(std::aligned_alloc(align, bytes)), &std::free);
     if (!own_memory_.back()) throw std::bad_alloc();
-    return device.import_host(std::span<float>(own_memory_.back().get(), bytes / sizeof(float)), floats);
+    return gpubatch::import_host(devices, std::span<float>(own_memory_.back().get(), bytes / sizeof(float)), floats);
   }
   static Request without_result_buffer(const Request& r) {
     Request copy = r;
@@ -605,8 +609,8 @@ int main(int argc, char** argv) {
     const std::string device_list = !o.devices.empty() ? o.devices : config.devices;
     std::vector<Device> devices =
         device_list.empty() ? std::vector<Device>{Device(device_options)} : open_devices(device_list, device_options);
-    // The synchronous path and the name in the report use the first device; --host-buffers are
-    // shared by every device of --devices (gpubatch::allocate_host), --import's by the first only.
+    // The synchronous path and the name in the report use the first device; --host-buffers (and
+    // --import's) are shared by every device of --devices (gpubatch::allocate_host, import_host).
     Device& device = devices.front();
 
     std::unique_ptr<BatchExecutor> executor;

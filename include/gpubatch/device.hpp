@@ -171,6 +171,15 @@ class Device {
 // (Device::host_import_alignment() == 0); Error(out_of_memory) when the memory cannot be had.
 HostBuffer allocate_host(std::span<const Device> devices, std::size_t floats);
 
+// The caller's own memory imported into every device of `devices`, used in place as
+// allocate_host(devices, n)'s is: the rules and lifetime of Device::import_host hold for each
+// device (address and size aligned to every device's host_import_alignment(); the caller keeps
+// the memory while any request or buffer holding it lives). One device (or one listed twice):
+// that device's import_host. Throws as Device::import_host does, for the first device that
+// refuses, and Error(invalid_argument) for no devices.
+HostBuffer import_host(std::span<const Device> devices, std::span<float> memory,
+                       std::size_t floats = std::dynamic_extent);
+
 // Messages the Khronos validation layer has printed in this process (all devices). Tests fail
 // when it moves.
 std::uint64_t validation_message_count() noexcept;

@@ -105,11 +105,21 @@ HostBuffer Device::import_host(std::span<float> memory, std::size_t floats) cons
   return gpu::import_host(identity_->context(), memory, floats);
 }
 
-HostBuffer allocate_host(std::span<const Device> devices, std::size_t floats) {
+namespace {
+std::vector<std::shared_ptr<detail::GpuContext>> contexts_of(std::span<const Device> devices) {
   std::vector<std::shared_ptr<detail::GpuContext>> contexts;
   contexts.reserve(devices.size());
   for (const Device& d : devices) contexts.push_back(d.context());
-  return gpu::allocate_shared_host(contexts, floats);
+  return contexts;
+}
+}  // namespace
+
+HostBuffer allocate_host(std::span<const Device> devices, std::size_t floats) {
+  return gpu::allocate_shared_host(contexts_of(devices), floats);
+}
+
+HostBuffer import_host(std::span<const Device> devices, std::span<float> memory, std::size_t floats) {
+  return gpu::import_shared_host(contexts_of(devices), memory, floats);
 }
 
 std::size_t Device::host_import_alignment() const { return identity_->context()->host_import_alignment(); }

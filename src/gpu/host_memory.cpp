@@ -23,64 +23,6 @@ HostBuffer allocate_host(std::shared_ptr<detail::GpuContext> context, std::size_
   return HostBuffer(std::move(memory));
 }
 
-namespace {
-
-// allocate_shared_host's memory: one host allocation and its import into each device. Members
-// go in reverse order: the imports before the memory they pin.
-struct SharedHostMemory final : detail::HostMemory {
-  std::unique_ptr<void, void (*)(void*)> owned{nullptr, &std::free};
-  std::vector<std::unique_ptr<VulkanHostMemory>> imports;  // one per distinct context
-};
-
-std::size_t import_alignment_of_all(const std::vector<std::shared_ptr<detail::GpuContext>>& contexts) {
-  std::size_t align = 1;
-  for (std::size_t i = 0; i < contexts.size(); ++i) {
-    const std::size_t a = contexts[i]->host_import_alignment();
-    if (a == 0)
-      throw Error(ErrorCode::invalid_argument,
-                  "allocate_host: device " + std::to_string(i) + " (" + contexts[i]->info().name +
-                      ") cannot import host memory (no VK_EXT_external_memory_host), so no buffer can be shared "
-                      "by these devices; allocate one from each device instead");
-    align = std::max(align, a);  // powers of two: the largest is a multiple of every other
-  }
-  return align;
-}
-
-}  // namespace
-
-HostBuffer allocate_shared_host(const std::vector<std::shared_ptr<detail::GpuContext>>& contexts, std::size_t floats) {
-  if (contexts.empty()) throw Error(ErrorCode::invalid_argument, "allocate_host: no devices");
-  if (floats == 0) throw Error(ErrorCode::invalid_argument, "allocate_host: a host buffer needs at least one float");
-  std::vector<std::shared_ptr<detail::GpuContext>> distinct;
-  for (const auto& c : contexts)
-    if (std::find(distinct.begin(), distinct.end(), c) == distinct.end()) distinct.push_back(c);
-  if (distinct.size() == 1) return allocate_host(distinct.front(), floats);
-  const std::size_t align = import_alignment_of_all(distinct);
-  for (const auto& c : distinct)
-    if (floats > c->max_allocation_bytes() / sizeof(float))
-      throw Error(ErrorCode::out_of_memory, "allocate_host: " + std::to_string(floats) +
-                                                " floats exceed the largest allocation of " + c->info().name);
-  const std::size_t bytes = (floats * sizeof(float) + align - 1) / align * align;
-  auto shared = std::make_shared<SharedHostMemory>();
-  shared->owned.reset(std::aligned_alloc(align, bytes));
-  if (!shared->owned)
-    throw Error(ErrorCode::out_of_memory, "allocate_host: " + std::to_string(bytes) + " bytes of host memory");
-  auto* data = static_cast<float*>(shared->owned.get());
-  for (const auto& c : distinct) {
-    auto part = std::make_unique<VulkanHostMemory>();
-    part->allocation = c->memory().import_host(data, bytes);
-    part->context = c;
-    part->data = data;
-    part->floats = floats;
-    shared->imports.push_back(std::move(part));
-  }
-  shared->data = data;
-  shared->floats = floats;
-  return HostBuffer(std::move(shared));
-}
-
-namespace {
-
 // Device::import_host's rules: a device that can import, memory aligned in address and size,
 // `floats` within it. Throws Error(invalid_argument) naming the rule broken.
 void check_import(const detail::GpuContext& context, std::span<float> memory, std::size_t floats) {
@@ -101,7 +43,6 @@ void check_import(const detail::GpuContext& context, std::span<float> memory, st
                                               " bytes exceed the device's largest allocation");
 }
 
-}  // namespace
 
 HostBuffer import_host(std::shared_ptr<detail::GpuContext> context, std::span<float> memory, std::size_t floats) {
   if (floats == std::dynamic_extent) floats = memory.size();

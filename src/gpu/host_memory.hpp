@@ -3,6 +3,7 @@
 // a device address and a VkBuffer the copy engine can use), or the caller's own memory imported
 // into a block of its own (VK_EXT_external_memory_host), and the context it belongs to.
 #include <cstddef>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <span>
@@ -31,11 +32,28 @@ HostBuffer allocate_host(std::shared_ptr<detail::GpuContext> context, std::size_
 // (std::dynamic_extent: all of it). Device::import_host says what it needs and throws.
 HostBuffer import_host(std::shared_ptr<detail::GpuContext> context, std::span<float> memory, std::size_t floats);
 
+// Device::import_host's rules for `context` (import available, address and size aligned,
+// `floats` within the memory). Throws Error(invalid_argument) naming the rule broken.
+void check_import(const detail::GpuContext& context, std::span<float> memory, std::size_t floats);
+
+// Host memory several devices read and write in place: one range imported into each context
+// (src/gpu/shared_host_memory.cpp). Members go in reverse order: the imports before the memory
+// they pin (`owned`: allocate_shared_host's own allocation; null for the caller's memory).
+struct SharedHostMemory final : detail::HostMemory {
+  std::unique_ptr<void, void (*)(void*)> owned{nullptr, &std::free};
+  std::vector<std::unique_ptr<VulkanHostMemory>> imports;  // one per distinct context
+};
+
 // `floats` floats of host memory every context of `contexts` reads and writes in place: one
 // allocation, aligned for import, imported into each (VK_EXT_external_memory_host). One context:
 // allocate_host's memory. Throws Error(invalid_argument) for 0 floats, no context, or one that
 // cannot import host memory; Error(out_of_memory) when the memory cannot be had.
 HostBuffer allocate_shared_host(const std::vector<std::shared_ptr<detail::GpuContext>>& contexts, std::size_t floats);
+
+// The caller's `memory` imported into every context of `contexts` (each context's import_host
+// rules; std::dynamic_extent: all of it). One context: import_host. Throws as import_host does.
+HostBuffer import_shared_host(const std::vector<std::shared_ptr<detail::GpuContext>>& contexts,
+                              std::span<float> memory, std::size_t floats);
 
 // The VulkanHostMemory behind a request's host buffer when it belongs to `context` (or, for
 // allocate_shared_host's, when it was imported there), else null.

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <memory>
 #include <span>
+#include <utility>
 
 namespace gpubatch {
 
@@ -18,6 +19,19 @@ struct HostMemory {
   virtual ~HostMemory() = default;
   float* data = nullptr;
   std::size_t floats = 0;
+};
+
+// Floats [first, first + floats) of another HostMemory, which it keeps alive: a device set cuts
+// a large request from HostBuffers into such ranges, one per device (src/executor/
+// device_set_batch.cpp); the device layer resolves it to the memory it views.
+struct HostMemoryView final : HostMemory {
+  HostMemoryView(std::shared_ptr<HostMemory> memory, std::size_t first_float, std::size_t count)
+      : of(std::move(memory)), first(first_float) {
+    data = of->data + first_float;
+    floats = count;
+  }
+  std::shared_ptr<HostMemory> of;
+  std::size_t first = 0;
 };
 }  // namespace detail
 

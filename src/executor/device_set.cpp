@@ -3,6 +3,10 @@
 #include "executor/device_set.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
 #include <exception>
 #include <tuple>
 #include <utility>
@@ -14,6 +18,22 @@
 namespace gpubatch::detail {
 
 namespace {
+// GPUBATCH_SET_SPREAD_BYTES: bytes (input + output), or "never"; 16 MiB when unset. A value that
+// is not a number is an invalid_config error naming the variable.
+std::size_t spread_bytes_from_env() {
+  constexpr std::size_t kDefault = std::size_t{16} << 20;
+  const char* v = std::getenv("GPUBATCH_SET_SPREAD_BYTES");
+  if (v == nullptr || *v == 0) return kDefault;
+  if (std::string_view(v) == "never") return 0;
+  std::size_t bytes = 0;
+  const char* end = v + std::strlen(v);
+  const auto [ptr, ec] = std::from_chars(v, end, bytes);
+  if (ec != std::errc() || ptr != end || bytes == 0)
+    throw Error(ErrorCode::invalid_config, std::string("GPUBATCH_SET_SPREAD_BYTES=") + v +
+                                               ": must be a positive number of bytes or \"never\"");
+  return bytes;
+}
+
 std::vector<std::shared_ptr<BatchDevice>> checked(std::vector<std::shared_ptr<BatchDevice>> members) {
   if (members.empty()) throw Error(ErrorCode::invalid_argument, "device set: no devices");
   for (const auto& m : members)
@@ -26,6 +46,7 @@ DeviceSet::DeviceSet(std::vector<std::shared_ptr<BatchDevice>> members,
                      std::chrono::milliseconds attempt_timeout)
     : members_(checked(std::move(members))),
       attempt_timeout_(attempt_timeout),
+      spread_bytes_(spread_bytes_from_env()),
       state_(members_.size()) {
   // spdlog's registry is a function-local static in the (uninstrumented) shared library: made
   // here, before the executor's threads start, it is not first made by two completion threads
@@ -86,6 +107,12 @@ std::size_t DeviceSet::owner_of(const Request& request) const noexcept {
     }
   }
   return kNone;
+}
+
+std::size_t DeviceSet::idle_members() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return static_cast<std::size_t>(
+      std::count_if(state_.begin(), state_.end(), [](const State& s) { return s.live && s.inflight_batches == 0; }));
 }
 
 bool DeviceSet::runs_anywhere(const Request& request) const noexcept {

@@ -74,6 +74,10 @@ class DeviceSet final : public BatchDevice, public std::enable_shared_from_this<
   // recover() on `m`; it rejoins placement when that returns. Never throws.
   void recover_member(std::size_t m) noexcept;
   BatchDevice& member(std::size_t m) const noexcept { return *members_[m]; }
+  // Live members with no batch in hand (a lone large request from HostBuffers is spread over them).
+  std::size_t idle_members() const;
+  // The input + output bytes from which such a request is spread (0: never). GPUBATCH_SET_SPREAD_BYTES.
+  std::size_t spread_bytes() const noexcept { return spread_bytes_; }
   // Every member's can_run() accepts `request` (its HostBuffers, if any, are shared by all).
   bool runs_anywhere(const Request& request) const noexcept;
   // The member whose can_run() accepts `request` (a HostBuffer's owner), or kNone.
@@ -93,6 +97,7 @@ class DeviceSet final : public BatchDevice, public std::enable_shared_from_this<
   };
   const std::vector<std::shared_ptr<BatchDevice>> members_;
   const std::chrono::milliseconds attempt_timeout_;
+  const std::size_t spread_bytes_;
   mutable std::mutex mutex_;
   std::vector<State> state_;  // guarded
   std::size_t next_ = 0;      // guarded: where the round robin among equals starts

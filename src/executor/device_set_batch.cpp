@@ -14,6 +14,8 @@
 #include "executor/device_set.hpp"
 #include "gpubatch/custom_kernel.hpp"
 #include "gpubatch/error.hpp"
+#include "gpubatch/host_buffer.hpp"
+#include "gpubatch/op_table.hpp"
 
 namespace gpubatch::detail {
 
@@ -96,6 +98,14 @@ class SetBatch final : public InFlightBatch {
 
   void take_result(std::size_t index, Result& out) override { take_result(index, out, inline_runner()); }
   void take_result(std::size_t index, Result& out, ParallelRunner& parallel) override {
+    if (!pieces_.empty()) {  // one request in ranges: its results are in its buffer once every range is
+      for (Part& piece : parts_) {
+        if (piece.error) std::rethrow_exception(piece.error);
+        piece.inflight->take_result(0, out, parallel);
+      }
+      out.values.clear();
+      return;
+    }
     Part& p = parts_.size() == 1 ? parts_.front() : parts_[part_of_.at(index)];
     if (p.error) std::rethrow_exception(p.error);
     p.inflight->take_result(parts_.size() == 1 ? index : local_of_[index], out, parallel);
@@ -108,6 +118,7 @@ class SetBatch final : public InFlightBatch {
 
  private:
   void split(std::span<const Request* const> requests);
+  bool spread(const Request& r);
   // `avoid`: the member that lost the part (a re-run goes elsewhere when any other is live).
   void launch(Part& p, ParallelRunner& parallel, std::size_t avoid = DeviceSet::kNone);
   bool try_member(Part& p, std::size_t m, ParallelRunner& parallel, std::vector<std::size_t>& lost_now);
@@ -123,13 +134,59 @@ class SetBatch final : public InFlightBatch {
   std::shared_ptr<DeviceSet> set_;
   std::vector<Part> parts_;
   std::vector<std::uint32_t> part_of_, local_of_;  // by request index, with several parts
+  std::vector<Request> pieces_;  // a lone request's ranges (spread), one part each; reserved up front
 };
+
+// A request that can be cut into ranges of its HostBuffers: an element-wise op of the table (relu
+// ... clamp; add ... lerp with b in a HostBuffer too), its input and result all in HostBuffers of
+// one length.
+bool spreadable(const Request& r) {
+  if (!r.host_a || !r.host_result || !r.b.empty() || !r.inputs.empty()) return false;
+  if (static_cast<std::size_t>(r.op) >= kOpCount) return false;
+  const OpInfo& info = op_info(r.op);
+  if (info.kind != OpKind::ew || (info.arity == 2) != static_cast<bool>(r.host_b)) return false;
+  const std::size_t n = r.host_a->floats;
+  return r.host_result->floats == n && (!r.host_b || r.host_b->floats == n);
+}
+
+// A lone large request from HostBuffers on a set whose members are idle runs in ranges, one per
+// idle member, so that every device's bus carries part of it (a HostBuffer every member shares:
+// gpubatch::allocate_host over the set's devices). Each range is a part of its own: placed,
+// re-run on a loss and counted per member as any part is. GPUBATCH_SET_SPREAD_BYTES (input +
+// output bytes, or never) sets the line, 16 MiB by default (a 2,097,152-float relu).
+bool SetBatch::spread(const Request& r) {
+  const std::size_t line = set_->spread_bytes();
+  if (line == 0 || input_bytes(r) + output_bytes(r) < line || !spreadable(r) || !set_->runs_anywhere(r)) return false;
+  const std::size_t k = set_->idle_members();
+  if (k < 2) return false;
+  constexpr std::size_t kAlign = 1024;  // floats: every range starts 4 KiB into the buffers
+  const std::size_t n = r.host_a->floats;
+  const std::size_t per = (n / k + kAlign - 1) / kAlign * kAlign;
+  if (per == 0 || per >= n) return false;
+  const auto range = [](const std::shared_ptr<detail::HostMemory>& m, std::size_t first, std::size_t count) {
+    return m ? std::make_shared<detail::HostMemoryView>(m, first, count) : std::shared_ptr<detail::HostMemory>();
+  };
+  pieces_.reserve(k);  // parts point into it
+  for (std::size_t first = 0; first < n; first += per) {
+    const std::size_t count = std::min(per, n - first);
+    Request& piece = pieces_.emplace_back(r);
+    piece.host_a = range(r.host_a, first, count);
+    piece.host_b = range(r.host_b, first, count);
+    piece.host_result = range(r.host_result, first, count);
+    Part& p = parts_.emplace_back();
+    p.requests.push_back(&piece);
+    p.bytes = input_bytes(piece) + output_bytes(piece);
+    p.may_rerun = may_rerun(r);  // the whole request's buffers: a range of its own input aliases as it does
+  }
+  return true;
+}
 
 // One part for the requests any member may run (HostBuffers every member has imported too:
 // gpubatch::allocate_host over the set's devices); one per HostBuffer owner, and apart the
 // requests of kernels that opted out of re-runs. The common batch (no HostBuffer) is one part
 // and costs one pass over its requests.
 void SetBatch::split(std::span<const Request* const> requests) {
+  if (requests.size() == 1 && spread(*requests.front())) return;
   const auto uses_host = [&](const Request* r) { return uses_host_buffers(*r) && !set_->runs_anywhere(*r); };
   const auto plain = [&](const Request* r) { return !uses_host(r) && may_rerun(*r); };
   if (std::all_of(requests.begin(), requests.end(), plain)) {

@@ -35,6 +35,8 @@ const char* kForeign = ": the HostBuffer belongs to another device, or to one th
 void GpuCommandBatch::Impl::check_host(const HostBuffer& buffer, const char* what) const {
   if (buffer.empty()) invalid(std::string(what) + ": empty HostBuffer (allocate it with Device::allocate_host)");
   if (!gpu::host_memory_on(buffer.memory(), identity->context().get())) invalid(std::string(what) + kForeign);
+  if (dynamic_cast<const detail::HostMemoryView*>(buffer.memory().get()))  // the executor's own, never a caller's
+    invalid(std::string(what) + ": a range of a HostBuffer (the graph takes whole buffers)");
 }
 
 void GpuCommandBatch::Impl::check_unused_host(const detail::HostMemory* memory, const char* what) const {

@@ -57,6 +57,7 @@ HostBuffer import_host(std::shared_ptr<detail::GpuContext> context, std::span<fl
 
 const VulkanHostMemory* host_memory_on(const std::shared_ptr<detail::HostMemory>& memory,
                                        const detail::GpuContext* context) noexcept {
+  if (const auto* view = dynamic_cast<const detail::HostMemoryView*>(memory.get())) return host_memory_on(view->of, context);
   if (const auto* vulkan = dynamic_cast<const VulkanHostMemory*>(memory.get()))
     return vulkan->context.get() == context ? vulkan : nullptr;
   if (const auto* shared = dynamic_cast<const SharedHostMemory*>(memory.get()))
@@ -70,6 +71,11 @@ const VulkanHostMemory& host_memory_of(const std::shared_ptr<detail::HostMemory>
   const VulkanHostMemory* m = host_memory_on(memory, context);
   if (!m) throw Error(ErrorCode::internal, "a host buffer is not on the device that uses it (checked when planned)");
   return *m;
+}
+
+std::size_t host_byte_offset(const detail::HostMemory& memory) noexcept {
+  const auto* view = dynamic_cast<const detail::HostMemoryView*>(&memory);
+  return view ? view->first * sizeof(float) + host_byte_offset(*view->of) : 0;
 }
 
 std::exception_ptr foreign_host_buffer(const Request& r, const detail::GpuContext* context) {

@@ -61,9 +61,11 @@ const VulkanHostMemory* host_memory_on(const std::shared_ptr<detail::HostMemory>
                                        const detail::GpuContext* context) noexcept;
 
 // The same, for memory already checked to be on `context` (host_memory_on when the batch or
-// graph was planned): throws Error(internal) when it is not.
+// graph was planned): throws Error(internal) when it is not. For a view (detail::HostMemoryView)
+// it is the memory viewed; host_byte_offset says where the view begins in it.
 const VulkanHostMemory& host_memory_of(const std::shared_ptr<detail::HostMemory>& memory,
                                        const detail::GpuContext* context);
+std::size_t host_byte_offset(const detail::HostMemory& memory) noexcept;
 
 // A request's host buffer that is not `context`'s memory (another device's, or the one a
 // recover() replaced): the error its request fails with (alone). Null when all is well.

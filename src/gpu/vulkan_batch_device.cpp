@@ -423,10 +423,11 @@ class Encoder {
 
   std::uint64_t put_host(const std::shared_ptr<detail::HostMemory>& host) {
     const auto& m = host_memory_of(host, ctx_);  // on this context: checked when grouped
+    const std::size_t at = host_byte_offset(*host);  // a view's place in the memory it views
     f_.host_refs.push_back(host);
-    if (!st_.copy_engine) return m.allocation.address();
-    const std::size_t bytes = m.floats * sizeof(float);
-    f_.host_in.push_back({m.allocation.buffer(), m.allocation.offset(), in_off_, bytes});
+    if (!st_.copy_engine) return m.allocation.address() + at;
+    const std::size_t bytes = host->floats * sizeof(float);
+    f_.host_in.push_back({m.allocation.buffer(), m.allocation.offset() + at, in_off_, bytes});
     const std::uint64_t addr = st_.up_addr + in_off_;
     in_off_ += align_up(bytes, kDataAlignment);
     return addr;
@@ -437,11 +438,12 @@ class Encoder {
     std::uint64_t dst = st_.down_addr + slot.offset;
     if (r.host_result) {  // straight into the caller's buffer, or copied there from device memory
       const auto& m = host_memory_of(r.host_result, ctx_);
+      const std::size_t at = host_byte_offset(*r.host_result);
       f_.host_refs.push_back(r.host_result);
       f_.host_results.push_back(&m);
       if (st_.copy_engine && !st_.results_by_kernel)
-        f_.host_out.push_back({m.allocation.buffer(), m.allocation.offset(), slot.offset, slot.bytes});
-      else dst = m.allocation.address();
+        f_.host_out.push_back({m.allocation.buffer(), m.allocation.offset() + at, slot.offset, slot.bytes});
+      else dst = m.allocation.address() + at;
     }
     if (r.op == Op::chain) {
       chain_tables(g, r, dst, s);

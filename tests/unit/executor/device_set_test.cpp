@@ -306,6 +306,65 @@ TEST(DeviceSet, HostBufferRequestsRunOnTheirOwnerAndFailClearlyWhenItIsLost) {
 
 // One batch holding HostBuffer requests of both members and plain ones: split by owner, each
 // result back in place.
+// A lone large request from HostBuffers every member can run, on a set whose members are idle,
+// runs in ranges, one per member: each range a request of its own on its member, the result whole
+// in the caller's buffer. Not spread: below the line, beside a busy member, or with the line
+// turned off.
+TEST(DeviceSet, ALoneLargeRequestFromSharedHostBuffersIsSpreadOverIdleMembers) {
+  testing::EnvGuard line("GPUBATCH_SET_SPREAD_BYTES", "1048576");
+  Set s;
+  BatchExecutor executor(s.set, small_batches());
+  auto gpu = executor.handle();
+  auto x = std::make_shared<FakeHostMemory>(300'000);
+  for (std::size_t i = 0; i < x->storage.size(); ++i) x->storage[i] = static_cast<float>(i % 13) - 6.0f;
+  auto out = std::make_shared<FakeHostMemory>(300'000);
+  gpu.submit(Request::from_host(Op::relu, HostBuffer(x)).deliver_to(HostBuffer(out))).get();
+  ASSERT_EQ(s.a->batches(), 1u);
+  ASSERT_EQ(s.b->batches(), 1u);
+  const Stats st = executor.stats();
+  EXPECT_EQ(st.completed, 1u);
+  EXPECT_EQ(st.batches, 1u);
+  EXPECT_EQ(st.devices[0].requests + st.devices[1].requests, 2u) << "one range per member";
+  EXPECT_EQ(st.devices[0].bytes + st.devices[1].bytes, 2 * 300'000 * sizeof(float));
+  EXPECT_EQ(st.devices[0].bytes, 2 * 150'528 * sizeof(float)) << "ranges start on 1,024-float bounds";
+
+  auto small = std::make_shared<FakeHostMemory>(100'000), small_out = std::make_shared<FakeHostMemory>(100'000);
+  gpu.submit(Request::from_host(Op::relu, HostBuffer(small)).deliver_to(HostBuffer(small_out))).get();
+  EXPECT_EQ(s.a->batches() + s.b->batches(), 3u) << "below the line: whole";
+
+  Set u;  // member 0 holds a batch (ties go round robin from member 0)
+  u.a->pause();
+  BatchExecutor busy(u.set, small_batches());
+  auto held = busy.handle().relu({-1.0f});
+  ASSERT_TRUE(u.a->wait_for_batches(1));
+  busy.handle().submit(Request::from_host(Op::relu, HostBuffer(x)).deliver_to(HostBuffer(out))).get();
+  EXPECT_EQ(u.a->batches(), 1u);
+  EXPECT_EQ(u.b->batches(), 1u) << "beside a busy member: whole, on the idle one";
+  u.a->resume();
+  held.get();
+}
+
+TEST(DeviceSet, ASpreadRangeLostOnItsMemberRunsAgainOnTheOther) {
+  testing::EnvGuard line("GPUBATCH_SET_SPREAD_BYTES", "1048576");
+  Set s;
+  s.b->fail_next_wait(ErrorCode::device_lost, 1);
+  BatchExecutor executor(s.set, small_batches());
+  auto x = std::make_shared<FakeHostMemory>(300'000), out = std::make_shared<FakeHostMemory>(300'000);
+  executor.handle().submit(Request::from_host(Op::relu, HostBuffer(x)).deliver_to(HostBuffer(out))).get();
+  const Stats st = executor.stats();
+  EXPECT_EQ(st.failed, 0u);
+  EXPECT_EQ(st.devices[1].failovers, 1u);
+  EXPECT_EQ(st.devices[0].reruns, 1u);
+  EXPECT_EQ(s.a->batches(), 2u) << "its own range and the lost one";
+  testing::EnvGuard never("GPUBATCH_SET_SPREAD_BYTES", "never");
+  Set t;
+  BatchExecutor whole(t.set, small_batches());
+  whole.handle().submit(Request::from_host(Op::relu, HostBuffer(x)).deliver_to(HostBuffer(out))).get();
+  EXPECT_EQ(t.a->batches() + t.b->batches(), 1u) << "GPUBATCH_SET_SPREAD_BYTES=never";
+  testing::EnvGuard bad("GPUBATCH_SET_SPREAD_BYTES", "lots");
+  EXPECT_THROW(Set{}, Error);
+}
+
 TEST(DeviceSet, AMixedBatchIsSplitByOwner) {
   auto a = std::make_shared<OwningFake>();
   auto b = std::make_shared<OwningFake>();

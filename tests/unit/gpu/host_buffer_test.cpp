@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
 #include <limits>
 #include <random>
 
@@ -59,6 +61,33 @@ TEST_P(HostBufferPaths, InputsAndResultsInHostBuffersMatchTheReference) {
   requests.push_back(std::move(chained));
   expect_batch_matches_reference(device, requests);
   for (std::size_t i = 0; i < n; i += 997) ASSERT_EQ(out[i], -2.5f * x[i]) << i;
+}
+
+// Ranges of host buffers (detail::HostMemoryView, what a device set cuts a large request into):
+// each range's results land in the range of the result buffer, nothing outside it moves, on both
+// paths; a batch of two ranges of the same buffers as well.
+TEST_P(HostBufferPaths, RangesOfHostBuffersReadAndWriteTheirRangeOnly) {
+  Device device = open_with_threshold(GetParam());
+  std::mt19937 rng(7);
+  const std::size_t n = 300'000;
+  HostBuffer x = filled(device, n, rng), y = filled(device, n, rng), out = device.allocate_host(n);
+  std::fill(out.begin(), out.end(), -7.0f);
+  const auto view = [](const HostBuffer& b, std::size_t first, std::size_t count) {
+    return HostBuffer(std::make_shared<detail::HostMemoryView>(b.memory(), first, count));
+  };
+  const std::size_t a0 = 1000, a1 = 150'000, b0 = 160'000, b1 = 299'000;  // two ranges, a gap between
+  const Request first = Request::from_hosts(Op::add, view(x, a0, a1 - a0), view(y, a0, a1 - a0)).deliver_to(view(out, a0, a1 - a0));
+  const Request second = Request::from_host(Op::relu, view(x, b0, b1 - b0)).deliver_to(view(out, b0, b1 - b0));
+  const Request* both[] = {&first, &second};
+  auto batch = device.batch_device()->submit(both);
+  ASSERT_TRUE(batch->wait_for(std::chrono::seconds(60)));
+  Result r0, r1;
+  batch->take_result(0, r0);
+  batch->take_result(1, r1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float want = i >= a0 && i < a1 ? x[i] + y[i] : i >= b0 && i < b1 ? std::max(0.0f, x[i]) : -7.0f;
+    ASSERT_EQ(out[i], want) << i;
+  }
 }
 
 // Both inputs in host buffers (Request::from_hosts, host_b): every op of two float inputs, matmul's

@@ -238,6 +238,31 @@ TEST(DeviceSetVulkan, SharedHostBufferRequestsRunOnEitherDeviceAndAgainWhenOneIs
   EXPECT_EQ(std::vector<float>(again.begin(), again.end()), std::vector<float>(64, 6.0f));
 }
 
+// A lone large request from buffers both devices share runs in two ranges, one per device, under
+// the validation layer: relu, and add with both inputs shared; every value against the reference.
+TEST(DeviceSetVulkan, ALoneLargeSharedRequestRunsInRangesOnBothDevices) {
+  auto& d = two_devices();
+  ::setenv("GPUBATCH_SET_SPREAD_BYTES", "1048576", 1);
+  BatchExecutor executor(d, BatchConfig::adaptive());
+  ::unsetenv("GPUBATCH_SET_SPREAD_BYTES");
+  auto gpu = executor.handle();
+  const std::size_t n = 300'000;
+  const auto xv = random_floats(n, 41), yv = random_floats(n, 42);
+  HostBuffer x = allocate_host(d, n), y = allocate_host(d, n), out = allocate_host(d, n);
+  std::copy(xv.begin(), xv.end(), x.begin());
+  std::copy(yv.begin(), yv.end(), y.begin());
+  gpu.submit(Request::from_host(Op::relu, x).deliver_to(out)).get();
+  EXPECT_EQ(std::vector<float>(out.begin(), out.end()), reference::run(Request::relu(xv)).values);
+  Stats st = executor.stats();
+  EXPECT_EQ(st.devices[0].requests, 1u);
+  EXPECT_EQ(st.devices[1].requests, 1u);
+  gpu.submit(Request::from_hosts(Op::add, x, y).deliver_to(out)).get();
+  EXPECT_EQ(std::vector<float>(out.begin(), out.end()), reference::run(Request::add(xv, yv)).values);
+  st = executor.stats();
+  EXPECT_EQ(st.devices[0].requests + st.devices[1].requests, 4u);
+  EXPECT_EQ(st.completed, 2u);
+}
+
 TEST(DeviceSetVulkan, AKernelThatOptedOutOfReRunsIsNotReRun) {
   Disarm disarm;
   auto& d = two_devices();

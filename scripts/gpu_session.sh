@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2390,6 +2390,23 @@ if on final8; then
   done
   timeout 120 python3 bench/thread_cpu.py --json-out "$out/threads-hb1m-set.json" -- "$run" gpubatch-load --devices 0,1 \
     --threads 16 --inflight 8 --op relu --size 1048576 --requests 2861 --host-buffers --json > "$out/threads-hb1m-set.txt" 2>&1
+fi
+
+# A lone caller's large request from HostBuffers on two H100s (eighth session of 2026-11-27):
+# one device, the set (spread in ranges over both), the set with GPUBATCH_SET_SPREAD_BYTES=never,
+# and the previous build's set (gpubatch-load-prev), interleaved; 4,194,304 and 16,777,216 floats.
+if on spread8; then
+  for rep in 1 2 3; do
+    for s in 4194304 16777216; do
+      lone="--threads 1 --inflight 1 --op relu --size $s --requests $(( 600 * 4194304 / s )) --host-buffers"
+      load sp-$s-one-$rep gpubatch-load --device 0 $lone
+      load sp-$s-set-$rep gpubatch-load --devices 0,1 $lone
+      load sp-$s-setnever-$rep env GPUBATCH_SET_SPREAD_BYTES=never -- gpubatch-load --devices 0,1 $lone
+      load sp-$s-setprev-$rep gpubatch-load-prev --devices 0,1 $lone
+    done
+  done
+  load sp-add-set gpubatch-load --devices 0,1 --threads 1 --inflight 1 --op add --size 16777216 --requests 150 --host-buffers
+  load sp-add-one gpubatch-load --device 0 --threads 1 --inflight 1 --op add --size 16777216 --requests 150 --host-buffers
 fi
 
 # The request size sweep at two depths (sixth session of 2026-11-27): 16 callers, `adaptive`

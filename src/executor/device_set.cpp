@@ -18,10 +18,12 @@
 namespace gpubatch::detail {
 
 namespace {
-// GPUBATCH_SET_SPREAD_BYTES: bytes (input + output), or "never"; 16 MiB when unset. A value that
-// is not a number is an invalid_config error naming the variable.
+// GPUBATCH_SET_SPREAD_BYTES: bytes (input + output), or "never"; 4 MiB when unset. A value that
+// is not a number is an invalid_config error naming the variable. The line: a lone caller's
+// request of 4 MiB (524,288-float relu) took 80-82 us spread over two H100s against 98-101 whole,
+// and 8 MiB 150-175 against 206-242 (BENCHMARKS.md, eighth session of 2026-11-27, call 11).
 std::size_t spread_bytes_from_env() {
-  constexpr std::size_t kDefault = std::size_t{16} << 20;
+  constexpr std::size_t kDefault = std::size_t{4} << 20;
   const char* v = std::getenv("GPUBATCH_SET_SPREAD_BYTES");
   if (v == nullptr || *v == 0) return kDefault;
   if (std::string_view(v) == "never") return 0;

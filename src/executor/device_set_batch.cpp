@@ -153,7 +153,7 @@ bool spreadable(const Request& r) {
 // idle member, so that every device's bus carries part of it (a HostBuffer every member shares:
 // gpubatch::allocate_host over the set's devices). Each range is a part of its own: placed,
 // re-run on a loss and counted per member as any part is. GPUBATCH_SET_SPREAD_BYTES (input +
-// output bytes, or never) sets the line, 16 MiB by default (a 2,097,152-float relu).
+// output bytes, or never) sets the line, 4 MiB by default (a 524,288-float relu).
 bool SetBatch::spread(const Request& r) {
   const std::size_t line = set_->spread_bytes();
   if (line == 0 || input_bytes(r) + output_bytes(r) < line || !spreadable(r) || !set_->runs_anywhere(r)) return false;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <future>
 #include <memory>
 #include <string>
@@ -342,6 +343,19 @@ TEST(DeviceSet, ALoneLargeRequestFromSharedHostBuffersIsSpreadOverIdleMembers) {
   EXPECT_EQ(u.b->batches(), 1u) << "beside a busy member: whole, on the idle one";
   u.a->resume();
   held.get();
+}
+
+// The default line: 4 MiB of input and output.
+TEST(DeviceSet, TheSpreadLineIsFourMebibytesByDefault) {
+  ASSERT_EQ(std::getenv("GPUBATCH_SET_SPREAD_BYTES"), nullptr);
+  Set s;
+  BatchExecutor executor(s.set, small_batches());
+  auto gpu = executor.handle();
+  for (std::size_t n : {std::size_t{524'288}, std::size_t{524'287}}) {  // 4 MiB in and out, and under
+    auto x = std::make_shared<FakeHostMemory>(n), out = std::make_shared<FakeHostMemory>(n);
+    gpu.submit(Request::from_host(Op::relu, HostBuffer(x)).deliver_to(HostBuffer(out))).get();
+  }
+  EXPECT_EQ(s.a->batches() + s.b->batches(), 3u) << "the first in two ranges, the second whole";
 }
 
 TEST(DeviceSet, ASpreadRangeLostOnItsMemberRunsAgainOnTheOther) {

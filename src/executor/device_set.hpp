@@ -10,10 +10,13 @@
 // placement; the batch it held is submitted once more, whole, on another live member (every
 // built-in op and custom kernel is a pure function of its inputs), and recover() is called on the
 // lost member, which rejoins placement when that succeeds. Results are only ever taken from the
-// attempt that finished. Requests that read or write a HostBuffer run on the device that
-// allocated it (BatchDevice::can_run) and are not re-run elsewhere, nor are those of a kernel
-// registered with KernelOptions::rerun_on_loss = false. Only when no member is left
-// does a batch fail with device_lost. This file knows nothing of Vulkan: members are BatchDevices.
+// attempt that finished. Requests that read or write a HostBuffer of one device run on it
+// (BatchDevice::can_run) and are not re-run elsewhere, nor are those of a kernel registered with
+// KernelOptions::rerun_on_loss = false; a HostBuffer every member shares (gpubatch::allocate_host
+// over the set's devices) is placed and re-run like a vector, and a lone large request from such
+// buffers runs in ranges over the idle members (device_set_batch.cpp, SetBatch::spread). Only when
+// no member is left does a batch fail with device_lost. This file knows nothing of Vulkan:
+// members are BatchDevices.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>

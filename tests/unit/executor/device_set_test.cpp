@@ -449,54 +449,62 @@ TEST(DeviceSet, PrometheusLabelsEscapeDeviceNames) {
   EXPECT_EQ(to_prometheus(Stats{}).find("gpubatch_device_info"), std::string::npos);  // no devices, no series
 }
 
+// The lanes' tests: member 0 holds a small batch it does not finish (paused), so the executor is
+// busy and member 1 is idle (ties go round robin from member 0). release() lets member 0 go.
+struct BusySet {
+  BusySet() : executor(paused_first(s), small_batches()), gpu(executor.handle()), small(gpu.relu({-1.0f})) {
+    EXPECT_TRUE(s.a->wait_for_batches(1));
+  }
+  void release() {
+    s.a->resume();
+    EXPECT_EQ(small.get(), std::vector<float>{0.0f});
+  }
+  static std::shared_ptr<detail::DeviceSet> paused_first(Set& set) {
+    set.a->pause();
+    return set.set;
+  }
+  Set s;
+  BatchExecutor executor;
+  BatchedGpuHandle gpu;
+  std::future<std::vector<float>> small;
+};
+
 // The direct lane on a set: member 0 holds a small batch it does not finish (the executor is
 // busy), and a large request's caller submits it itself; the set places it on member 1, the idle
 // one, and the call comes back with its result while member 0 still holds its batch.
 TEST(DeviceSet, ALargeRequestOfABusySetTakesTheLaneToTheIdleMember) {
-  Set s;
-  s.a->pause();
-  BatchExecutor executor(s.set, small_batches());
-  auto gpu = executor.handle();
-  auto small = gpu.relu({-1.0f});
-  ASSERT_TRUE(s.a->wait_for_batches(1));  // ties go round robin from member 0
-  const auto x = ramp(600'000, 0.5f);     // 4.8 MB in and out, over the 2 MiB line
+  BusySet busy;
+  const auto x = ramp(600'000, 0.5f);  // 4.8 MB in and out, over the 2 MiB line
   std::thread::id caller;
   std::future<std::vector<float>> large;
   std::thread t([&] {
     caller = std::this_thread::get_id();
-    large = gpu.relu(x);
+    large = busy.gpu.relu(x);
   });
   t.join();
   ASSERT_EQ(large.wait_for(0s), std::future_status::ready) << "the lane's future comes back ready";
   EXPECT_EQ(large.get(), relu_of(x));
-  ASSERT_EQ(s.b->submit_threads().size(), 1u);
-  EXPECT_EQ(s.b->submit_threads().front(), caller) << "the caller's own thread submitted it";
-  EXPECT_EQ(s.a->batches(), 1u);
-  EXPECT_EQ(executor.stats().direct, 1u);
-  EXPECT_EQ(small.wait_for(0s), std::future_status::timeout);
-  s.a->resume();
-  EXPECT_EQ(small.get(), std::vector<float>{0.0f});
+  ASSERT_EQ(busy.s.b->submit_threads().size(), 1u);
+  EXPECT_EQ(busy.s.b->submit_threads().front(), caller) << "the caller's own thread submitted it";
+  EXPECT_EQ(busy.s.a->batches(), 1u);
+  EXPECT_EQ(busy.executor.stats().direct, 1u);
+  EXPECT_EQ(busy.small.wait_for(0s), std::future_status::timeout);
+  busy.release();
 }
 
 // A lane request whose member is lost runs again, whole, on the other member, and its caller
 // still gets the right result; GPUBATCH_SET_LANES=off keeps a set's large requests on the strand.
 TEST(DeviceSet, ALaneRequestLostOnItsMemberRunsAgainOnTheOther) {
-  Set s;
-  s.a->pause();
-  s.b->fail_next_wait(ErrorCode::device_lost, 1);
-  BatchExecutor executor(s.set, small_batches());
-  auto gpu = executor.handle();
-  auto small = gpu.relu({-1.0f});
-  ASSERT_TRUE(s.a->wait_for_batches(1));
+  BusySet busy;
+  busy.s.b->fail_next_wait(ErrorCode::device_lost, 1);
   const auto x = ramp(600'000, -0.5f);
   std::future<std::vector<float>> large;
-  std::thread t([&] { large = gpu.relu(x); });
-  ASSERT_TRUE(s.a->wait_for_batches(2)) << "the re-run goes to member 0, the only other one";
-  s.a->resume();
+  std::thread t([&] { large = busy.gpu.relu(x); });
+  ASSERT_TRUE(busy.s.a->wait_for_batches(2)) << "the re-run goes to member 0, the only other one";
+  busy.release();
   t.join();
   EXPECT_EQ(large.get(), relu_of(x));
-  EXPECT_EQ(small.get(), std::vector<float>{0.0f});
-  const Stats st = executor.stats();
+  const Stats st = busy.executor.stats();
   EXPECT_EQ(st.direct, 1u);
   EXPECT_EQ(st.failed, 0u);
   EXPECT_EQ(st.devices[1].failovers, 1u);
@@ -506,43 +514,31 @@ TEST(DeviceSet, ALaneRequestLostOnItsMemberRunsAgainOnTheOther) {
 // A completion handler's large request on a busy set goes to the bulk lane's threads, which
 // submit it to the set: placed on the idle member, resolved while member 0 still holds its batch.
 TEST(DeviceSet, AHandlersLargeRequestTakesTheBulkLaneToTheIdleMember) {
-  Set s;
-  s.a->pause();
-  BatchExecutor executor(s.set, small_batches());
-  auto gpu = executor.handle();
-  auto small = gpu.relu({-1.0f});
-  ASSERT_TRUE(s.a->wait_for_batches(1));
+  BusySet busy;
   const auto x = ramp(600'000, 1.5f);
   std::promise<std::vector<float>> got;
-  gpu.relu(x, [&](std::exception_ptr e, std::vector<float> v) {
+  busy.gpu.relu(x, [&](std::exception_ptr e, std::vector<float> v) {
     if (e) got.set_exception(e);
     else got.set_value(std::move(v));
   });
   auto f = got.get_future();
   ASSERT_EQ(f.wait_for(30s), std::future_status::ready) << "served by member 1 while member 0 is paused";
   EXPECT_EQ(f.get(), relu_of(x));
-  EXPECT_EQ(s.b->batches(), 1u);
-  EXPECT_NE(s.b->submit_threads().front(), std::this_thread::get_id());
-  EXPECT_EQ(executor.stats().direct, 1u);
-  s.a->resume();
-  EXPECT_EQ(small.get(), std::vector<float>{0.0f});
+  EXPECT_EQ(busy.s.b->batches(), 1u);
+  EXPECT_NE(busy.s.b->submit_threads().front(), std::this_thread::get_id());
+  EXPECT_EQ(busy.executor.stats().direct, 1u);
+  busy.release();
 }
 
 TEST(DeviceSet, TheLanesCanBeTurnedOffForASet) {
   testing::EnvGuard off("GPUBATCH_SET_LANES", "off");
-  Set s;
-  s.a->pause();
-  BatchExecutor executor(s.set, small_batches());
-  auto gpu = executor.handle();
-  auto small = gpu.relu({-1.0f});
-  ASSERT_TRUE(s.a->wait_for_batches(1));
+  BusySet busy;
   const auto x = ramp(600'000, 0.5f);
-  auto large = gpu.relu(x);  // batched by the strand: placed on member 1, resolved there
+  auto large = busy.gpu.relu(x);  // batched by the strand: placed on member 1, resolved there
   EXPECT_EQ(large.get(), relu_of(x));
-  EXPECT_EQ(executor.stats().direct, 0u);
-  EXPECT_NE(s.b->submit_threads().front(), std::this_thread::get_id());
-  s.a->resume();
-  EXPECT_EQ(small.get(), std::vector<float>{0.0f});
+  EXPECT_EQ(busy.executor.stats().direct, 0u);
+  EXPECT_NE(busy.s.b->submit_threads().front(), std::this_thread::get_id());
+  busy.release();
 }
 
 TEST(DeviceSet, RefusesAnEmptyOrNullMemberList) {

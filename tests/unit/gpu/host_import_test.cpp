@@ -165,6 +165,19 @@ TEST(HostImport, BrokenRulesAreInvalidArgumentsNamingTheAlignment) {
   EXPECT_EQ(fine.size(), memory.span.size());
 }
 
+// `values` into x, then `op` from x into out on each device in turn: what each device wrote.
+static std::vector<std::vector<float>> run_on_each(const std::vector<Device>& devices, Op op, const std::vector<float>& values,
+                                                   HostBuffer& x, HostBuffer& out) {
+  std::copy(values.begin(), values.end(), x.begin());
+  std::vector<std::vector<float>> got;
+  for (Device device : devices) {
+    std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
+    (void)device.run(Request::from_host(op, x).deliver_to(out));
+    got.emplace_back(out.begin(), out.end());
+  }
+  return got;
+}
+
 // gpubatch::allocate_host over several devices: one allocation imported into each, read and
 // written in place by either (on both paths), against the reference.
 TEST_P(HostImportPaths, ABufferSharedByTwoDevicesIsReadAndWrittenByEach) {
@@ -176,14 +189,9 @@ TEST_P(HostImportPaths, ABufferSharedByTwoDevicesIsReadAndWrittenByEach) {
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(x.data()) % both[0].host_import_alignment(), 0u);
   std::mt19937 rng(41);
   const auto values = random_floats(x.size(), rng);
-  std::copy(values.begin(), values.end(), x.begin());
   const auto expected = reference::run(Request::unary(Op::relu, values)).values;
-  for (const Device& d : both) {
-    std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
-    Device device = d;
-    (void)device.run(Request::from_host(Op::relu, x).deliver_to(out));
-    EXPECT_EQ(std::vector<float>(out.begin(), out.end()), expected) << "on " << (&d == &both[0] ? "device 0" : "device 1");
-  }
+  const auto got = run_on_each(both, Op::relu, values, x, out);
+  for (std::size_t d = 0; d < got.size(); ++d) EXPECT_EQ(got[d], expected) << "on device " << d;
 }
 
 // The caller's own memory imported into both devices (gpubatch::import_host over a list): read
@@ -197,13 +205,8 @@ TEST_P(HostImportPaths, CallerMemoryImportedIntoTwoDevicesIsReadAndWrittenByEach
   EXPECT_EQ(x.data(), in_memory.span.data()) << "in place: no copy";
   std::mt19937 rng(43);
   const auto values = random_floats(x.size(), rng);
-  std::copy(values.begin(), values.end(), x.begin());
   const auto expected = reference::run(Request::unary(Op::gelu, values)).values;
-  for (const Device& d : both) {
-    std::fill(out.begin(), out.end(), std::numeric_limits<float>::quiet_NaN());
-    Device device = d;
-    (void)device.run(Request::from_host(Op::gelu, x).deliver_to(out));
-    const std::vector<float> got(out.begin(), out.end());
+  for (const std::vector<float>& got : run_on_each(both, Op::gelu, values, x, out)) {
     ASSERT_EQ(got.size(), expected.size());
     for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], expected[i], 1e-4f * (1 + std::abs(expected[i]))) << i;
   }

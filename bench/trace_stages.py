@@ -9,9 +9,19 @@ from collections import defaultdict
 STAGES = ("formation", "submit", "device", "completion")
 
 
-def load_batches(path):
+def load_events(path):
     with (gzip.open if path.endswith(".gz") else open)(path, "rt") as f:
-        events = json.load(f)["traceEvents"]
+        return json.load(f)["traceEvents"]
+
+
+def load_runs(path, events=None):
+    events = load_events(path) if events is None else events
+    return sorted((e["ts"], e["ts"] + e["dur"], e["args"]) for e in events
+                  if e.get("ph") == "X" and e.get("name") == "strand run")
+
+
+def load_batches(path, events=None):
+    events = load_events(path) if events is None else events
     batches = defaultdict(dict)
     for e in events:
         if e.get("ph") == "X" and e.get("name") == "submit":

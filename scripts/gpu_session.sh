@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -28,9 +28,9 @@ load() {
   fi
   local bin=$1; shift
   have "$bin" || return 0
-  echo "== $name: ${envs[*]} $bin $*" >> "$out/log.txt"
+  echo "== $name: ${pin:-} ${envs[*]} $bin $*" >> "$out/log.txt"
   local t0=$SECONDS line
-  line=$(env "${envs[@]}" timeout 90 "$run" "$bin" "$@" --json 2>> "$out/log.txt" | tail -1)
+  line=$(${pin:-} env "${envs[@]}" timeout 90 "$run" "$bin" "$@" --json 2>> "$out/log.txt" | tail -1)
   local rc=$? wall=$((SECONDS - t0))
   echo "   $name: exit $rc, ${wall} s" | tee -a "$out/log.txt" >&2
   [[ $line == "{"* ]] && echo "{\"name\": \"$name\", \"wall_s\": $wall, ${line:1}" >> "$out/results.jsonl"
@@ -2390,6 +2390,113 @@ if on final8; then
   done
   timeout 120 python3 bench/thread_cpu.py --json-out "$out/threads-hb1m-set.json" -- "$run" gpubatch-load --devices 0,1 \
     --threads 16 --inflight 8 --op relu --size 1048576 --requests 2861 --host-buffers --json > "$out/threads-hb1m-set.txt" 2>&1
+fi
+
+# Issue 14's loads on a host with more cores than the loads have threads (2026-11-28): every load
+# twice per round, pinned to 16 cores (taskset -c 0-15, the one-GPU machines' size) and on all of
+# them, interleaved, one device (--device 0). Sets `pin` (a command prefix `load` runs under).
+cores9_round() {
+  local tag=$1 P=--host-probe
+  load c9-$tag-crowd gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+  for r in 1080000 1500000 2000000 2500000; do
+    load c9-$tag-open$r gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate $r --requests $((r * 3)) $P
+  done
+  for r in 500000 1000000 1500000; do
+    load c9-$tag-p99t500-$r gpubatch-mix --device 0 --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3)) $P
+  done
+  load c9-$tag-mixidle gpubatch-mix --device 0 --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 $P
+  load c9-$tag-mixsat gpubatch-mix --device 0 --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 9000000 $P
+  load c9-$tag-dlsat gpubatch-mix --device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate 3000000 --requests 6000000 $P
+  load c9-$tag-dllarge gpubatch-mix --device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000 $P
+  load c9-$tag-blockfor gpubatch-mix --device 0 --threads 16 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 3000000 --requests 4500000 $P
+  load c9-$tag-mixed64 gpubatch-mix --device 0 --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000 $P
+}
+# The latency target beside no target on the same mix (2026-11-28): gpubatch-mix at 500,000,
+# 1,000,000 and 1,500,000/s with --target-p99-us 500 and without, interleaved, one device; then
+# one traced run of each at 1,000,000/s (bench/trace_batches.py, bench/trace_episodes.py).
+# Polling every batch (GPUBATCH_POLL_ALL=on) against the default (only lone and full batches),
+# 2026-11-28: the traces of the first calls had small batches whose blocking wait woke about 1 ms
+# late (device spans of 812-996 us for 28-138 requests). The mix at 1,000,000/s and the open loop
+# at 2,000,000/s, on all cores and pinned to 16 (taskset -c 0-15), interleaved.
+if on poll9; then
+  for rep in ${POLL9_ROUNDS:-1 2 3}; do
+    for p in all c16; do
+      [ $p = c16 ] && pin="taskset -c 0-15" || pin=""
+      for mode in default on; do
+        e="env GPUBATCH_POLL_ALL=$([ $mode = on ] && echo on || echo off) --"
+        load pl-$p-$mode-mix1m-$rep $e gpubatch-mix --device 0 --threads 16 --size 256 --rate 1000000 --requests 3000000 --host-probe
+        load pl-$p-$mode-open2m-$rep $e gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate 2000000 --requests 6000000 --host-probe
+      done
+    done
+    pin=""
+  done
+fi
+
+# What the strand did in the episodes (2026-11-28): the mix at 1,000,000/s traced, with the
+# strand's runs now in the trace (bench/trace_episodes.py prints them per episode), three rounds.
+# What the strand did in the episodes (2026-11-28): the mix at 1,000,000/s traced, with the
+# strand's runs now in the trace (bench/trace_episodes.py prints them per episode), three rounds.
+# A pull up to what was pushed when it began (2026-11-28) against GPUBATCH_PULL_SNAPSHOT=off
+# (a pull takes whatever arrives meanwhile), interleaved, one device: the mix (handlers) and the
+# open loop (futures) at 1,000,000 and 2,000,000/s, and the crowd; then the traced mix.
+if on snap9; then
+  for rep in ${SNAP9_ROUNDS:-1 2 3}; do
+    for mode in on off; do
+      e="env GPUBATCH_PULL_SNAPSHOT=$mode --"
+      load sn-$mode-mix1m-$rep $e gpubatch-mix --device 0 --threads 16 --size 256 --rate 1000000 --requests 3000000 --host-probe
+      load sn-$mode-open1m-$rep $e gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate 1000000 --requests 3000000 --host-probe
+      load sn-$mode-open2m-$rep $e gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate 2000000 --requests 6000000 --host-probe
+      load sn-$mode-crowd-$rep $e gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+    done
+  done
+  for mode in on off; do
+    load sn-trace-$mode env GPUBATCH_PULL_SNAPSHOT=$mode GPUBATCH_TRACE=$out/trace-sn-$mode.json -- \
+      gpubatch-mix --device 0 --threads 16 --size 256 --rate 1000000 --requests 3000000 --host-probe
+    if [ -f "$out/trace-sn-$mode.json" ]; then
+      python3 bench/trace_episodes.py "$out/trace-sn-$mode.json" --episodes 4 > "$out/episodes-sn-$mode.txt" 2>&1
+      python3 bench/trace_batches.py "$out/trace-sn-$mode.json" > "$out/batches-sn-$mode.txt" 2>&1
+      rm -f "$out/trace-sn-$mode.json"
+    fi
+  done
+fi
+
+if on runs9; then
+  for rep in 1 2 3; do
+    load r9-trace-$rep env GPUBATCH_TRACE=$out/trace-r9-$rep.json -- \
+      gpubatch-mix --device 0 --threads 16 --size 256 --rate 1000000 --requests 3000000 --host-probe
+    if [ -f "$out/trace-r9-$rep.json" ]; then
+      python3 bench/trace_episodes.py "$out/trace-r9-$rep.json" --episodes 6 > "$out/episodes-r9-$rep.txt" 2>&1
+      python3 bench/trace_batches.py "$out/trace-r9-$rep.json" > "$out/batches-r9-$rep.txt" 2>&1
+      gzip -1 "$out/trace-r9-$rep.json"
+      [ "$rep" = 1 ] || rm -f "$out/trace-r9-$rep.json.gz"
+    fi
+  done
+fi
+
+if on tp9; then
+  for rep in ${TP9_ROUNDS:-1 2}; do
+    for r in 500000 1000000 1500000; do
+      load tp9-t500-$r-$rep gpubatch-mix --device 0 --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3)) --host-probe
+      load tp9-none-$r-$rep gpubatch-mix --device 0 --threads 16 --size 256 --rate $r --requests $((r * 3)) --host-probe
+    done
+  done
+  for t in 500 0; do
+    load tp9-trace-$t env GPUBATCH_TRACE=$out/trace-tp9-$t.json -- \
+      gpubatch-mix --device 0 --threads 16 --size 256 --target-p99-us $t --rate 1000000 --requests 3000000
+    if [ -f "$out/trace-tp9-$t.json" ]; then
+      python3 bench/trace_episodes.py "$out/trace-tp9-$t.json" --episodes 3 > "$out/episodes-tp9-$t.txt" 2>&1
+      python3 bench/trace_batches.py "$out/trace-tp9-$t.json" > "$out/batches-tp9-$t.txt" 2>&1
+      rm -f "$out/trace-tp9-$t.json"
+    fi
+  done
+fi
+
+if on cores9; then
+  nproc > "$out/cores.txt"; lscpu >> "$out/cores.txt" 2>&1
+  for rep in ${CORES9_ROUNDS:-1}; do
+    pin="taskset -c 0-15" cores9_round c16-$rep
+    pin="" cores9_round all-$rep
+  done
 fi
 
 # A lone caller's large request from HostBuffers on two H100s (eighth session of 2026-11-27):

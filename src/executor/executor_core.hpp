@@ -226,6 +226,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
 
   // ---- strand ----
   void run_strand(bool on_io_thread);
+  void trace_strand_run(TraceRecorder::StrandRun& run, bool on_io_thread);
   bool post_strand_run() noexcept;
   void kick();
   void process();

@@ -23,11 +23,19 @@ namespace gpubatch::detail {
 void ExecutorCore::run_strand(bool on_io_thread) {
   for (;;) {
     bump(strand_stats_.runs);
+    const bool traced = trace_.on();
+    TraceRecorder::StrandRun run;
+    if (traced) {
+      run.begin = Clock::now();
+      run.pulled = strand_stats_.pulled.load(std::memory_order_relaxed);
+      run.batches = next_batch_id_;
+    }
     try {
       process();
     } catch (const std::exception& e) {
       spdlog::error("gpubatch executor: batch formation failed: {}", e.what());
     }
+    if (traced) trace_strand_run(run, on_io_thread);
     // What the last look needs of the strand's state is read before the strand is let go: from
     // then on another thread may hold it.
     const StrandLook look{strand_finished_, blocked_on_slot_, closing_seen_, cancel_seen_, wake_position(),
@@ -43,6 +51,17 @@ void ExecutorCore::run_strand(bool on_io_thread) {
     if (strand_awake_.exchange(true, std::memory_order_seq_cst)) return;  // another run is posted
     if (!on_io_thread && post_strand_run()) return;
   }
+}
+
+// With tracing on: the run that just ended, as trace_.strand_run records it (trace.hpp).
+void ExecutorCore::trace_strand_run(TraceRecorder::StrandRun& run, bool on_io_thread) {
+  run.end = Clock::now();
+  run.io_thread = on_io_thread;
+  run.pulled = strand_stats_.pulled.load(std::memory_order_relaxed) - run.pulled;
+  run.batches = next_batch_id_ - run.batches;
+  run.forming = former_.size();
+  run.blocked_on_slot = blocked_on_slot_;
+  trace_.strand_run(run);
 }
 
 // Opt-in (GPUBATCH_STRAND_SPIN=on): the io thread, idle, polls for a while before it goes back

@@ -15,6 +15,7 @@ namespace {
 // Thread lanes of the one process the trace shows.
 constexpr int kStrandTid = 1;
 constexpr int kAsyncTid = 2;
+constexpr int kRunsTid = 3;
 
 std::string metadata(int tid, const char* name) {
   return std::string(R"({"ph":"M","name":"thread_name","pid":1,"tid":)") + std::to_string(tid) +
@@ -54,7 +55,7 @@ bool TraceRecorder::stop() {
   std::ofstream out(path, std::ios::trunc);
   out << R"({"displayTimeUnit":"ns","otherData":{"producer":"gpubatch","dropped_batches":)" << dropped
       << R"(},"traceEvents":[)" << metadata(kStrandTid, "strand: formation and submit") << ','
-      << metadata(kAsyncTid, "batches and requests (async)");
+      << metadata(kAsyncTid, "batches and requests (async)") << ',' << metadata(kRunsTid, "strand runs");
   for (const std::string& c : chunks) out << c;  // each event brings its own leading comma
   out << "]}\n";
   out.flush();
@@ -116,6 +117,20 @@ void TraceRecorder::queue_wait(std::uint64_t batch_id, Clock::time_point arrival
   if (!on_.load(std::memory_order_relaxed) || count_ + 2 > kMaxEvents) return;
   async_span("queue wait", ++next_request_id_ << 20 | (batch_id & 0xfffff), arrival, submitted,
              R"("batch":)" + std::to_string(batch_id));
+}
+
+void TraceRecorder::strand_run(const StrandRun& r) {
+  std::lock_guard lock(mutex_);
+  if (!on_.load(std::memory_order_relaxed) || count_ + 16 > kMaxEvents) return;  // room kept for batches
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                R"(,{"ph":"X","name":"strand run","pid":1,"tid":%d,"ts":%.3f,"dur":%.3f,"args":{"thread":"%s",)"
+                R"("pulled":%llu,"batches":%llu,"forming":%zu,"blocked_on_slot":%s}})",
+                kRunsTid, us(r.begin), us(r.end) - us(r.begin), r.io_thread ? "io" : "caller",
+                static_cast<unsigned long long>(r.pulled), static_cast<unsigned long long>(r.batches), r.forming,
+                r.blocked_on_slot ? "true" : "false");
+  room_for(std::strlen(buf)).append(buf);
+  ++count_;
 }
 
 }  // namespace gpubatch::detail

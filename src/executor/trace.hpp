@@ -2,7 +2,9 @@
 // Records what the executor did as Chrome trace events (a JSON object with `traceEvents`; opens in
 // Perfetto and chrome://tracing): per batch its formation (oldest request's arrival to submit),
 // the submit call on the strand, its device time and its completion (results taken and futures
-// resolved), and for a sample of requests their queue wait. Batches overlap (several in flight),
+// resolved), for a sample of requests their queue wait, and every run of the strand (which thread
+// held it, what it pulled and flushed, whether it stopped for want of a free slot): a batch that
+// waited long to form shows whether the strand ran meanwhile. Batches overlap (several in flight),
 // so everything but the strand's submit calls is an async event (one track per kind in Perfetto).
 //
 // Off, it costs one relaxed load per batch. On, one mutex per batch (not per request): a batch is
@@ -22,7 +24,7 @@ namespace gpubatch::detail {
 class TraceRecorder {
  public:
   using Clock = std::chrono::steady_clock;
-  static constexpr std::size_t kMaxEvents = 500000;
+  static constexpr std::size_t kMaxEvents = 1000000;
 
   struct BatchSpan {
     std::uint64_t id = 0;
@@ -47,6 +49,16 @@ class TraceRecorder {
 
   void batch(const BatchSpan& span);
   void queue_wait(std::uint64_t batch_id, Clock::time_point arrival, Clock::time_point submitted);
+
+  // One run of the strand (run_strand's process()): on the io thread or a caller's (inline).
+  struct StrandRun {
+    Clock::time_point begin, end;
+    bool io_thread = true;
+    std::uint64_t pulled = 0, batches = 0;
+    std::size_t forming = 0;  // requests the former holds after the run
+    bool blocked_on_slot = false;
+  };
+  void strand_run(const StrandRun& run);
 
  private:
   double us(Clock::time_point t) const noexcept;

@@ -32,6 +32,8 @@ json::value read_json(const std::filesystem::path& path) {
 struct Summary {
   std::map<std::string, int> begins, ends;  // async events by name
   int submits = 0;
+  int strand_runs = 0;
+  std::uint64_t runs_pulled = 0, runs_batches = 0;  // summed over the strand runs
   bool ordered = true;  // every async end at or after its begin
 };
 
@@ -45,8 +47,14 @@ Summary summarise(const json::value& trace) {
     const std::string name(e.at("name").as_string());
     const double ts = e.at("ts").to_number<double>();
     if (ph == "X") {
-      ++s.submits;
       if (e.at("dur").to_number<double>() < 0) s.ordered = false;
+      if (name == "submit") {
+        ++s.submits;
+      } else if (name == "strand run") {
+        ++s.strand_runs;
+        s.runs_pulled += e.at("args").at("pulled").to_number<std::uint64_t>();
+        s.runs_batches += e.at("args").at("batches").to_number<std::uint64_t>();
+      }
     } else if (ph == "b") {
       ++s.begins[name];
       open[{name, e.at("id").to_number<std::uint64_t>()}] = ts;
@@ -86,6 +94,11 @@ TEST(Trace, EveryBatchAppearsWithItsFourSpansAndSampledQueueWaits) {
   EXPECT_GE(s.begins.at("queue wait"), 300 / 4);
   EXPECT_LE(s.begins.at("queue wait"), 300 / 4 + static_cast<int>(stats.batches));
   EXPECT_TRUE(s.ordered);
+  // Every run of the strand, on whichever thread: together they pulled every request and flushed
+  // every batch (a batch that waited long to form shows whether the strand ran meanwhile).
+  EXPECT_GE(s.strand_runs, 1);
+  EXPECT_EQ(s.runs_pulled, 300u);
+  EXPECT_EQ(s.runs_batches, stats.batches);
   std::filesystem::remove(path);
 }
 
@@ -127,7 +140,7 @@ TEST(Trace, TheGpusOwnTimeOfEachBatchIsInItsArguments) {
   const json::value trace = read_json(path);
   for (const auto& v : trace.at("traceEvents").as_array()) {
     const auto& e = v.as_object();
-    if (e.at("ph").as_string() != "X") continue;
+    if (e.at("ph").as_string() != "X" || e.at("name").as_string() != "submit") continue;
     ++submits;
     const auto& args = e.at("args").as_object();
     ASSERT_TRUE(args.contains("gpu_us"));

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2414,6 +2414,34 @@ cores9_round() {
 # The latency target beside no target on the same mix (2026-11-28): gpubatch-mix at 500,000,
 # 1,000,000 and 1,500,000/s with --target-p99-us 500 and without, interleaved, one device; then
 # one traced run of each at 1,000,000/s (bench/trace_batches.py, bench/trace_episodes.py).
+# What two H100s carry of a crowd (2026-11-28): one process per device at once (two
+# gpubatch-load, 16 callers each, --device 0 and --device 1) against one process on one device and
+# one executor on the set (32 callers), interleaved; each run's JSON in results.jsonl.
+if on twoproc9; then
+  crowd="--threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  # run.sh runs ldconfig, which two processes started at once race on: after one run, a runner
+  # without it.
+  "$run" gpubatch-load --device 0 --threads 1 --requests 100 --op relu --size 256 > /dev/null 2>&1
+  cat > /tmp/gpubatch-run-direct.sh <<EOS
+#!/usr/bin/env bash
+for icd in /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json /usr/share/vulkan/icd.d/nvidia_icd.json; do
+  [ -f "\$icd" ] && { export VK_DRIVER_FILES=\${VK_DRIVER_FILES:-\$icd}; break; }
+done
+bin=\$1; shift
+LD_LIBRARY_PATH="$PWD/.gpu/lib" exec "$PWD/.gpu/bin/\$(basename "\$bin")" "\$@"
+EOS
+  chmod +x /tmp/gpubatch-run-direct.sh
+  run_saved=$run; run=/tmp/gpubatch-run-direct.sh
+  for rep in ${TWOPROC9_ROUNDS:-1 2}; do
+    load tp-one-$rep gpubatch-load --device 0 $crowd
+    load tp-set-$rep gpubatch-load --devices 0,1 --threads 32 --inflight 1024 --requests 16000000 --op relu --size 256
+    load tp-proc0-$rep gpubatch-load --device 0 $crowd &
+    load tp-proc1-$rep gpubatch-load --device 1 $crowd
+    wait
+  done
+  run=$run_saved
+fi
+
 # Polling every batch (GPUBATCH_POLL_ALL=on) against the default (only lone and full batches),
 # 2026-11-28: the traces of the first calls had small batches whose blocking wait woke about 1 ms
 # late (device spans of 812-996 us for 28-138 requests). The mix at 1,000,000/s and the open loop

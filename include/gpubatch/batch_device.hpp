@@ -175,8 +175,13 @@ class BatchDevice {
     return true;
   }
   // How many devices stand behind this one, each taking max_inflight_batches batches: the
-  // executor keeps max_inflight_batches times this many in flight (a device set: its members).
+  // executor keeps max_inflight_batches times this many in flight (a device set: its members),
+  // and awaits up to this many batches at once.
   virtual std::size_t inflight_multiplier() const { return 1; }
+  // How many of max_inflight_batches this executor keeps in flight: inflight_multiplier(), or
+  // fewer where several executors share the devices (one core per member of a set keeps one
+  // device's worth each, src/executor/set_shard.hpp).
+  virtual std::size_t slot_multiplier() const { return inflight_multiplier(); }
   // True when the device's work runs on the host's own cores (Mesa's lavapipe): a completion
   // thread polling it competes with the device for those cores, so the executor blocks at once
   // instead (BatchConfig::completion_spin applies to real devices only).

@@ -50,6 +50,9 @@
 //   devices              "all" | "0,1" | "0,0" | "h100,a100": the devices BatchExecutor(config)
 //                        opens (indices or name substrings; DESIGN.md "Several devices"); empty
 //                        (the default): GPUBATCH_DEVICES, else one device
+//   shard_per_device     true | false: a device set runs one executor core per member, each
+//                        calling thread keeping to one (DESIGN.md "Several devices"); true by
+//                        default; false: one core for the whole set
 //   thread_nice          -20 .. 19: the nice value of the executor's own threads (strand,
 //                        completion threads, deadline watch and its helpers, resident and bulk
 //                        lanes); 0 (the default)
@@ -63,7 +66,7 @@
 // GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US, GPUBATCH_RESIDENT (1/0, true/false,
 // on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_LONE_FUTURE_WAITS (like GPUBATCH_RESIDENT), GPUBATCH_DIRECT_BYTES, GPUBATCH_PRIORITY_LEVELS, GPUBATCH_PRIORITY_AGING_US,
 // GPUBATCH_TARGET_P99_US, GPUBATCH_LEVEL_QUEUE_CAPACITY and GPUBATCH_LEVEL_TIMEOUT_US (comma-separated, one per level),
-// GPUBATCH_DEVICES, GPUBATCH_THREAD_NICE.
+// GPUBATCH_DEVICES, GPUBATCH_THREAD_NICE, GPUBATCH_SHARD_PER_DEVICE (like GPUBATCH_RESIDENT).
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -156,6 +159,11 @@ struct BatchConfig {
   // deadline or a priority above 0, nor on a device set. 2 MiB: from 262,144-float relu up
   // (4 MiB until the sixth session of 2026-11-27; DESIGN.md "Large requests" says why).
   std::size_t direct_bytes = std::size_t{2} << 20;
+  // A device set of several members runs one executor core per member (its own queues, strand,
+  // completion threads and lanes), each calling thread keeping to one of them, all placing their
+  // batches on the one shared set (DESIGN.md "Several devices"): two H100s carried 1.7-2.4x the
+  // 256-float requests of one core. false: one core for the whole set. Ignored with one device.
+  bool shard_per_device = true;
 
   // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,
   // adaptive (the default, BatchConfig{}) up to 4096, flushing whenever the device has a free slot.

@@ -94,6 +94,9 @@ using ResultSignature = void(std::exception_ptr, T);
 // core (a default-constructed handle) fails with shut_down.
 void enqueue(ExecutorCore* core, Request&& request, const SubmitOptions& options,
              Completion&& completion) noexcept;
+// The core that serves the calling thread's requests to `core`'s executor: `core` itself, or,
+// for a device set with a core per member, the shard this thread keeps to (src/executor/set_shard.cpp).
+const std::shared_ptr<ExecutorCore>& route(const std::shared_ptr<ExecutorCore>& core) noexcept;
 
 template <typename Token, typename T>
 concept result_token_for =
@@ -187,7 +190,7 @@ class BatchedGpuHandle {
     // Its shared state tells the executor when the future is let go (detail/future_state.hpp).
     std::promise<T> promise(std::allocator_arg, detail::FutureStateAllocator<char>{});
     std::future<T> future = promise.get_future();
-    detail::enqueue(core_.get(), std::move(request), options,
+    detail::enqueue(detail::route(core_).get(), std::move(request), options,
                     detail::Completion(std::in_place_type<std::promise<T>>, std::move(promise)));
     return future;
   }
@@ -198,8 +201,9 @@ class BatchedGpuHandle {
         // `core` borrows this handle's pointer while the initiation runs within this call, and
         // owns one where a deferred token copied it (detail::CoreRef).
         [](auto handler, const detail::CoreRef& core, Request r, SubmitOptions o) {
-          detail::enqueue(core.get(), std::move(r), o,
-                          detail::make_handler_completion<T>(std::move(handler), core));
+          const detail::CoreRef served(detail::route(core.ref()));  // borrowed for this call
+          detail::enqueue(served.get(), std::move(r), o,
+                          detail::make_handler_completion<T>(std::move(handler), served));
         },
         token, detail::CoreRef(core_), std::move(request), options);
   }

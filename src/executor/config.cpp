@@ -59,6 +59,7 @@ constexpr Key kKeys[] = {
     {"resident", "GPUBATCH_RESIDENT", Kind::boolean},
     {"resident_idle_us", "GPUBATCH_RESIDENT_IDLE_US", Kind::micros},
     {"lone_future_waits", "GPUBATCH_LONE_FUTURE_WAITS", Kind::boolean},
+    {"shard_per_device", "GPUBATCH_SHARD_PER_DEVICE", Kind::boolean},
     {"direct_bytes", "GPUBATCH_DIRECT_BYTES", Kind::size},
     {"target_p99_us", "GPUBATCH_TARGET_P99_US", Kind::micros},
     {"priority_levels", "GPUBATCH_PRIORITY_LEVELS", Kind::size},
@@ -154,10 +155,11 @@ void set_string(BatchConfig& c, const Key& key, std::string_view v, const std::s
 void set_boolean(BatchConfig& c, const Key& key, bool v, const std::string& where) {
   if (key.kind != Kind::boolean) bad(where, "expects " + std::string(key.kind == Kind::policy || key.kind == Kind::overflow || key.kind == Kind::list || key.kind == Kind::text ? "a string" : "an integer") + ", not true/false");
   if (key.name == "lone_future_waits") c.lone_future_waits = v;
+  else if (key.name == "shard_per_device") c.shard_per_device = v;
   else c.resident = v;
 }
 
-// GPUBATCH_RESIDENT, GPUBATCH_LONE_FUTURE_WAITS: 1|0|true|false|on|off
+// GPUBATCH_RESIDENT, GPUBATCH_LONE_FUTURE_WAITS, GPUBATCH_SHARD_PER_DEVICE: 1|0|true|false|on|off
 void set_boolean_from_text(BatchConfig& c, const Key& key, std::string_view v, const std::string& where) {
   if (v == "1" || v == "true" || v == "on") set_boolean(c, key, true, where);
   else if (v == "0" || v == "false" || v == "off") set_boolean(c, key, false, where);
@@ -471,7 +473,7 @@ void check(const BatchConfig& c, std::string_view prefix) {
                block_timeout, max_batch_bytes, completion_threads, batch_timeout,
                completion_spin, resident, resident_idle, target_p99, priority_levels, priority_aging,
                level_queue_capacity, level_timeout, devices, thread_nice, lone_future_waits,
-               direct_bytes] = c;
+               direct_bytes, shard_per_device] = c;
   auto bad = [prefix](std::string_view key, const std::string& why) {
     ::gpubatch::bad(std::string(prefix) + std::string(key), why);
   };
@@ -498,6 +500,7 @@ void check(const BatchConfig& c, std::string_view prefix) {
   range("completion_threads", completion_threads, 1, kMaxThreads);
   (void)resident;
   (void)lone_future_waits;
+  (void)shard_per_device;
   (void)direct_bytes;  // any byte count; 0 turns the direct lane off
   if (resident_idle.count() < 1 || resident_idle.count() > kMaxWaitLimitUs)
     bad("resident_idle_us", "must be in [1, " + std::to_string(kMaxWaitLimitUs) + "] (got " +

@@ -130,12 +130,13 @@ bool DeviceSet::runs_anywhere(const Request& request) const noexcept {
 
 // Least outstanding bytes, then fewest outstanding batches, then the first at or after next_ (a
 // round robin among equals, so that an idle set spreads lone requests over its members).
-std::size_t DeviceSet::place(std::size_t bytes, std::size_t avoid) {
+std::size_t DeviceSet::place(std::size_t bytes, std::size_t avoid, std::size_t prefer) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::size_t n = state_.size();
+  const std::size_t first = prefer < n ? prefer : next_;  // the first of equals wins
   std::size_t best = kNone;
   for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t m = (next_ + k) % n;
+    const std::size_t m = (first + k) % n;
     const State& s = state_[m];
     if (!s.live || m == avoid) continue;
     if (best == kNone || std::tie(s.inflight_bytes, s.inflight_batches) <
@@ -146,7 +147,7 @@ std::size_t DeviceSet::place(std::size_t bytes, std::size_t avoid) {
   if (best == kNone) return kNone;
   state_[best].inflight_bytes += bytes;
   ++state_[best].inflight_batches;
-  next_ = (best + 1) % n;
+  if (prefer >= n) next_ = (best + 1) % n;
   return best;
 }
 

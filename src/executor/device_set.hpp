@@ -63,8 +63,9 @@ class DeviceSet final : public BatchDevice, public std::enable_shared_from_this<
   // ---- used by the set's in-flight batches (device_set.cpp) ----
   static constexpr std::size_t kNone = ~std::size_t{0};
   // The live member to place `bytes` on (its outstanding work reserved), or kNone. `avoid` (a
-  // member that just lost this batch) is taken only when no other member is live.
-  std::size_t place(std::size_t bytes, std::size_t avoid = kNone);
+  // member that just lost this batch) is taken only when no other member is live. `prefer` (a
+  // shard's own member, set_shard.hpp) wins a tie; without one, ties go round robin.
+  std::size_t place(std::size_t bytes, std::size_t avoid = kNone, std::size_t prefer = kNone);
   // Reserves `bytes` on member `m` if it is live (a HostBuffer's owner); false otherwise.
   bool reserve(std::size_t m, std::size_t bytes);
   // A batch reserved on `m` finished or failed: its outstanding work goes.
@@ -109,8 +110,9 @@ class DeviceSet final : public BatchDevice, public std::enable_shared_from_this<
 // The set's in-flight batch: the requests placed on members (one part, or one per HostBuffer
 // owner plus one for the rest), each re-run once elsewhere when its member is lost
 // (src/executor/device_set_batch.cpp). Throws as BatchDevice::submit does.
+// `prefer`: the member that wins a tie in placement (a shard's own; DeviceSet::place).
 std::unique_ptr<InFlightBatch> submit_to_set(std::shared_ptr<DeviceSet> set,
                                              std::span<const Request* const> requests,
-                                             ParallelRunner& parallel);
+                                             ParallelRunner& parallel, std::size_t prefer = DeviceSet::kNone);
 
 }  // namespace gpubatch::detail

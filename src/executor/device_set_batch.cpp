@@ -77,8 +77,8 @@ struct Part {
 
 class SetBatch final : public InFlightBatch {
  public:
-  SetBatch(std::shared_ptr<DeviceSet> set, std::span<const Request* const> requests)
-      : set_(std::move(set)) {
+  SetBatch(std::shared_ptr<DeviceSet> set, std::span<const Request* const> requests, std::size_t prefer)
+      : set_(std::move(set)), prefer_(prefer) {
     split(requests);
   }
   ~SetBatch() override {
@@ -132,6 +132,7 @@ class SetBatch final : public InFlightBatch {
   }
 
   std::shared_ptr<DeviceSet> set_;
+  const std::size_t prefer_;  // wins ties in placement (a shard's own member), or kNone
   std::vector<Part> parts_;
   std::vector<std::uint32_t> part_of_, local_of_;  // by request index, with several parts
   std::vector<Request> pieces_;  // a lone request's ranges (spread), one part each; reserved up front
@@ -232,7 +233,7 @@ void SetBatch::launch(Part& p, ParallelRunner& parallel, std::size_t avoid) {
                        set_->member_name(m) + ", which is lost; they cannot run on another device");
         break;
       }
-    } else if ((m = set_->place(p.bytes, avoid)) == DeviceSet::kNone) {
+    } else if ((m = set_->place(p.bytes, avoid, prefer_)) == DeviceSet::kNone) {
       if (!lost_now.empty()) {  // every member failed on this submit: recover them, try again
         for (std::size_t l : lost_now) set_->recover_member(l);
         lost_now.clear();
@@ -364,8 +365,8 @@ void SetBatch::on_lost(Part& p, std::exception_ptr error) {
 
 std::unique_ptr<InFlightBatch> submit_to_set(std::shared_ptr<DeviceSet> set,
                                              std::span<const Request* const> requests,
-                                             ParallelRunner& parallel) {
-  auto batch = std::make_unique<SetBatch>(std::move(set), requests);
+                                             ParallelRunner& parallel, std::size_t prefer) {
+  auto batch = std::make_unique<SetBatch>(std::move(set), requests, prefer);
   batch->start(parallel);
   return batch;
 }

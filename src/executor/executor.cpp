@@ -24,6 +24,7 @@
 
 #include "executor/executor_core.hpp"
 #include "executor/executor_internal.hpp"
+#include "executor/set_shard.hpp"
 #include "gpubatch/error.hpp"
 
 namespace gpubatch {
@@ -310,7 +311,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       device_(require_device(std::move(device))),
       max_request_bytes_(device_->max_request_bytes()),
       big_request_bytes_(config_.max_batch_bytes / config_.max_batch_size),
-      max_inflight_(config_.max_inflight_batches * std::max<std::size_t>(1, device_->inflight_multiplier())),
+      max_inflight_(config_.max_inflight_batches * std::max<std::size_t>(1, device_->slot_multiplier())),
       watchdog_(std::chrono::duration_cast<Clock::duration>(config_.batch_timeout) *
                 static_cast<long>(std::max<std::size_t>(1, device_->watchdog_periods()))),
       await_width_(std::clamp<std::size_t>(device_->inflight_multiplier(), 1, config_.completion_threads)),
@@ -637,7 +638,7 @@ void ExecutorCore::stop_threads_locked() {
   work_.reset();  // the strand thread ends once its last handler has run
 }
 
-void ExecutorCore::shutdown(ShutdownMode mode) {
+void ExecutorCore::begin_shutdown(ShutdownMode mode) {
   bool post = false;
   {
     std::lock_guard<std::mutex> lock(shutdown_mutex_);
@@ -653,6 +654,10 @@ void ExecutorCore::shutdown(ShutdownMode mode) {
     }
   }
   if (post) boost::asio::post(strand_, [this] { kick(); });
+}
+
+void ExecutorCore::shutdown(ShutdownMode mode) {
+  begin_shutdown(mode);
   if (on_internal_thread()) return;  // cannot wait for ourselves
   {
     std::unique_lock<std::mutex> lock(shutdown_mutex_);
@@ -695,18 +700,13 @@ void enqueue(ExecutorCore* core, Request&& request, const SubmitOptions& options
 // BatchExecutor.
 
 BatchExecutor::BatchExecutor(std::shared_ptr<detail::BatchDevice> device, BatchConfig config)
-    : core_(std::make_shared<detail::ExecutorCore>(std::move(device), std::move(config))) {
-  start_trace_from_environment(*core_);
-  core_->start();
-}
+    : core_(detail::make_executor(std::move(device), std::move(config))) {}  // set_shard.cpp
 
-BatchExecutor::~BatchExecutor() {
-  if (core_) core_->shutdown(ShutdownMode::drain);
-}
+BatchExecutor::~BatchExecutor() { shutdown(ShutdownMode::drain); }
 
 BatchExecutor& BatchExecutor::operator=(BatchExecutor&& other) noexcept {
   if (this != &other) {
-    if (core_) core_->shutdown(ShutdownMode::drain);
+    shutdown(ShutdownMode::drain);
     core_ = std::move(other.core_);
   }
   return *this;
@@ -714,8 +714,16 @@ BatchExecutor& BatchExecutor::operator=(BatchExecutor&& other) noexcept {
 
 BatchedGpuHandle BatchExecutor::handle() const { return BatchedGpuHandle(core_); }
 
+// Every shard stops accepting first, then each drains (or cancels) and is waited for.
 void BatchExecutor::shutdown(ShutdownMode mode) {
-  if (core_) core_->shutdown(mode);
+  if (!core_) return;
+  detail::ShardGroup* group = core_->shard_group();
+  core_->begin_shutdown(mode);
+  if (group)
+    for (const auto& shard : group->others) shard->begin_shutdown(mode);
+  core_->shutdown(mode);
+  if (group)
+    for (const auto& shard : group->others) shard->shutdown(mode);
 }
 
 Stats BatchExecutor::stats() const { return core_ ? core_->stats() : Stats{}; }

@@ -167,6 +167,8 @@ class CallerWaitsScope {
   bool previous_;
 };
 
+struct ShardGroup;  // src/executor/set_shard.hpp
+
 class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
  public:
   ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig config);
@@ -182,8 +184,17 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void prepare_thread() noexcept;
 
   void enqueue(Request&& request, const SubmitOptions& options, Completion&& completion) noexcept;
+  // Stops accepting and starts the drain (or cancel) without waiting for it.
+  void begin_shutdown(ShutdownMode mode);
+  // begin_shutdown(), then waits until every accepted request has resolved and the threads have
+  // ended (not on one of its own threads: there it returns at once).
   void shutdown(ShutdownMode mode);
+  // This core's statistics, with those of the other shards when it leads a group (set_shard.hpp).
   Stats stats() const;
+  // The shards of a device set that this core leads (set_shard.hpp), or null. Set once, before
+  // the executor's first handle is given out.
+  ShardGroup* shard_group() const noexcept { return shard_group_.get(); }
+  void lead_shards(std::shared_ptr<ShardGroup> group) noexcept { shard_group_ = std::move(group); }
   const BatchConfig& config() const noexcept { return config_; }
   // How long a caller that awaits its own batch (BatchedGpuHandle::run) polls before it blocks:
   // config().completion_spin, or 0 on a device that runs on the host's cores (a caller that polls
@@ -527,7 +538,12 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   }
   std::size_t level_count() const noexcept { return upper_queues_.size() + 1; }
   std::uint64_t pushed_all_levels() const noexcept;
-  void class_stats(Stats& s) const;
+  // What this core adds to its executor's statistics (executor_stats.cpp): summed over the shards
+  // of a device set, then made into one Stats.
+  struct StatsSums;
+  void add_stats(StatsSums& x) const;
+  void add_class_stats(StatsSums& x) const;
+  std::shared_ptr<ShardGroup> shard_group_;  // see shard_group()
   // The wake-up protocol. Producers read these (they change only when the strand goes idle):
   // a push at a position >= wake_pos_ (the strand needs it: first request of a batch, the batch
   // would be full, the queue is half full) or of a request with a deadline wakes an idle strand.
@@ -728,6 +744,7 @@ std::vector<DeviceStats> device_stats_of(const BatchDevice& device, const Stats&
 
 // GPUBATCH_TRACE=file.json: trace this executor's batches into the file (written at shutdown).
 // A path that cannot be created is logged and ignored (src/executor/executor_trace.cpp).
-void start_trace_from_environment(ExecutorCore& core) noexcept;
+// GPUBATCH_TRACE: starts `core`'s trace (shard k > 0 of a set: shard_trace_path(file, k)).
+void start_trace_from_environment(ExecutorCore& core, std::size_t shard = 0) noexcept;
 
 }  // namespace gpubatch::detail

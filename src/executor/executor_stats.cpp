@@ -9,34 +9,33 @@
 
 #include "executor/executor_core.hpp"
 #include "executor/executor_internal.hpp"
+#include "executor/set_shard.hpp"
 #include "gpubatch/error.hpp"
 
 namespace gpubatch::detail {
 
 
-// Per-level and per-op latency classes: every completion thread's histograms and the resident
-// lane's, summed.
-void ExecutorCore::class_stats(Stats& s) const {
-  auto sum = [&](auto pick) {
-    LatencyHistogram::Snapshot snap;
-    for (const auto& c : completion_stats_) snap += pick(c->classes);
-    return snap;
-  };
-  for (std::size_t level = 0; level < config_.priority_levels; ++level) {
-    auto snap = sum([&](const ClassHistograms& h) -> const LatencyHistogram& { return h.by_level[level]; });
-    if (level == 0) {
-      snap += resident_stats_.classes.by_level[0];
-      snap += direct_stats_.classes.by_level[0];
-      snap += split_stats_.classes.by_level[0];
-    }
-    s.end_to_end_by_priority.push_back(latency_class(std::to_string(level), snap));
+// What each core adds up; several cores (the shards of a device set) add into one.
+struct ExecutorCore::StatsSums {
+  std::uint64_t submitted = 0, rejected = 0, handler_exceptions = 0, expired = 0, cancelled = 0;
+  std::uint64_t dispatched = 0, batches = 0, flushes[4]{}, completed = 0, device_errors = 0;
+  std::uint64_t lanes = 0, lanes_cancelled = 0, resident = 0, split = 0, direct = 0, inflight = 0;
+  std::uint64_t runs = 0, timer_wakeups = 0, polls = 0, poll_hits = 0, caller_completions = 0, express = 0;
+  LatencyHistogram::Snapshot qw, sl, dt, e2e;
+  std::vector<LatencyHistogram::Snapshot> by_level, by_op;
+};
+
+// Per-level and per-op latency classes: every completion thread's histograms and the lanes'.
+void ExecutorCore::add_class_stats(StatsSums& x) const {
+  x.by_level.resize(std::max(x.by_level.size(), config_.priority_levels));
+  x.by_op.resize(kOpCount);
+  for (const auto& c : completion_stats_) {
+    for (std::size_t level = 0; level < config_.priority_levels; ++level) x.by_level[level] += c->classes.by_level[level];
+    for (std::size_t op = 0; op < kOpCount; ++op) x.by_op[op] += c->classes.by_op[op];
   }
-  for (std::size_t op = 0; op < kOpCount; ++op) {
-    auto snap = sum([&](const ClassHistograms& h) -> const LatencyHistogram& { return h.by_op[op]; });
-    snap += resident_stats_.classes.by_op[op];
-    snap += direct_stats_.classes.by_op[op];
-    snap += split_stats_.classes.by_op[op];
-    if (snap.count) s.end_to_end_by_op.push_back(latency_class(std::string(kOpTable[op].name), snap));
+  for (const LaneStats* lane : {&resident_stats_, &direct_stats_, &split_stats_}) {
+    x.by_level[0] += lane->classes.by_level[0];
+    for (std::size_t op = 0; op < kOpCount; ++op) x.by_op[op] += lane->classes.by_op[op];
   }
 }
 
@@ -46,64 +45,85 @@ std::uint64_t ExecutorCore::pushed_all_levels() const noexcept {
   return n;
 }
 
-Stats ExecutorCore::stats() const {
-  Stats s;
-  const auto load = [](const std::atomic<std::uint64_t>& a) {
-    return a.load(std::memory_order_relaxed);
-  };
-  s.submitted = pushed_all_levels();
-  s.rejected = load(rejected_);
-  s.handler_exceptions = load(handler_exceptions_);
-  s.expired = load(strand_stats_.expired) + load(watch_expired_);
-  s.cancelled = load(strand_stats_.cancelled);
-  const std::uint64_t dispatched = load(strand_stats_.dispatched);
-  s.batches = load(strand_stats_.batches);
-  s.flushes.size = load(strand_stats_.flushes[0]);
-  s.flushes.deadline = load(strand_stats_.flushes[1]);
-  s.flushes.idle = load(strand_stats_.flushes[2]);
-  s.flushes.shutdown = load(strand_stats_.flushes[3]);
-  LatencyHistogram::Snapshot qw, sl, dt, e2e;
+void ExecutorCore::add_stats(StatsSums& x) const {
+  const auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  x.submitted += pushed_all_levels();
+  x.rejected += load(rejected_);
+  x.handler_exceptions += load(handler_exceptions_);
+  x.expired += load(strand_stats_.expired) + load(watch_expired_);
+  x.cancelled += load(strand_stats_.cancelled);
+  x.dispatched += load(strand_stats_.dispatched);
+  x.batches += load(strand_stats_.batches);
+  for (int i = 0; i < 4; ++i) x.flushes[i] += load(strand_stats_.flushes[i]);
   for (const auto& c : completion_stats_) {
-    s.completed += load(c->completed);
-    s.device_errors += load(c->failed);
-    qw += c->queue_wait;
-    sl += c->submit_latency;
-    dt += c->device_time;
-    e2e += c->end_to_end;
+    x.completed += load(c->completed);
+    x.device_errors += load(c->failed);
+    x.qw += c->queue_wait;
+    x.sl += c->submit_latency;
+    x.dt += c->device_time;
+    x.e2e += c->end_to_end;
   }
   // Lane requests (resident_lane.cpp, direct_lane.cpp: whole or in chunks) never enter the queue:
   // they count as accepted and as having left it at once.
-  std::uint64_t lanes = 0, lanes_cancelled = 0;
   for (const LaneStats* lane : {&resident_stats_, &direct_stats_, &split_stats_}) {
-    lanes += load(lane->accepted);
-    s.completed += load(lane->completed);
-    s.device_errors += load(lane->failed);
-    lanes_cancelled += load(lane->cancelled);
-    e2e += lane->end_to_end;
+    x.lanes += load(lane->accepted);
+    x.completed += load(lane->completed);
+    x.device_errors += load(lane->failed);
+    x.lanes_cancelled += load(lane->cancelled);
+    x.e2e += lane->end_to_end;
   }
-  s.submitted += lanes;
-  s.resident = load(resident_stats_.completed);
-  s.split = load(split_stats_.completed);
-  s.direct = load(direct_stats_.completed) + s.split;
-  s.cancelled += lanes_cancelled;
+  x.resident += load(resident_stats_.completed);
+  x.split += load(split_stats_.completed);
+  x.direct += load(direct_stats_.completed);
+  x.inflight += inflight_slots_.load(std::memory_order_relaxed);
+  x.runs += load(strand_stats_.runs);
+  x.timer_wakeups += load(strand_stats_.timer_wakeups);
+  x.polls += load(strand_stats_.polls);
+  x.poll_hits += load(strand_stats_.poll_hits);
+  x.caller_completions += load(caller_completions_);
+  x.express += load(express_batches_);
+  add_class_stats(x);
+}
+
+Stats ExecutorCore::stats() const {
+  StatsSums x;
+  add_stats(x);
+  if (shard_group_)
+    for (const auto& shard : shard_group_->others) shard->add_stats(x);
+  Stats s;
+  s.submitted = x.submitted + x.lanes;
+  s.rejected = x.rejected;
+  s.handler_exceptions = x.handler_exceptions;
+  s.expired = x.expired;
+  s.cancelled = x.cancelled + x.lanes_cancelled;
+  s.batches = x.batches;
+  s.flushes = {x.flushes[0], x.flushes[1], x.flushes[2], x.flushes[3]};
+  s.completed = x.completed;
+  s.device_errors = x.device_errors;
+  s.resident = x.resident;
+  s.split = x.split;
+  s.direct = x.direct + x.split;
   s.failed = s.expired + s.cancelled + s.device_errors;
-  const std::uint64_t left = dispatched + s.expired + s.cancelled - lanes_cancelled + lanes;
+  const std::uint64_t left = x.dispatched + s.expired + s.cancelled - x.lanes_cancelled + x.lanes;
   s.queue_depth = s.submitted > left ? s.submitted - left : 0;
-  s.inflight_batches = inflight_slots_.load(std::memory_order_relaxed);
+  s.inflight_batches = x.inflight;
   s.max_batch_size = config_.max_batch_size;
-  s.mean_batch_size = s.batches ? static_cast<double>(dispatched) / static_cast<double>(s.batches) : 0.0;
+  s.mean_batch_size = s.batches ? static_cast<double>(x.dispatched) / static_cast<double>(s.batches) : 0.0;
   s.mean_fill = s.mean_batch_size / static_cast<double>(config_.max_batch_size);
-  s.queue_wait = qw.summary();
-  s.submit_latency = sl.summary();
-  s.strand_runs = load(strand_stats_.runs);
-  s.timer_wakeups = load(strand_stats_.timer_wakeups);
-  s.strand_polls = load(strand_stats_.polls);
-  s.strand_poll_hits = load(strand_stats_.poll_hits);
-  s.caller_completions = load(caller_completions_);
-  s.express_batches = load(express_batches_);
-  s.device_time = dt.summary();
-  s.end_to_end = e2e.summary();
-  class_stats(s);
+  s.queue_wait = x.qw.summary();
+  s.submit_latency = x.sl.summary();
+  s.strand_runs = x.runs;
+  s.timer_wakeups = x.timer_wakeups;
+  s.strand_polls = x.polls;
+  s.strand_poll_hits = x.poll_hits;
+  s.caller_completions = x.caller_completions;
+  s.express_batches = x.express;
+  s.device_time = x.dt.summary();
+  s.end_to_end = x.e2e.summary();
+  for (std::size_t level = 0; level < config_.priority_levels; ++level)
+    s.end_to_end_by_priority.push_back(latency_class(std::to_string(level), x.by_level[level]));
+  for (std::size_t op = 0; op < kOpCount; ++op)
+    if (x.by_op[op].count) s.end_to_end_by_op.push_back(latency_class(std::string(kOpTable[op].name), x.by_op[op]));
   s.cost_fixed = cost_.fixed();
   s.cost_ns_per_byte = cost_.ns_per_byte();
   if (config_.target_p99.count() > 0) {
@@ -113,13 +133,12 @@ Stats ExecutorCore::stats() const {
     s.target_batch_bytes = cap;
   }
   try {
-    const TransferTotals t = device_->transfers();
+    const TransferTotals t = device_->transfers();  // a set's shards share its members: once
     s.transfers = {t.uploads, t.downloads, t.bytes_up, t.bytes_down, t.dispatches, t.submissions};
   } catch (...) {
   }
-  s.devices = device_stats_of(*device_, s, dispatched);  // src/executor/device_stats.cpp
+  s.devices = device_stats_of(*device_, s, x.dispatched);  // src/executor/device_stats.cpp
   return s;
 }
-
 
 }  // namespace gpubatch::detail

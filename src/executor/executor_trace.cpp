@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "executor/executor_core.hpp"
+#include "executor/set_shard.hpp"
 
 namespace gpubatch {
 namespace detail {
@@ -44,9 +45,10 @@ void ExecutorCore::record_trace(const Batch& b) {
     trace_.queue_wait(b.id, b.items[i].enqueued, b.submitted);
 }
 
-void start_trace_from_environment(ExecutorCore& core) noexcept {
-  const char* path = std::getenv("GPUBATCH_TRACE");
-  if (!path || !*path) return;
+void start_trace_from_environment(ExecutorCore& core, std::size_t shard) noexcept {
+  const char* env = std::getenv("GPUBATCH_TRACE");
+  if (!env || !*env) return;
+  const std::string path = shard_trace_path(env, shard);
   try {
     core.start_trace(path, 64);
     spdlog::info("gpubatch executor: tracing batches to {} (GPUBATCH_TRACE)", path);
@@ -57,11 +59,22 @@ void start_trace_from_environment(ExecutorCore& core) noexcept {
 
 }  // namespace detail
 
+// A device set with a core per member traces each: shard k > 0 into the file named with
+// ".shard<k>" before the extension (detail::shard_trace_path).
 void BatchExecutor::start_trace(const std::filesystem::path& path, std::uint32_t sample_every) {
   if (!core_) throw Error(ErrorCode::shut_down, "start_trace: the executor was moved from");
   core_->start_trace(path, sample_every);
+  if (const detail::ShardGroup* group = core_->shard_group())
+    for (std::size_t k = 1; k < group->size(); ++k)
+      group->others[k - 1]->start_trace(detail::shard_trace_path(path.string(), k), sample_every);
 }
 
-bool BatchExecutor::stop_trace() { return core_ && core_->stop_trace(); }
+bool BatchExecutor::stop_trace() {
+  if (!core_) return false;
+  bool stopped = core_->stop_trace();
+  if (const detail::ShardGroup* group = core_->shard_group())
+    for (const auto& shard : group->others) stopped = shard->stop_trace() && stopped;
+  return stopped;
+}
 
 }  // namespace gpubatch

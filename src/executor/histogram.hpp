@@ -83,6 +83,14 @@ class LatencyHistogram {
       return *this;
     }
 
+    Snapshot& operator+=(const Snapshot& o) noexcept {  // another histogram's (shards' sums)
+      for (std::size_t i = 0; i < kBuckets; ++i) buckets[i] += o.buckets[i];
+      count += o.count;
+      sum += o.sum;
+      max = std::max(max, o.max);
+      return *this;
+    }
+
     // The value below which a fraction q of the samples lie (bucket midpoint, clamped to max).
     std::uint64_t percentile(double q) const noexcept {
       std::uint64_t total = 0;

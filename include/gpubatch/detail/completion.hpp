@@ -70,6 +70,8 @@ class CoreRef {
   // A shared_ptr of the caller's own (one atomic increment): only when something must outlive
   // the call, e.g. the cancellation state of a handler whose slot is connected.
   std::shared_ptr<ExecutorCore> shared() const { return borrowed_ ? *borrowed_ : owned_; }
+  // The pointer itself, borrowed for the call.
+  const std::shared_ptr<ExecutorCore>& ref() const noexcept { return borrowed_ ? *borrowed_ : owned_; }
   bool borrowed() const noexcept { return borrowed_ != nullptr; }
 
  private:

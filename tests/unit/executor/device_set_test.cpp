@@ -107,7 +107,9 @@ TEST(DeviceSet, BothMembersTakeBatchesUnderSixteenThreads) {
 TEST(DeviceSet, SmallBatchesGoToTheMemberWithoutTheBigOne) {
   Set s;
   s.a->pause();
-  BatchExecutor executor(s.set, small_batches());  // 4 batches in flight: 2 per member
+  BatchConfig one_core = small_batches();
+  one_core.shard_per_device = false;  // one thread fills the set's 4 slots; ties round robin
+  BatchExecutor executor(s.set, one_core);  // 4 batches in flight: 2 per member
   auto gpu = executor.handle();
   const auto big = ramp(1 << 16, 0.0f);
   auto big_result = gpu.relu(big);
@@ -450,9 +452,16 @@ TEST(DeviceSet, PrometheusLabelsEscapeDeviceNames) {
 }
 
 // The lanes' tests: member 0 holds a small batch it does not finish (paused), so the executor is
-// busy and member 1 is idle (ties go round robin from member 0). release() lets member 0 go.
+// busy and member 1 is idle (ties go round robin from member 0). release() lets member 0 go. One
+// core for the set: a lane is taken by a busy core's callers, and the test's threads would
+// otherwise keep to different shards (DeviceSetShards.* has the lane of a shard).
 struct BusySet {
-  BusySet() : executor(paused_first(s), small_batches()), gpu(executor.handle()), small(gpu.relu({-1.0f})) {
+  static BatchConfig one_core() {
+    BatchConfig c = small_batches();
+    c.shard_per_device = false;
+    return c;
+  }
+  BusySet() : executor(paused_first(s), one_core()), gpu(executor.handle()), small(gpu.relu({-1.0f})) {
     EXPECT_TRUE(s.a->wait_for_batches(1));
   }
   void release() {
@@ -551,6 +560,7 @@ TEST(DeviceSet, InflightDepthIsPerMember) {
   s.a->pause();
   s.b->pause();
   BatchConfig config = small_batches();  // 2 per member
+  config.shard_per_device = false;        // one core, whose one calling thread fills them all
   BatchExecutor executor(s.set, config);
   auto gpu = executor.handle();
   std::vector<std::future<std::vector<float>>> futures;

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: shard9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2414,6 +2414,29 @@ cores9_round() {
 # The latency target beside no target on the same mix (2026-11-28): gpubatch-mix at 500,000,
 # 1,000,000 and 1,500,000/s with --target-p99-us 500 and without, interleaved, one device; then
 # one traced run of each at 1,000,000/s (bench/trace_batches.py, bench/trace_episodes.py).
+# A core per member of a device set (2026-11-28, shard_per_device, on by default) against one
+# core for the set (GPUBATCH_SHARD_PER_DEVICE=off) and one device, interleaved: the crowd of
+# 256-float relu from 32 callers (16 on one device), a lone caller, large requests (65,536-float
+# relu from shared HostBuffers and 1,048,576-float relu from vectors, 16 callers x 8).
+if on shard9; then
+  crowd="--inflight 1024 --op relu --size 256"
+  lone="--threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  for rep in ${SHARD9_ROUNDS:-1 2 3}; do
+    load sh-crowd-set-$rep gpubatch-load --devices 0,1 --threads 32 --requests 16000000 $crowd
+    load sh-crowd-off-$rep env GPUBATCH_SHARD_PER_DEVICE=off -- gpubatch-load --devices 0,1 --threads 32 --requests 16000000 $crowd
+    load sh-crowd-one-$rep gpubatch-load --device 0 --threads 16 --requests 8000000 $crowd
+    load sh-lone-set-$rep gpubatch-load --devices 0,1 $lone
+    load sh-lone-off-$rep env GPUBATCH_SHARD_PER_DEVICE=off -- gpubatch-load --devices 0,1 $lone
+  done
+  for rep in 1 2; do
+    for m in set off; do
+      e=""; [ $m = off ] && e="env GPUBATCH_SHARD_PER_DEVICE=off --"
+      load sh-hb64k-$m-$rep $e gpubatch-load --devices 0,1 --threads 16 --inflight 8 --op relu --size 65536 --requests 40000 --host-buffers
+      load sh-vec1m-$m-$rep $e gpubatch-load --devices 0,1 --threads 16 --inflight 8 --op relu --size 1048576 --requests 3000
+    done
+  done
+fi
+
 # What two H100s carry of a crowd (2026-11-28): one process per device at once (two
 # gpubatch-load, 16 callers each, --device 0 and --device 1) against one process on one device and
 # one executor on the set (32 callers), interleaved; each run's JSON in results.jsonl.

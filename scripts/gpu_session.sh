@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: shard9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2480,6 +2480,31 @@ if on poll9; then
       done
     done
     pin=""
+  done
+fi
+
+# A pull bounded by what was pushed when it began (2026-11-28, call 4 of BENCHMARKS.md's ninth
+# session): GPUBATCH_PULL_SNAPSHOT was a switch of that build only (reverted); with today's code
+# both arms run the same. The mix (handlers) and the open loop (futures) at 1,000,000 and
+# 2,000,000/s and the crowd, interleaved; then the traced mix.
+if on snap9; then
+  for rep in ${SNAP9_ROUNDS:-1 2 3}; do
+    for mode in on off; do
+      e="env GPUBATCH_PULL_SNAPSHOT=$mode --"
+      load sn-$mode-mix1m-$rep $e gpubatch-mix --device 0 --threads 16 --size 256 --rate 1000000 --requests 3000000 --host-probe
+      load sn-$mode-open1m-$rep $e gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate 1000000 --requests 3000000 --host-probe
+      load sn-$mode-open2m-$rep $e gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate 2000000 --requests 6000000 --host-probe
+      load sn-$mode-crowd-$rep $e gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+    done
+  done
+  for mode in on off; do
+    load sn-trace-$mode env GPUBATCH_PULL_SNAPSHOT=$mode GPUBATCH_TRACE=$out/trace-sn-$mode.json -- \
+      gpubatch-mix --device 0 --threads 16 --size 256 --rate 1000000 --requests 3000000 --host-probe
+    if [ -f "$out/trace-sn-$mode.json" ]; then
+      python3 bench/trace_episodes.py "$out/trace-sn-$mode.json" --episodes 4 > "$out/episodes-sn-$mode.txt" 2>&1
+      python3 bench/trace_batches.py "$out/trace-sn-$mode.json" > "$out/batches-sn-$mode.txt" 2>&1
+      rm -f "$out/trace-sn-$mode.json"
+    fi
   done
 fi
 

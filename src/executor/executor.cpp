@@ -714,16 +714,20 @@ BatchExecutor& BatchExecutor::operator=(BatchExecutor&& other) noexcept {
 
 BatchedGpuHandle BatchExecutor::handle() const { return BatchedGpuHandle(core_); }
 
-// Every shard stops accepting first, then each drains (or cancels) and is waited for.
+// Every shard stops accepting first, then each drains (or cancels) and is waited for; on a
+// thread of any shard (a completion handler) nothing is waited for.
 void BatchExecutor::shutdown(ShutdownMode mode) {
   if (!core_) return;
-  detail::ShardGroup* group = core_->shard_group();
-  core_->begin_shutdown(mode);
-  if (group)
-    for (const auto& shard : group->others) shard->begin_shutdown(mode);
-  core_->shutdown(mode);
-  if (group)
-    for (const auto& shard : group->others) shard->shutdown(mode);
+  std::vector<detail::ExecutorCore*> cores{core_.get()};
+  if (const detail::ShardGroup* group = core_->shard_group())
+    for (const auto& shard : group->others) cores.push_back(shard.get());
+  bool internal = false;
+  for (detail::ExecutorCore* c : cores) {
+    c->begin_shutdown(mode);
+    internal = internal || c->on_internal_thread();
+  }
+  if (internal) return;  // each shard finishes on its own
+  for (detail::ExecutorCore* c : cores) c->shutdown(mode);
 }
 
 Stats BatchExecutor::stats() const { return core_ ? core_->stats() : Stats{}; }

@@ -511,7 +511,11 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // ---- shutdown ----
   void maybe_done();
   void stop_threads_locked();
-  bool on_internal_thread() const noexcept;
+
+ public:
+  bool on_internal_thread() const noexcept;  // the calling thread is one of this core's
+
+ private:
 
   const BatchConfig config_;
   const std::shared_ptr<BatchDevice> device_;

@@ -210,6 +210,39 @@ TEST(SetShards, ShutdownStopsEveryShardAndEveryAcceptedRequestResolves) {
   EXPECT_EQ(executor.stats().completed, 200u);
 }
 
+// shutdown() from a completion handler on one shard's thread stops every shard and waits for
+// none, even while another shard still has a batch on the device.
+TEST(SetShards, ShutdownFromAHandlerOnAShardsThreadWaitsForNone) {
+  Members m;
+  m.a->pause();
+  BatchExecutor executor(m.set, config());
+  auto gpu = executor.handle();
+  std::future<std::vector<float>> held;
+  std::thread([&] { held = gpu.relu({4.0f}); }).join();  // shard 0: on member 0, which holds it
+  ASSERT_TRUE(m.a->wait_for_batches(1));
+  std::promise<void> returned;
+  std::thread([&] {  // shard 1: member 1
+    gpu.relu({5.0f}, [&](std::exception_ptr e, std::vector<float> v) {
+      EXPECT_FALSE(e);
+      EXPECT_EQ(v, std::vector<float>{5.0f});
+      executor.shutdown();
+      returned.set_value();
+    });
+  }).join();
+  EXPECT_EQ(returned.get_future().wait_for(5s), std::future_status::ready)
+      << "the handler's shutdown() waited for shard 0's batch";
+  std::thread([&] {
+    try {
+      gpu.relu({1.0f}).get();
+      ADD_FAILURE() << "accepted after shutdown";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::shut_down);
+    }
+  }).join();
+  m.a->resume();
+  EXPECT_EQ(held.get(), std::vector<float>{4.0f});
+}
+
 // A member lost on wait: the batch a shard placed there runs again on the other member.
 TEST(SetShards, ALostMembersBatchRunsAgainOnTheOther) {
   Members m;

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -2481,6 +2481,24 @@ if on poll9; then
     done
     pin=""
   done
+fi
+
+# The deadline collapse past saturation with the host quiet (2026-11-28): half the requests on a
+# 2 ms deadline at 3,000,000/s offered, one device; CPU by thread name, then perf by thread and by
+# symbol per thread (when .gpu/bin/perf is bundled).
+if on dlprof9; then
+  dl="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate 3000000 --requests 6000000"
+  load dp-dlsat gpubatch-mix $dl --host-probe
+  timeout 120 python3 bench/thread_cpu.py -- "$run" gpubatch-mix $dl --json > "$out/threads-dlsat.txt" 2>&1
+  if have perf; then
+    timeout 120 "$run" perf record -F 999 -g -o "$out/dl.data" -- "$PWD/$run" gpubatch-mix $dl --json > "$out/perf-dl-run.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/dl.data" --no-children --sort comm -g none > "$out/perf-dl-comm.txt" 2>&1
+    for c in gpubatch-strand gpubatch-done gpubatch-expiry gpubatch-mix gpubatch-io; do
+      timeout 120 "$run" perf report -i "$out/dl.data" --comm $c --no-children --sort sym -g none --percent-limit 1 \
+        > "$out/perf-dl-$c.txt" 2>&1
+    done
+    rm -f "$out/dl.data"
+  fi
 fi
 
 # Is the shards' lone-caller p99 the second device's? (2026-11-28): a lone caller on device 0

@@ -52,7 +52,7 @@
 //                        (the default): GPUBATCH_DEVICES, else one device
 //   shard_per_device     true | false: a device set runs one executor core per member, each
 //                        calling thread keeping to one (DESIGN.md "Several devices"); true by
-//                        default; false: one core for the whole set
+//                        default; false: one core for the whole set (so does resident mode)
 //   thread_nice          -20 .. 19: the nice value of the executor's own threads (strand,
 //                        completion threads, deadline watch and its helpers, resident and bulk
 //                        lanes); 0 (the default)
@@ -162,7 +162,8 @@ struct BatchConfig {
   // A device set of several members runs one executor core per member (its own queues, strand,
   // completion threads and lanes), each calling thread keeping to one of them, all placing their
   // batches on the one shared set (DESIGN.md "Several devices"): two H100s carried 1.7-2.4x the
-  // 256-float requests of one core. false: one core for the whole set. Ignored with one device.
+  // 256-float requests of one core. false: one core for the whole set. Ignored with one device
+  // and in resident mode (its kernel runs on member 0, which every thread must reach).
   bool shard_per_device = true;
 
   // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,

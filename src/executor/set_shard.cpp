@@ -27,7 +27,9 @@ std::string shard_trace_path(const std::string& path, std::size_t k) {
 
 std::shared_ptr<ExecutorCore> make_executor(std::shared_ptr<BatchDevice> device, BatchConfig config) {
   auto set = std::dynamic_pointer_cast<DeviceSet>(device);
-  if (!set || set->size() < 2 || !config.shard_per_device) {
+  // Resident mode keeps one core: its persistent kernel runs on member 0 only, and every calling
+  // thread should find it (with a core per member, the threads of the other shards would not).
+  if (!set || set->size() < 2 || !config.shard_per_device || config.resident) {
     auto core = std::make_shared<ExecutorCore>(std::move(device), std::move(config));
     start_trace_from_environment(*core);
     core->start();
@@ -35,10 +37,8 @@ std::shared_ptr<ExecutorCore> make_executor(std::shared_ptr<BatchDevice> device,
   }
   auto lead = std::make_shared<ExecutorCore>(std::make_shared<SetShard>(set, 0), config);
   auto group = std::make_shared<ShardGroup>();
-  BatchConfig rest = config;
-  rest.resident = false;  // resident mode runs on member 0 only (DESIGN.md "Several devices")
   for (std::size_t k = 1; k < set->size(); ++k)
-    group->others.push_back(std::make_shared<ExecutorCore>(std::make_shared<SetShard>(set, k), rest));
+    group->others.push_back(std::make_shared<ExecutorCore>(std::make_shared<SetShard>(set, k), config));
   lead->lead_shards(group);
   start_trace_from_environment(*lead, 0);
   for (std::size_t k = 1; k < set->size(); ++k) start_trace_from_environment(*group->others[k - 1], k);

@@ -63,7 +63,8 @@ struct ShardGroup {
 };
 
 // The executor core for `device` and `config`, started: with a DeviceSet of two or more members
-// and config.shard_per_device, shard 0 of a group of one core per member; otherwise one core.
+// and config.shard_per_device (and not config.resident), shard 0 of a group of one core per
+// member; otherwise one core.
 // GPUBATCH_TRACE traces shard k > 0 into the file name with ".shard<k>" before its extension.
 std::shared_ptr<ExecutorCore> make_executor(std::shared_ptr<BatchDevice> device, BatchConfig config);
 

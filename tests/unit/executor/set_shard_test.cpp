@@ -92,7 +92,7 @@ TEST(SetShards, ThreadsSpreadOverOneCorePerMemberAndKeepToTheirs) {
   EXPECT_EQ(seen[1], seen[3]);
 }
 
-TEST(SetShards, OneCoreForTheSetWhenTurnedOffOrWithOneDevice) {
+TEST(SetShards, OneCoreForTheSetWhenTurnedOffWithOneDeviceOrInResidentMode) {
   Members m;
   BatchConfig off = config();
   off.shard_per_device = false;
@@ -101,6 +101,10 @@ TEST(SetShards, OneCoreForTheSetWhenTurnedOffOrWithOneDevice) {
   for (auto* c : cores_of_threads(one.lead, 3)) EXPECT_EQ(c, one.lead.get());
   Cores single{detail::make_executor(std::make_shared<FakeDevice>(), config())};
   EXPECT_EQ(single.lead->shard_group(), nullptr);
+  BatchConfig resident = config();
+  resident.resident = true;  // its kernel is member 0's: every thread must reach it
+  Cores kept{detail::make_executor(m.set, resident)};
+  EXPECT_EQ(kept.lead->shard_group(), nullptr);
 }
 
 TEST(SetShards, TheKeyComesFromFilesAndTheEnvironment) {

@@ -1,8 +1,9 @@
 #pragma once
 // Several devices behind one executor (DESIGN.md "Several devices"). A DeviceSet is itself a
-// BatchDevice: the executor's one strand forms batches as for one device, and the set places each
-// batch on the live member with the least outstanding work in bytes (input + output bytes of its
-// batches submitted and not yet finished; ties: fewest such batches, then round robin). Placement
+// BatchDevice: an executor core's strand forms batches as for one device (a core per member by
+// default, each through a SetShard, set_shard.hpp), and the set places each batch on the live
+// member with the least outstanding work in bytes (input + output bytes of its batches submitted
+// and not yet finished; ties: fewest such batches, then a shard's own member or round robin). Placement
 // happens per batch at submit time, so an idle member takes the next batch while a busy one works
 // through its own: no batch waits on a busy device while another idles.
 //

@@ -2583,32 +2583,6 @@ fi
 
 # What the strand did in the episodes (2026-11-28): the mix at 1,000,000/s traced, with the
 # strand's runs now in the trace (bench/trace_episodes.py prints them per episode), three rounds.
-# What the strand did in the episodes (2026-11-28): the mix at 1,000,000/s traced, with the
-# strand's runs now in the trace (bench/trace_episodes.py prints them per episode), three rounds.
-# A pull up to what was pushed when it began (2026-11-28) against GPUBATCH_PULL_SNAPSHOT=off
-# (a pull takes whatever arrives meanwhile), interleaved, one device: the mix (handlers) and the
-# open loop (futures) at 1,000,000 and 2,000,000/s, and the crowd; then the traced mix.
-if on snap9; then
-  for rep in ${SNAP9_ROUNDS:-1 2 3}; do
-    for mode in on off; do
-      e="env GPUBATCH_PULL_SNAPSHOT=$mode --"
-      load sn-$mode-mix1m-$rep $e gpubatch-mix --device 0 --threads 16 --size 256 --rate 1000000 --requests 3000000 --host-probe
-      load sn-$mode-open1m-$rep $e gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate 1000000 --requests 3000000 --host-probe
-      load sn-$mode-open2m-$rep $e gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate 2000000 --requests 6000000 --host-probe
-      load sn-$mode-crowd-$rep $e gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
-    done
-  done
-  for mode in on off; do
-    load sn-trace-$mode env GPUBATCH_PULL_SNAPSHOT=$mode GPUBATCH_TRACE=$out/trace-sn-$mode.json -- \
-      gpubatch-mix --device 0 --threads 16 --size 256 --rate 1000000 --requests 3000000 --host-probe
-    if [ -f "$out/trace-sn-$mode.json" ]; then
-      python3 bench/trace_episodes.py "$out/trace-sn-$mode.json" --episodes 4 > "$out/episodes-sn-$mode.txt" 2>&1
-      python3 bench/trace_batches.py "$out/trace-sn-$mode.json" > "$out/batches-sn-$mode.txt" 2>&1
-      rm -f "$out/trace-sn-$mode.json"
-    fi
-  done
-fi
-
 if on runs9; then
   for rep in 1 2 3; do
     load r9-trace-$rep env GPUBATCH_TRACE=$out/trace-r9-$rep.json -- \

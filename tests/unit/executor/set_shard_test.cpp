@@ -79,6 +79,18 @@ std::vector<detail::ExecutorCore*> cores_of_threads(const std::shared_ptr<detail
   return seen;
 }
 
+// A call from a thread that has not called before (it takes the next shard) fails with shut_down.
+void expect_shut_down_from_a_new_thread(const BatchedGpuHandle& gpu) {
+  std::thread([&] {
+    try {
+      gpu.relu({1.0f}).get();
+      ADD_FAILURE() << "accepted after shutdown";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::shut_down);
+    }
+  }).join();
+}
+
 TEST(SetShards, ThreadsSpreadOverOneCorePerMemberAndKeepToTheirs) {
   Members m;
   Cores cores{detail::make_executor(m.set, config())};
@@ -202,15 +214,7 @@ TEST(SetShards, ShutdownStopsEveryShardAndEveryAcceptedRequestResolves) {
   executor.shutdown();
   for (auto& list : accepted)
     for (auto& [x, f] : list) EXPECT_EQ(f.get(), relu_of(x));
-  for (int t = 0; t < 3; ++t)
-    std::thread([&] {
-      try {
-        gpu.relu({1.0f}).get();
-        ADD_FAILURE() << "accepted after shutdown";
-      } catch (const Error& e) {
-        EXPECT_EQ(e.code(), ErrorCode::shut_down);
-      }
-    }).join();
+  for (int t = 0; t < 3; ++t) expect_shut_down_from_a_new_thread(gpu);
   EXPECT_EQ(executor.stats().completed, 200u);
 }
 
@@ -235,14 +239,7 @@ TEST(SetShards, ShutdownFromAHandlerOnAShardsThreadWaitsForNone) {
   }).join();
   EXPECT_EQ(returned.get_future().wait_for(5s), std::future_status::ready)
       << "the handler's shutdown() waited for shard 0's batch";
-  std::thread([&] {
-    try {
-      gpu.relu({1.0f}).get();
-      ADD_FAILURE() << "accepted after shutdown";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::shut_down);
-    }
-  }).join();
+  expect_shut_down_from_a_new_thread(gpu);
   m.a->resume();
   EXPECT_EQ(held.get(), std::vector<float>{4.0f});
 }

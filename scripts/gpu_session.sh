@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3060,3 +3060,48 @@ PY
 fi
 grep -h "p50" "$out/probe.txt" 2>/dev/null | head -12
 grep -E "tests? (ran|passed)|FAILED|exit" "$out/tests.txt" "$out/log.txt" 2>/dev/null | tail -8
+
+# Where do deadline errors past saturation come late from? (2026-11-28, tenth session):
+# gpubatch-mix now splits the lateness by where a request failed (in the call, the watch, the
+# strand); the same loads with every default, reject overflow, block_for, the priority mix; a
+# perf profile with symbols (gpubatch-mix-sym: the unstripped binary).
+if on dlpath10; then
+  dl="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5"
+  load dl3m-1 gpubatch-mix $dl --rate 3000000 --requests 6000000 --host-probe
+  load dl15m gpubatch-mix $dl --rate 1500000 --requests 3000000 --host-probe
+  load dl3m-reject env GPUBATCH_OVERFLOW=reject -- gpubatch-mix $dl --rate 3000000 --requests 6000000 --host-probe
+  load bf3m gpubatch-mix --device 0 --threads 16 --size 256 --block-for-us 300 --rate 3000000 --requests 6000000 --host-probe
+  load prio3m gpubatch-mix --device 0 --threads 16 --size 256 --high 0.1 --rate 3000000 --requests 6000000 --host-probe
+  load dl3m-2 gpubatch-mix $dl --rate 3000000 --requests 6000000 --host-probe
+  timeout 120 python3 bench/thread_cpu.py -- "$run" gpubatch-mix $dl --rate 3000000 --requests 6000000 --json > "$out/threads-dl3m.txt" 2>&1
+  if have perf && have gpubatch-mix-sym; then
+    timeout 120 "$run" perf record -F 999 -g -o "$out/dl.data" -- "$PWD/$run" gpubatch-mix-sym $dl --rate 3000000 --requests 6000000 --json > "$out/perf-run.txt" 2>&1
+    {
+      timeout 120 "$run" perf report -i "$out/dl.data" --no-children --sort comm -g none
+      timeout 120 "$run" perf report -i "$out/dl.data" --no-children --sort comm,sym -g none --percent-limit 0.4
+      timeout 120 "$run" perf report -i "$out/dl.data" --no-children --sort sym -g caller,0.5,callee --percent-limit 3
+    } > "$out/perf-dl.txt" 2>&1
+    rm -f "$out/dl.data"
+  fi
+fi
+
+# Deadline admission (2026-11-28, tenth session): a request with a deadline that the backlog
+# ahead would outlast is refused at the call; on (the default) against off, interleaved.
+if on admit10; then
+  dl="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5"
+  for r in 1 2; do
+    load adm-3m-on-$r gpubatch-mix $dl --rate 3000000 --requests 6000000 --host-probe
+    load adm-3m-off-$r env GPUBATCH_DEADLINE_ADMISSION=off -- gpubatch-mix $dl --rate 3000000 --requests 6000000 --host-probe
+  done
+  load adm-15m-on gpubatch-mix $dl --rate 1500000 --requests 3000000 --host-probe
+  load adm-15m-off env GPUBATCH_DEADLINE_ADMISSION=off -- gpubatch-mix $dl --rate 1500000 --requests 3000000 --host-probe
+  load adm-1m-on gpubatch-mix $dl --rate 1000000 --requests 3000000 --host-probe
+  load adm-1m-off env GPUBATCH_DEADLINE_ADMISSION=off -- gpubatch-mix $dl --rate 1000000 --requests 3000000 --host-probe
+  lg="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --large-size 1000000"
+  load adm-large-on gpubatch-mix $lg --rate 150000 --requests 450000 --host-probe
+  load adm-large-off env GPUBATCH_DEADLINE_ADMISSION=off -- gpubatch-mix $lg --rate 150000 --requests 450000 --host-probe
+  load adm-open-on gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate 1000000 --requests 3000000
+  thr="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate 3000000 --requests 6000000 --json"
+  timeout 120 python3 bench/thread_cpu.py -- "$run" gpubatch-mix $thr > "$out/threads-adm.txt" 2>&1
+  GPUBATCH_DEADLINE_ADMISSION=off timeout 120 python3 bench/thread_cpu.py -- "$run" gpubatch-mix $thr >> "$out/threads-adm.txt" 2>&1
+fi

@@ -53,6 +53,9 @@
 //   shard_per_device     true | false: a device set runs one executor core per member, each
 //                        calling thread keeping to one (DESIGN.md "Several devices"); true by
 //                        default; false: one core for the whole set (so does resident mode)
+//   deadline_admission   true | false: a request with a deadline that the backlog ahead of it
+//                        would outlast is refused at the call with deadline_exceeded; true by
+//                        default (DESIGN.md "Deadlines")
 //   thread_nice          -20 .. 19: the nice value of the executor's own threads (strand,
 //                        completion threads, deadline watch and its helpers, resident and bulk
 //                        lanes); 0 (the default)
@@ -66,7 +69,8 @@
 // GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US, GPUBATCH_RESIDENT (1/0, true/false,
 // on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_LONE_FUTURE_WAITS (like GPUBATCH_RESIDENT), GPUBATCH_DIRECT_BYTES, GPUBATCH_PRIORITY_LEVELS, GPUBATCH_PRIORITY_AGING_US,
 // GPUBATCH_TARGET_P99_US, GPUBATCH_LEVEL_QUEUE_CAPACITY and GPUBATCH_LEVEL_TIMEOUT_US (comma-separated, one per level),
-// GPUBATCH_DEVICES, GPUBATCH_THREAD_NICE, GPUBATCH_SHARD_PER_DEVICE (like GPUBATCH_RESIDENT).
+// GPUBATCH_DEVICES, GPUBATCH_THREAD_NICE, GPUBATCH_SHARD_PER_DEVICE and GPUBATCH_DEADLINE_ADMISSION (like
+// GPUBATCH_RESIDENT).
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -165,6 +169,12 @@ struct BatchConfig {
   // 256-float requests of one core. false: one core for the whole set. Ignored with one device
   // and in resident mode (its kernel runs on member 0, which every thread must reach).
   bool shard_per_device = true;
+  // A request with a deadline that would wait in the queue past it, at the rate the strand was
+  // last measured to take requests out of a backlog, is refused at the call with
+  // deadline_exceeded (before its deadline) instead of waiting to expire there (DESIGN.md
+  // "Deadlines": admission). Only with a backlog of at least max_batch_size requests ahead of
+  // it and a rate measured in the last 50 ms. false: every request with a deadline is queued.
+  bool deadline_admission = true;
 
   // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,
   // adaptive (the default, BatchConfig{}) up to 4096, flushing whenever the device has a free slot.

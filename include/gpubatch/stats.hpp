@@ -75,6 +75,8 @@ struct Stats {
   std::uint64_t completed = 0;  // resolved with a value
   std::uint64_t failed = 0;     // accepted, then resolved with an error (any cause below)
   std::uint64_t rejected = 0;
+  std::uint64_t shed = 0;       // of rejected: a deadline the backlog ahead would have outlasted
+                                // (BatchConfig::deadline_admission)
   std::uint64_t expired = 0;    // of failed: deadline passed while queued (never ran)
   std::uint64_t cancelled = 0;  // of failed: shutdown(cancel), or the request's cancellation slot
   std::uint64_t device_errors = 0;  // of failed: the batch failed on the device

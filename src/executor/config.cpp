@@ -60,6 +60,7 @@ constexpr Key kKeys[] = {
     {"resident_idle_us", "GPUBATCH_RESIDENT_IDLE_US", Kind::micros},
     {"lone_future_waits", "GPUBATCH_LONE_FUTURE_WAITS", Kind::boolean},
     {"shard_per_device", "GPUBATCH_SHARD_PER_DEVICE", Kind::boolean},
+    {"deadline_admission", "GPUBATCH_DEADLINE_ADMISSION", Kind::boolean},
     {"direct_bytes", "GPUBATCH_DIRECT_BYTES", Kind::size},
     {"target_p99_us", "GPUBATCH_TARGET_P99_US", Kind::micros},
     {"priority_levels", "GPUBATCH_PRIORITY_LEVELS", Kind::size},
@@ -156,10 +157,11 @@ void set_boolean(BatchConfig& c, const Key& key, bool v, const std::string& wher
   if (key.kind != Kind::boolean) bad(where, "expects " + std::string(key.kind == Kind::policy || key.kind == Kind::overflow || key.kind == Kind::list || key.kind == Kind::text ? "a string" : "an integer") + ", not true/false");
   if (key.name == "lone_future_waits") c.lone_future_waits = v;
   else if (key.name == "shard_per_device") c.shard_per_device = v;
+  else if (key.name == "deadline_admission") c.deadline_admission = v;
   else c.resident = v;
 }
 
-// GPUBATCH_RESIDENT, GPUBATCH_LONE_FUTURE_WAITS, GPUBATCH_SHARD_PER_DEVICE: 1|0|true|false|on|off
+// GPUBATCH_RESIDENT, GPUBATCH_LONE_FUTURE_WAITS, GPUBATCH_SHARD_PER_DEVICE, GPUBATCH_DEADLINE_ADMISSION: 1|0|true|false|on|off
 void set_boolean_from_text(BatchConfig& c, const Key& key, std::string_view v, const std::string& where) {
   if (v == "1" || v == "true" || v == "on") set_boolean(c, key, true, where);
   else if (v == "0" || v == "false" || v == "off") set_boolean(c, key, false, where);
@@ -473,7 +475,7 @@ void check(const BatchConfig& c, std::string_view prefix) {
                block_timeout, max_batch_bytes, completion_threads, batch_timeout,
                completion_spin, resident, resident_idle, target_p99, priority_levels, priority_aging,
                level_queue_capacity, level_timeout, devices, thread_nice, lone_future_waits,
-               direct_bytes, shard_per_device] = c;
+               direct_bytes, shard_per_device, deadline_admission] = c;
   auto bad = [prefix](std::string_view key, const std::string& why) {
     ::gpubatch::bad(std::string(prefix) + std::string(key), why);
   };
@@ -501,6 +503,7 @@ void check(const BatchConfig& c, std::string_view prefix) {
   (void)resident;
   (void)lone_future_waits;
   (void)shard_per_device;
+  (void)deadline_admission;
   (void)direct_bytes;  // any byte count; 0 turns the direct lane off
   if (resident_idle.count() < 1 || resident_idle.count() > kMaxWaitLimitUs)
     bad("resident_idle_us", "must be in [1, " + std::to_string(kMaxWaitLimitUs) + "] (got " +

@@ -427,6 +427,38 @@ void ExecutorCore::apply_thread_nice() noexcept {
 // ---------------------------------------------------------------------------------------------
 // Producers.
 
+// Deadline admission (DESIGN.md "Deadlines"): only behind a backlog of at least a full batch,
+// at a rate measured in the last DrainRate::kStale, and counting none of the device time after
+// the wait (the prediction errs towards admitting).
+bool ExecutorCore::backlog_outlasts(Clock::time_point deadline, Clock::time_point now, std::size_t level) noexcept {
+  std::uint64_t ahead = 0;
+  for (std::size_t l = level; l < level_count(); ++l) ahead += level_queue(l).size_approx();
+  if (ahead < config_.max_batch_size) return false;
+  const auto wait = drain_.wait_behind(ahead, now);
+  return wait.count() > 0 && now + wait > deadline;
+}
+
+// A refusal shares one exception per thread and shape, as the deadline watch's expiries do: a
+// saturated executor refuses requests by the hundred thousand a second.
+void ExecutorCore::shed(Completion& completion, const Request& request) noexcept {
+  rejected_.fetch_add(1, std::memory_order_relaxed);
+  shed_.fetch_add(1, std::memory_order_relaxed);
+  try {
+    thread_local std::exception_ptr last_error;
+    thread_local RequestShape last_shape;
+    const RequestShape shape = shape_of(request);
+    if (!last_error || !(shape == last_shape)) {
+      last_error = make_error(ErrorCode::deadline_exceeded,
+                              describe(shape) + ": refused at submission: the requests queued ahead of it "
+                                                "would outlast its deadline (deadline_admission)");
+      last_shape = shape;
+    }
+    resolve_error(completion, last_error, true, this);
+  } catch (...) {
+    resolve_error(completion, std::current_exception(), true, this);
+  }
+}
+
 void ExecutorCore::reject(Completion& completion, ErrorCode code, const std::string& message) noexcept {
   rejected_.fetch_add(1, std::memory_order_relaxed);
   try {
@@ -467,6 +499,11 @@ void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
     if (deadline <= now) {
       reject(completion, ErrorCode::deadline_exceeded,
              describe(request) + ": its deadline had passed when it was submitted");
+      return;
+    }
+    if (deadline != Clock::time_point::max() && config_.deadline_admission &&
+        backlog_outlasts(deadline, now, options.priority)) {
+      shed(completion, request);
       return;
     }
     if (resident_on_ && options.priority == 0 && try_resident(request, completion, now)) return;

@@ -38,6 +38,7 @@
 #include "executor/batch_former.hpp"
 #include "executor/cost_model.hpp"
 #include "executor/deadline_watch.hpp"
+#include "executor/drain_rate.hpp"
 #include "executor/helper_pool.hpp"
 #include "executor/split_submit.hpp"
 #include "gpubatch/batch_device.hpp"
@@ -222,6 +223,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
  private:
   // ---- producers ----
   void reject(Completion& completion, ErrorCode code, const std::string& message) noexcept;
+  // Admission (deadline_admission): whether the backlog at `level` and above would outlast a
+  // request's deadline at the strand's measured drain rate; and the refusal of such a request.
+  bool backlog_outlasts(Clock::time_point deadline, Clock::time_point now, std::size_t level) noexcept;
+  void shed(Completion& completion, const Request& request) noexcept;
   // A producer's offer to run the strand's pass itself: its queue and push position (a caller of
   // a std::future, or of a completion handler; none for everyone else), and whether it returns a
   // future (whose caller may then keep its lone batch: keep_for_caller; a handler's never does).
@@ -630,6 +635,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::uint64_t queued_before_ = 0;   // requests in the queues at the last window
   std::uint32_t growing_windows_ = 0;  // windows in a row in which the queues grew
   std::atomic<std::size_t> target_cap_{0};  // the cap the strand set last (0: none yet), for stats
+  DrainRate drain_;  // fed by the strand at the end of each pass; read by producers (admission)
   bool stop_completion_ = false;
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Batch>> pool_;
@@ -695,6 +701,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<std::uint64_t> watch_expired_{0};  // requests the deadline watch failed
   std::atomic<std::int64_t> watch_lag_ns_{0};    // how late the watch's latest expiry began
   alignas(kCacheLine) std::atomic<std::uint64_t> rejected_{0};
+  std::atomic<std::uint64_t> shed_{0};  // of rejected_: refused by deadline admission
   std::atomic<std::uint64_t> handler_exceptions_{0};
 
   // Resident mode. resident_on_ is set by start() before any producer can see the executor.

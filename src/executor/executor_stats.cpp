@@ -17,7 +17,7 @@ namespace gpubatch::detail {
 
 // What each core adds up; several cores (the shards of a device set) add into one.
 struct ExecutorCore::StatsSums {
-  std::uint64_t submitted = 0, rejected = 0, handler_exceptions = 0, expired = 0, cancelled = 0;
+  std::uint64_t submitted = 0, rejected = 0, shed = 0, handler_exceptions = 0, expired = 0, cancelled = 0;
   std::uint64_t dispatched = 0, batches = 0, flushes[4]{}, completed = 0, device_errors = 0;
   std::uint64_t lanes = 0, lanes_cancelled = 0, resident = 0, split = 0, direct = 0, inflight = 0;
   std::uint64_t runs = 0, timer_wakeups = 0, polls = 0, poll_hits = 0, caller_completions = 0, express = 0;
@@ -49,6 +49,7 @@ void ExecutorCore::add_stats(StatsSums& x) const {
   const auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   x.submitted += pushed_all_levels();
   x.rejected += load(rejected_);
+  x.shed += load(shed_);
   x.handler_exceptions += load(handler_exceptions_);
   x.expired += load(strand_stats_.expired) + load(watch_expired_);
   x.cancelled += load(strand_stats_.cancelled);
@@ -93,6 +94,7 @@ Stats ExecutorCore::stats() const {
   Stats s;
   s.submitted = x.submitted + x.lanes;
   s.rejected = x.rejected;
+  s.shed = x.shed;
   s.handler_exceptions = x.handler_exceptions;
   s.expired = x.expired;
   s.cancelled = x.cancelled + x.lanes_cancelled;

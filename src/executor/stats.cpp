@@ -152,6 +152,9 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   w.sample("requests_total", "outcome=\"completed\"", s.completed);
   w.sample("requests_total", "outcome=\"failed\"", s.failed);
   w.sample("requests_total", "outcome=\"rejected\"", s.rejected);
+  w.header("requests_shed_total", "counter",
+           "Rejected requests whose deadline the backlog ahead would have outlasted (deadline_admission).");
+  w.sample("requests_shed_total", "", s.shed);
   w.header("request_failures_total", "counter", "Accepted requests that failed, by cause.");
   w.sample("request_failures_total", "cause=\"deadline\"", s.expired);
   w.sample("request_failures_total", "cause=\"cancelled\"", s.cancelled);

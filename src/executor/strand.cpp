@@ -179,7 +179,12 @@ void ExecutorCore::process() {
     // pull() stopped at the end of every queue, not at a full level: nothing waits there.
     if (former_.wants_every_level()) queue_deadline_ = Clock::time_point::max();
     else if (urgent) scan_queue_deadlines(now, false);  // only what arrived since last time
-    for (std::size_t l = 0; l < level_count(); ++l) level_queue(l).notify_space();
+    bool backlogged = false;
+    for (std::size_t l = 0; l < level_count(); ++l) {
+      level_queue(l).notify_space();
+      backlogged = backlogged || level_queue(l).size_approx() > 0;
+    }
+    drain_.observe(Clock::now(), strand_stats_.pulled.load(std::memory_order_relaxed), backlogged);
   }
   bool drained = former_.empty();
   for (std::size_t l = 0; drained && l < level_count(); ++l) drained = level_queue(l).drained();

@@ -1,0 +1,134 @@
+// Deadline admission (BatchConfig::deadline_admission): behind a backlog the strand drains at a
+// measured rate, a request whose deadline the backlog would outlast is refused at the call, before
+// its deadline; one with time enough is queued and served; with admission off it waits to expire.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <vector>
+
+#include "config_test_util.hpp"
+#include "fake_device.hpp"
+#include "gpubatch/error.hpp"
+#include "gpubatch/executor.hpp"
+#include "gpubatch/stats.hpp"
+#include "test_util.hpp"
+
+namespace gpubatch::testing {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+// A device that takes 2 ms a batch of at most 32: the strand drains a backlog at about 62 us a
+// request, so 2,000 queued requests take about 125 ms.
+struct Backlogged {
+  explicit Backlogged(bool admission) {
+    FakeDevice::Options o;
+    o.delay = 2ms;
+    device = std::make_shared<FakeDevice>(o);
+    BatchConfig c = BatchConfig::adaptive();
+    c.max_batch_size = 32;
+    c.max_inflight_batches = 1;
+    c.queue_capacity = 4096;
+    c.deadline_admission = admission;
+    executor = std::make_unique<BatchExecutor>(device, c);
+    gpu = executor->handle();
+    for (int i = 0; i < 2000; ++i) backlog.push_back(gpu.relu({float(i)}));
+  }
+  // True once the backlog has been draining long enough to be measured (a few batches).
+  void let_it_drain() { std::this_thread::sleep_for(10ms); }
+  std::shared_ptr<FakeDevice> device;
+  std::unique_ptr<BatchExecutor> executor;
+  BatchedGpuHandle gpu;
+  std::vector<std::future<std::vector<float>>> backlog;
+};
+
+TEST(DeadlineAdmission, ARequestTheBacklogWouldOutlastIsRefusedAtTheCall) {
+  Backlogged b(true);
+  b.let_it_drain();
+  // The strand may be between measurements (a stall of the test machine): try a few times.
+  std::future<std::vector<float>> refused;
+  Clock::time_point deadline;
+  for (int i = 0; i < 50; ++i) {
+    deadline = Clock::now() + 20ms;
+    refused = b.gpu.relu({-1.0f}, SubmitOptions::at(deadline));
+    if (ready(refused)) break;
+    std::this_thread::sleep_for(2ms);
+  }
+  ASSERT_TRUE(ready(refused)) << "no request was refused at its call behind ~1,800 queued";
+  EXPECT_LT(Clock::now(), deadline + 1ms) << "refused at the call, not at its deadline";
+  EXPECT_EQ(error_code(refused), ErrorCode::deadline_exceeded);
+  const Stats s = b.executor->stats();
+  EXPECT_GE(s.shed, 1u);
+  EXPECT_GE(s.rejected, s.shed);
+  // A request with time enough is queued and served; so is the whole backlog.
+  auto patient = b.gpu.relu({-2.0f, 3.0f}, SubmitOptions::within(30s));
+  EXPECT_FALSE(ready(patient));
+  ASSERT_TRUE(ready_within(patient, 30s));
+  EXPECT_EQ(patient.get(), (std::vector<float>{0.0f, 3.0f}));
+  for (std::size_t i = 0; i < b.backlog.size(); ++i) {
+    ASSERT_TRUE(ready_within(b.backlog[i], 30s));
+    EXPECT_EQ(b.backlog[i].get(), (std::vector<float>{float(i)}));
+  }
+}
+
+TEST(DeadlineAdmission, RefusedRequestsNameTheirShapeAndTheReason) {
+  Backlogged b(true);
+  b.let_it_drain();
+  std::future<std::vector<float>> refused;
+  for (int i = 0; i < 50; ++i) {
+    refused = b.gpu.relu(std::vector<float>(7, 1.0f), SubmitOptions::within(5ms));
+    if (ready(refused)) break;
+    std::this_thread::sleep_for(2ms);
+  }
+  ASSERT_TRUE(ready(refused));
+  const std::string what = error_message(refused);
+  EXPECT_NE(what.find("relu request (7 floats)"), std::string::npos) << what;
+  EXPECT_NE(what.find("refused at submission"), std::string::npos) << what;
+  b.executor->shutdown();
+}
+
+TEST(DeadlineAdmission, OffEveryRequestWaitsForItsDeadline) {
+  Backlogged b(false);
+  b.let_it_drain();
+  const auto start = Clock::now();
+  auto doomed = b.gpu.relu({-1.0f}, SubmitOptions::within(20ms));
+  EXPECT_FALSE(ready(doomed));
+  ASSERT_TRUE(ready_within(doomed, 30s));
+  EXPECT_GE(Clock::now() - start, 20ms);
+  EXPECT_EQ(error_code(doomed), ErrorCode::deadline_exceeded);
+  EXPECT_EQ(b.executor->stats().shed, 0u);
+  b.executor->shutdown();
+}
+
+// An idle executor (no backlog, so no rate) and a short queue never refuse: a request is refused
+// only behind at least max_batch_size others.
+TEST(DeadlineAdmission, NoBacklogNoRefusal) {
+  FakeDevice::Options o;
+  o.delay = 2ms;
+  auto device = std::make_shared<FakeDevice>(o);
+  BatchConfig c = BatchConfig::adaptive();
+  c.max_batch_size = 32;
+  BatchExecutor executor(device, c);
+  auto gpu = executor.handle();
+  std::vector<std::future<std::vector<float>>> fs;
+  for (int i = 0; i < 20; ++i) fs.push_back(gpu.relu({float(i)}, SubmitOptions::within(10s)));
+  for (auto& f : fs) {
+    ASSERT_TRUE(ready_within(f, 30s));
+    EXPECT_EQ(error_code(f), std::nullopt);
+  }
+  EXPECT_EQ(executor.stats().shed, 0u);
+}
+
+TEST(DeadlineAdmission, IsAConfigurationKey) {
+  EXPECT_TRUE(BatchConfig{}.deadline_admission);
+  EXPECT_FALSE(BatchConfig::from_string("deadline_admission = false").deadline_admission);
+  EXPECT_THROW(BatchConfig::from_string("deadline_admission = 1"), Error);
+  EnvGuard env("GPUBATCH_DEADLINE_ADMISSION", "off");
+  EXPECT_FALSE(BatchConfig::from_environment().deadline_admission);
+}
+
+}  // namespace
+}  // namespace gpubatch::testing

@@ -431,7 +431,7 @@ void ExecutorCore::apply_thread_nice() noexcept {
 // at a rate measured in the last DrainRate::kStale, and counting none of the device time after
 // the wait (the prediction errs towards admitting).
 bool ExecutorCore::backlog_outlasts(Clock::time_point deadline, Clock::time_point now, std::size_t level) noexcept {
-  std::uint64_t ahead = 0;
+  std::uint64_t ahead = forming_now_.load(std::memory_order_relaxed);
   for (std::size_t l = level; l < level_count(); ++l) ahead += level_queue(l).size_approx();
   if (ahead < config_.max_batch_size) return false;
   const auto wait = drain_.wait_behind(ahead, now);

@@ -635,7 +635,13 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::uint64_t queued_before_ = 0;   // requests in the queues at the last window
   std::uint32_t growing_windows_ = 0;  // windows in a row in which the queues grew
   std::atomic<std::size_t> target_cap_{0};  // the cap the strand set last (0: none yet), for stats
-  DrainRate drain_;  // fed by the strand at the end of each pass; read by producers (admission)
+  // Deadline admission: the rate at which the strand takes requests into batches while a backlog
+  // waits (requests it drops as expired do not count: they cost it next to nothing, and counted
+  // they made the rate twice as fast as the service under a load of expiring requests), fed at
+  // the end of each pass; and the size of the forming batch then (ahead of every queued request).
+  DrainRate drain_;
+  std::uint64_t drain_taken_ = 0;
+  std::atomic<std::size_t> forming_now_{0};
   bool stop_completion_ = false;
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Batch>> pool_;

@@ -184,7 +184,8 @@ void ExecutorCore::process() {
       level_queue(l).notify_space();
       backlogged = backlogged || level_queue(l).size_approx() > 0;
     }
-    drain_.observe(Clock::now(), strand_stats_.pulled.load(std::memory_order_relaxed), backlogged);
+    drain_.observe(Clock::now(), drain_taken_, backlogged);
+    forming_now_.store(former_.size(), std::memory_order_relaxed);
   }
   bool drained = former_.empty();
   for (std::size_t l = 0; drained && l < level_count(); ++l) drained = level_queue(l).drained();
@@ -239,6 +240,7 @@ void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
   }
   taken_bytes_ += p.bytes;
   ++taken_requests_;
+  ++drain_taken_;
   former_.offer(std::move(p), now);
 }
 

@@ -52,6 +52,7 @@ struct Options {
   std::int64_t deadline_us = 0, block_for_us = 0, target_p99_us = 0;
   std::size_t queue_capacity = 0;
   bool host_probe = false;  // a thread that measures how late it wakes ("host" in the JSON)
+  bool read_errors_later = false;  // the handler keeps the exception; its sender reads it
   long warm = -1;  // small requests sent before the clock starts (-1: a full batch per slot)
   bool json = false;
 };
@@ -94,6 +95,7 @@ struct Slot {
   std::vector<float> values;
   std::optional<ErrorCode> code;
   std::string what;
+  std::exception_ptr error;  // --read-errors-later: kept by the handler, read by the sender
   std::atomic<bool> done{false};
 };
 
@@ -123,7 +125,21 @@ struct Samples {
 
 double us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
+// Reads the code and message of a failed request's exception (a rethrow).
+void classify(Slot& s, const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& x) {
+    s.code = x.code();
+    s.what = x.what();
+  } catch (const std::exception& x) {
+    s.code = ErrorCode::internal;
+    s.what = x.what();
+  }
+}
+
 void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
+  if (s.error) classify(s, s.error);
   if (!s.code) {
     if (!pool.check(s.is_large, s.input, s.values)) {
       if (out.mismatches++ == 0) out.first_error = "result differs from the CPU reference";
@@ -191,18 +207,11 @@ void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, uns
       s->deadline = opt.deadline = s->called + std::chrono::microseconds(o.deadline_us);
     pending.push_back(s);
     const auto& input = s->is_large ? pool.large[s->input] : pool.small[s->input];
-    gpu.relu(input, opt, [s](std::exception_ptr e, std::vector<float> v) {
+    gpu.relu(input, opt, [s, later = o.read_errors_later](std::exception_ptr e, std::vector<float> v) {
       s->finished = Clock::now();
       if (e) {
-        try {
-          std::rethrow_exception(e);
-        } catch (const Error& x) {
-          s->code = x.code();
-          s->what = x.what();
-        } catch (const std::exception& x) {
-          s->code = ErrorCode::internal;
-          s->what = x.what();
-        }
+        if (later) s->error = std::move(e);
+        else classify(*s, e);
       } else {
         s->values = std::move(v);
       }
@@ -266,6 +275,9 @@ int main(int argc, char** argv) {
   app.add_option("--block-for-us", o.block_for_us, "overflow = block_for with this block_timeout")->check(CLI::Range(0, 60000000));
   app.add_option("--queue-capacity", o.queue_capacity, "queue capacity (0: the configuration's)");
   app.add_option("--target-p99-us", o.target_p99_us, "BatchConfig::target_p99 (0: off)")->check(CLI::Range(0, 60000000));
+  app.add_flag("--read-errors-later", o.read_errors_later,
+               "a failed request's handler keeps its exception and the sending thread reads its code "
+               "(by default the handler rethrows it to read the code, on the thread that resolves it)");
   app.add_flag("--host-probe", o.host_probe,
                "a thread of this process sleeps 100 us at a time over the run: how late it woke goes into \"host\" (steal is always there)");
   app.add_option("--warm", o.warm, "small requests sent before the clock starts (default: a full batch per in-flight slot)")

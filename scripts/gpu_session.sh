@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3120,4 +3120,26 @@ if on admit10b; then
     load b-1m-on-$r gpubatch-mix $dl --rate 1000000 --requests 3000000 --host-probe
     load b-1m-off-$r env GPUBATCH_DEADLINE_ADMISSION=off -- gpubatch-mix $dl --rate 1000000 --requests 3000000 --host-probe
   done
+fi
+
+# What holds the deadline watch's errors 8-30 ms late past saturation? (tenth session): the
+# handler reading its error later (no rethrow on the watch's threads), the watch without its
+# helpers, and a profile of the expiry threads with call graphs (gpubatch-mix-sym).
+if on watch10; then
+  dl="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate 3000000 --requests 6000000"
+  for r in 1 2; do
+    load w-on-$r gpubatch-mix $dl --host-probe
+    load w-later-$r gpubatch-mix $dl --host-probe --read-errors-later
+    load w-nospread-$r env GPUBATCH_EXPIRY_SPREAD=off -- gpubatch-mix $dl --host-probe
+  done
+  load w-15m-later gpubatch-mix --device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate 1500000 --requests 3000000 --host-probe --read-errors-later
+  if have perf && have gpubatch-mix-sym; then
+    timeout 120 "$run" perf record -F 1999 -g -o "$out/w.data" -- "$PWD/$run" gpubatch-mix-sym $dl --json > "$out/perf-run.txt" 2>&1
+    {
+      timeout 120 "$run" perf report -i "$out/w.data" --no-children --sort comm -g none
+      timeout 120 "$run" perf report -i "$out/w.data" --comm gpubatch-expiry --no-children --sort dso,sym -g none --percent-limit 0.3
+      timeout 120 "$run" perf report -i "$out/w.data" --comm gpubatch-expiry --children --sort sym -g none --percent-limit 2
+    } > "$out/perf-watch.txt" 2>&1
+    rm -f "$out/w.data"
+  fi
 fi

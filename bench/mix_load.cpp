@@ -53,6 +53,7 @@ struct Options {
   std::size_t queue_capacity = 0;
   bool host_probe = false;  // a thread that measures how late it wakes ("host" in the JSON)
   bool read_errors_later = false;  // the handler keeps the exception; its sender reads it
+  bool rethrow_in_handler = false;  // the handler rethrows the exception to read its code
   long warm = -1;  // small requests sent before the clock starts (-1: a full batch per slot)
   bool json = false;
 };
@@ -139,7 +140,7 @@ void classify(Slot& s, const std::exception_ptr& e) {
 }
 
 void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
-  if (s.error) classify(s, s.error);
+  if (s.error) classify(s, s.error);  // the message (and the code, if not read yet)
   if (!s.code) {
     if (!pool.check(s.is_large, s.input, s.values)) {
       if (out.mismatches++ == 0) out.first_error = "result differs from the CPU reference";
@@ -207,11 +208,14 @@ void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, uns
       s->deadline = opt.deadline = s->called + std::chrono::microseconds(o.deadline_us);
     pending.push_back(s);
     const auto& input = s->is_large ? pool.large[s->input] : pool.small[s->input];
-    gpu.relu(input, opt, [s, later = o.read_errors_later](std::exception_ptr e, std::vector<float> v) {
+    gpu.relu(input, opt, [s, mode = o.read_errors_later ? 1 : o.rethrow_in_handler ? 2 : 0](std::exception_ptr e, std::vector<float> v) {
       s->finished = Clock::now();
       if (e) {
-        if (later) s->error = std::move(e);
-        else classify(*s, e);
+        // By default as a user would with gpubatch::error_code_of: the code read at once (no
+        // rethrow for an exception read before on this thread), the message by the sender later.
+        if (mode == 1) s->error = std::move(e);
+        else if (mode == 2) classify(*s, e);
+        else s->code = error_code_of(e), s->error = std::move(e);
       } else {
         s->values = std::move(v);
       }
@@ -278,6 +282,9 @@ int main(int argc, char** argv) {
   app.add_flag("--read-errors-later", o.read_errors_later,
                "a failed request's handler keeps its exception and the sending thread reads its code "
                "(by default the handler rethrows it to read the code, on the thread that resolves it)");
+  app.add_flag("--rethrow-in-handler", o.rethrow_in_handler,
+               "a failed request's handler rethrows its exception to read the code and message (before "
+               "2026-11-28 the default; now the handler reads the code with gpubatch::error_code_of)");
   app.add_flag("--host-probe", o.host_probe,
                "a thread of this process sleeps 100 us at a time over the run: how late it woke goes into \"host\" (steal is always there)");
   app.add_option("--warm", o.warm, "small requests sent before the clock starts (default: a full batch per in-flight slot)")

@@ -1,6 +1,8 @@
 #pragma once
 // Every failure gpubatch reports is a gpubatch::Error carrying an ErrorCode, so callers can branch
 // on the cause without parsing messages; the message names the request and what was wrong.
+#include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -38,5 +40,14 @@ class Error : public std::runtime_error {
  private:
   ErrorCode code_;
 };
+
+// The code of the failure `error` holds, as a completion handler receives it: its ErrorCode for a
+// gpubatch::Error, ErrorCode::out_of_memory for std::bad_alloc, ErrorCode::internal for anything
+// else; nullopt for a null `error` (success). Cheap where it counts: requests failed together
+// share one exception object (a round of expired or refused requests of one shape), and this
+// thread remembers the last few exceptions it read, compared by identity, so reading a code again
+// costs no rethrow. A handler that rethrew each error to read its code spent most of the deadline
+// watch's time doing so (BENCHMARKS.md, tenth session of 2026-11-28). Never throws.
+std::optional<ErrorCode> error_code_of(const std::exception_ptr& error) noexcept;
 
 }  // namespace gpubatch

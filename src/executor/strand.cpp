@@ -179,7 +179,9 @@ void ExecutorCore::process() {
     // pull() stopped at the end of every queue, not at a full level: nothing waits there.
     if (former_.wants_every_level()) queue_deadline_ = Clock::time_point::max();
     else if (urgent) scan_queue_deadlines(now, false);  // only what arrived since last time
-    bool backlogged = false;
+    // A backlog: requests left in the queues, or a batch formed and waiting for a free slot; then
+    // what the strand took since its last look is what it can take, not what arrived.
+    bool backlogged = blocked_on_slot_ && !former_.empty();
     for (std::size_t l = 0; l < level_count(); ++l) {
       level_queue(l).notify_space();
       backlogged = backlogged || level_queue(l).size_approx() > 0;

@@ -427,14 +427,16 @@ void ExecutorCore::apply_thread_nice() noexcept {
 // ---------------------------------------------------------------------------------------------
 // Producers.
 
-// Deadline admission (DESIGN.md "Deadlines"): only behind a backlog of at least a full batch,
-// at a rate measured in the last DrainRate::kStale, and counting none of the device time after
-// the wait (the prediction errs towards admitting).
+// Deadline admission (DESIGN.md "Deadlines"): only behind requests already waiting, with signals
+// measured in the last DrainRate::kStale: the shortest wait of the newest requests of the last
+// batches, and behind a backlog of at least a full batch its size at the measured drain rate;
+// counting none of the device time after the wait (the prediction errs towards admitting).
 bool ExecutorCore::backlog_outlasts(Clock::time_point deadline, Clock::time_point now, std::size_t level) noexcept {
   std::uint64_t ahead = forming_now_.load(std::memory_order_relaxed);
   for (std::size_t l = level; l < level_count(); ++l) ahead += level_queue(l).size_approx();
-  if (ahead < config_.max_batch_size) return false;
-  const auto wait = drain_.wait_behind(ahead, now);
+  if (ahead == 0) return false;  // it goes into the next batch
+  auto wait = drain_.recent_wait(now);
+  if (ahead >= config_.max_batch_size) wait = std::max(wait, drain_.wait_behind(ahead, now));
   return wait.count() > 0 && now + wait > deadline;
 }
 

@@ -360,6 +360,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   else former_.take(batch->items, now, level0_only);  // the former keeps the pooled vector's capacity
   claim_or_drop(*batch);  // from here a cancellation no longer takes a request out
   const std::size_t n = batch->items.size();
+  if (n && !express) drain_.flushed(now, now - batch->items.back().enqueued);
   if (n == 0) {  // every request of it was cancelled
     --next_batch_id_;
     return_batch_to_pool(std::move(batch));

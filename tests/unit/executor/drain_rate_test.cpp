@@ -64,5 +64,20 @@ TEST(DrainRate, AStuckStrandGivesNoRateAndAnOldRatePredictsNothing) {
   EXPECT_EQ(r.wait_behind(10, t0 + 1ms + DrainRate::kStale + 1us).count(), 0);
 }
 
+TEST(DrainRate, TheShortestRecentWaitOfTheNewestRequestsOfTheLastBatches) {
+  DrainRate r;
+  for (std::size_t i = 0; i + 1 < DrainRate::kFlushes; ++i) r.flushed(t0, 5ms);
+  EXPECT_EQ(r.recent_wait(t0).count(), 0) << "not before kFlushes batches";
+  r.flushed(t0 + 1ms, 3ms);
+  EXPECT_EQ(r.recent_wait(t0 + 1ms), 3ms);
+  r.flushed(t0 + 2ms, 8ms);  // the shortest of the last four still counts
+  EXPECT_EQ(r.recent_wait(t0 + 2ms), 3ms);
+  for (std::size_t i = 0; i < DrainRate::kFlushes; ++i) r.flushed(t0 + 3ms, 10ms);
+  EXPECT_EQ(r.recent_wait(t0 + 3ms), 10ms) << "the short one has left the window";
+  EXPECT_EQ(r.recent_wait(t0 + 3ms + DrainRate::kStale + 1us).count(), 0) << "stale";
+  r.flushed(t0 + 100ms, -1ms);  // a clock step: never a negative wait
+  EXPECT_EQ(r.recent_wait(t0 + 100ms).count(), 0);
+}
+
 }  // namespace
 }  // namespace gpubatch::testing

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3206,4 +3206,22 @@ if on adm10d; then
   load d-large-c6 gpubatch-mix-c6 $lg
   load d-open2m gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate 2000000 --requests 6000000
   load d-crowd gpubatch-load --device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000
+fi
+
+# Deadline admission's fifth form (behind any request waiting, both signals): this build against
+# call 6's (gpubatch-mix-c6) and call 7's (gpubatch-mix-c7), interleaved.
+if on adm10e; then
+  dl="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5"
+  for r in 1 2; do
+    load e-3m-$r gpubatch-mix $dl --rate 3000000 --requests 6000000 --host-probe
+    load e-3m-c6-$r gpubatch-mix-c6 $dl --rate 3000000 --requests 6000000 --host-probe
+    load e-3m-c7-$r gpubatch-mix-c7 $dl --rate 3000000 --requests 6000000 --host-probe
+    load e-15m-$r gpubatch-mix $dl --rate 1500000 --requests 3000000 --host-probe
+    load e-15m-c6-$r gpubatch-mix-c6 $dl --rate 1500000 --requests 3000000 --host-probe
+    load e-1m-$r gpubatch-mix $dl --rate 1000000 --requests 3000000 --host-probe
+    load e-1m-c6-$r gpubatch-mix-c6 $dl --rate 1000000 --requests 3000000 --host-probe
+  done
+  lg="$dl --large 0.01 --large-size 1000000 --rate 150000 --requests 450000 --host-probe"
+  load e-large gpubatch-mix $lg
+  load e-large-c6 gpubatch-mix-c6 $lg
 fi

@@ -169,11 +169,12 @@ struct BatchConfig {
   // 256-float requests of one core. false: one core for the whole set. Ignored with one device
   // and in resident mode (its kernel runs on member 0, which every thread must reach).
   bool shard_per_device = true;
-  // A request with a deadline that would wait in the queue past it, at the rate the strand was
-  // last measured to take requests out of a backlog, is refused at the call with
-  // deadline_exceeded (before its deadline) instead of waiting to expire there (DESIGN.md
-  // "Deadlines": admission). Only with a backlog of at least max_batch_size requests ahead of
-  // it and a rate measured in the last 50 ms. false: every request with a deadline is queued.
+  // A request with a deadline that would wait past it before it is batched is refused at the call
+  // with deadline_exceeded (before its deadline) instead of waiting to expire (DESIGN.md
+  // "Deadlines": admission). Predicted from the requests ahead of it at the rate the strand took
+  // requests while behind, and from the wait of the newest requests of the last batches; only
+  // behind requests already waiting, with signals from the last 50 ms (an executor that has not
+  // been behind lately refuses nothing). false: every request with a deadline is queued.
   bool deadline_admission = true;
 
   // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,

@@ -428,15 +428,15 @@ void ExecutorCore::apply_thread_nice() noexcept {
 // Producers.
 
 // Deadline admission (DESIGN.md "Deadlines"): only behind requests already waiting, with signals
-// measured in the last DrainRate::kStale: the shortest wait of the newest requests of the last
-// batches, and behind a backlog of at least a full batch its size at the measured drain rate;
-// counting none of the device time after the wait (the prediction errs towards admitting).
+// measured in the last DrainRate::kStale (so never on an executor that has not been behind in
+// that time): the shortest wait of the newest requests of the last batches, and the requests
+// ahead at the rate the strand took requests while behind; counting none of the device time
+// after the wait (the prediction errs towards admitting).
 bool ExecutorCore::backlog_outlasts(Clock::time_point deadline, Clock::time_point now, std::size_t level) noexcept {
   std::uint64_t ahead = forming_now_.load(std::memory_order_relaxed);
   for (std::size_t l = level; l < level_count(); ++l) ahead += level_queue(l).size_approx();
   if (ahead == 0) return false;  // it goes into the next batch
-  auto wait = drain_.recent_wait(now);
-  if (ahead >= config_.max_batch_size) wait = std::max(wait, drain_.wait_behind(ahead, now));
+  const auto wait = std::max(drain_.recent_wait(now), drain_.wait_behind(ahead, now));
   return wait.count() > 0 && now + wait > deadline;
 }
 

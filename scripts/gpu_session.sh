@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3224,4 +3224,24 @@ if on adm10e; then
   lg="$dl --large 0.01 --large-size 1000000 --rate 150000 --requests 450000 --host-probe"
   load e-large gpubatch-mix $lg
   load e-large-c6 gpubatch-mix-c6 $lg
+fi
+
+# The session's final build (tenth session of 2026-11-28) against the previous behaviour by its
+# switches (GPUBATCH_DEADLINE_ADMISSION=off, the mix's handler rethrowing), interleaved; the
+# priority mix and block_for past saturation; the GPU test binaries.
+if on final10b; then
+  dl="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5"
+  for r in 1 2; do
+    for R in 3000000 1500000 1000000; do
+      load g-$R-$r gpubatch-mix $dl --rate $R --requests $((2 * R)) --host-probe
+      load g-$R-prev-$r env GPUBATCH_DEADLINE_ADMISSION=off -- gpubatch-mix $dl --rate $R --requests $((2 * R)) --host-probe --rethrow-in-handler
+    done
+  done
+  load g-bf3m gpubatch-mix --device 0 --threads 16 --size 256 --block-for-us 300 --rate 3000000 --requests 6000000 --host-probe
+  load g-prio3m gpubatch-mix --device 0 --threads 16 --size 256 --high 0.1 --rate 3000000 --requests 6000000 --host-probe
+  load g-prio-idle gpubatch-mix --device 0 --threads 16 --size 256 --high 0.1 --rate 10000 --requests 30000 --host-probe
+  GPUBATCH_VALIDATION=0 timeout 300 "$run" gpubatch_integration_tests > "$out/tests-integration.txt" 2>&1
+  echo "   integration tests: exit $?, $(grep -E 'PASSED|FAILED' "$out/tests-integration.txt" | tr '\n' ' ')" | tee -a "$out/log.txt" >&2
+  GPUBATCH_VALIDATION=0 timeout 300 "$run" gpubatch_tests > "$out/tests-core.txt" 2>&1
+  echo "   core tests: exit $?, $(grep -E 'PASSED|FAILED' "$out/tests-core.txt" | tr '\n' ' ')" | tee -a "$out/log.txt" >&2
 fi

@@ -9,6 +9,7 @@
 //   auto gpu = executor.handle();                        // copy freely, use from any thread
 //   std::future<std::vector<float>> y = gpu.relu({-1.f, 2.f});
 //   gpu.dot(a, b, [](std::exception_ptr e, float v) { ... });   // any Asio completion token
+//                                    // (gpubatch::error_code_of(e): its code, without a rethrow)
 //   float d = co_await gpu.dot(a, b, boost::asio::use_awaitable);
 //
 // Every call returns at once and never throws (short of std::bad_alloc): a request that is

@@ -63,6 +63,7 @@ TEST(DeadlineAdmission, ARequestTheBacklogWouldOutlastIsRefusedAtTheCall) {
   const Stats s = b.executor->stats();
   EXPECT_GE(s.shed, 1u);
   EXPECT_GE(s.rejected, s.shed);
+  EXPECT_NE(to_prometheus(s).find("gpubatch_requests_shed_total " + std::to_string(s.shed) + "\n"), std::string::npos);
   // A request with time enough is queued and served; so is the whole backlog.
   auto patient = b.gpu.relu({-2.0f, 3.0f}, SubmitOptions::within(30s));
   EXPECT_FALSE(ready(patient));

@@ -104,6 +104,8 @@ TEST(Stats, PrometheusExposition) {
   has("gpubatch_requests_total{outcome=\"completed\"} 8\n");
   has("gpubatch_requests_total{outcome=\"rejected\"} 1\n");
   has("gpubatch_requests_total{outcome=\"failed\"} 0\n");
+  has("# TYPE gpubatch_requests_shed_total counter");
+  has("gpubatch_requests_shed_total 0\n");
   has("gpubatch_batches_total 2\n");
   has("gpubatch_flushes_total{reason=\"size\"} 2\n");
   has("gpubatch_flushes_total{reason=\"deadline\"} 0\n");

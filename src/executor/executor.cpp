@@ -436,7 +436,9 @@ bool ExecutorCore::backlog_outlasts(Clock::time_point deadline, Clock::time_poin
   std::uint64_t ahead = forming_now_.load(std::memory_order_relaxed);
   for (std::size_t l = level; l < level_count(); ++l) ahead += level_queue(l).size_approx();
   if (ahead == 0) return false;  // it goes into the next batch
-  const auto wait = std::max(drain_.recent_wait(now), drain_.wait_behind(ahead, now));
+  // The newest requests' wait is level 0's (a higher level goes ahead of it): level 0 only.
+  auto wait = drain_.wait_behind(ahead, now);
+  if (level == 0) wait = std::max(wait, drain_.recent_wait(now));
   return wait.count() > 0 && now + wait > deadline;
 }
 

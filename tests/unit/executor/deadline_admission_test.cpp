@@ -24,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 // A device that takes 2 ms a batch of at most 32: the strand drains a backlog at about 62 us a
 // request, so 2,000 queued requests take about 125 ms.
 struct Backlogged {
-  explicit Backlogged(bool admission) {
+  explicit Backlogged(bool admission, std::size_t levels = 1) {
     FakeDevice::Options o;
     o.delay = 2ms;
     device = std::make_shared<FakeDevice>(o);
@@ -33,6 +33,7 @@ struct Backlogged {
     c.max_inflight_batches = 1;
     c.queue_capacity = 4096;
     c.deadline_admission = admission;
+    c.priority_levels = levels;
     executor = std::make_unique<BatchExecutor>(device, c);
     gpu = executor->handle();
     for (int i = 0; i < 2000; ++i) backlog.push_back(gpu.relu({float(i)}));
@@ -88,6 +89,24 @@ TEST(DeadlineAdmission, RefusedRequestsNameTheirShapeAndTheReason) {
   const std::string what = error_message(refused);
   EXPECT_NE(what.find("relu request (7 floats)"), std::string::npos) << what;
   EXPECT_NE(what.find("refused at submission"), std::string::npos) << what;
+  b.executor->shutdown();
+}
+
+// A higher level goes ahead of level 0's backlog: its request is admitted and served in time.
+TEST(DeadlineAdmission, AHigherLevelIsNotRefusedForLevelZerosBacklog) {
+  Backlogged b(true, 2);
+  b.let_it_drain();
+  std::vector<std::future<std::vector<float>>> urgent;
+  for (int i = 0; i < 5; ++i) {  // at once: those after the first find it waiting ahead of them
+    SubmitOptions o = SubmitOptions::within(50ms);  // level 0's newest requests waited ~100 ms
+    o.priority = 1;
+    urgent.push_back(b.gpu.relu({float(-i), 1.0f}, o));
+  }
+  for (auto& f : urgent) {
+    ASSERT_TRUE(ready_within(f, 30s));
+    EXPECT_EQ(f.get(), (std::vector<float>{0.0f, 1.0f}));
+  }
+  EXPECT_EQ(b.executor->stats().shed, 0u);
   b.executor->shutdown();
 }
 

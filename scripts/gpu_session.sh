@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3244,4 +3244,26 @@ if on final10b; then
   echo "   integration tests: exit $?, $(grep -E 'PASSED|FAILED' "$out/tests-integration.txt" | tr '\n' ' ')" | tee -a "$out/log.txt" >&2
   GPUBATCH_VALIDATION=0 timeout 300 "$run" gpubatch_tests > "$out/tests-core.txt" 2>&1
   echo "   core tests: exit $?, $(grep -E 'PASSED|FAILED' "$out/tests-core.txt" | tr '\n' ' ')" | tee -a "$out/log.txt" >&2
+fi
+
+# No regression from the tenth session's changes where no deadline is involved: this build
+# against the session's starting point (fbaf14a: gpubatch-load-prev, gpubatch-mix-prev),
+# interleaved: the crowd, the lone caller, the open loop; and the deadline mix at 1.5 M/s.
+if on nr10; then
+  crowd="--device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000"
+  lone="--device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  open="--device 0 --threads 16 --op relu --size 256 --rate 1000000 --requests 3000000"
+  for r in 1 2 3; do
+    load nr-crowd-$r gpubatch-load $crowd
+    load nr-crowd-prev-$r gpubatch-load-prev $crowd
+  done
+  for r in 1 2; do
+    load nr-lone-$r gpubatch-load $lone
+    load nr-lone-prev-$r gpubatch-load-prev $lone
+    load nr-open-$r gpubatch-load $open
+    load nr-open-prev-$r gpubatch-load-prev $open
+  done
+  dl="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate 1500000 --requests 3000000 --host-probe"
+  load nr-dl15m gpubatch-mix $dl
+  load nr-dl15m-prev gpubatch-mix-prev $dl
 fi

@@ -1,8 +1,12 @@
+# The deadline and priority rows of gpubatch-mix results (a results.jsonl of scripts/gpu_session.sh):
+# python3 bench/mix_rows.py FILE
 import json,sys
 for l in open(sys.argv[1]):
     j=json.loads(l)
     if j.get('tool')!='gpubatch-mix': continue
-    bp=j.get('deadline_late_by_path_us',{})
+    none={'count':0,'p99':0.0}
+    bp={k:none for k in ('watch','admission','strand','call')}
+    bp.update(j.get('deadline_late_by_path_us',{}))  # absent before the tenth session
     print(j['name'].ljust(12), 'ok/s %8.0f'%j['completed_per_s'],'dl %7d'%j['deadline_exceeded'],'shed %7d'%j.get('shed',0),
       'late p50/p99 %6.0f/%6.0f'%(j['deadline_late_us']['p50'],j['deadline_late_us']['p99']),
       'watch %7d/%6.0f'%(bp['watch']['count'],bp['watch']['p99']), 'adm %7d/%6.0f'%(bp['admission']['count'],bp['admission']['p99']),

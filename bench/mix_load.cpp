@@ -281,7 +281,7 @@ int main(int argc, char** argv) {
   app.add_option("--target-p99-us", o.target_p99_us, "BatchConfig::target_p99 (0: off)")->check(CLI::Range(0, 60000000));
   app.add_flag("--read-errors-later", o.read_errors_later,
                "a failed request's handler keeps its exception and the sending thread reads its code "
-               "(by default the handler rethrows it to read the code, on the thread that resolves it)");
+               "(by default the handler reads the code with gpubatch::error_code_of, on the thread that resolves it)");
   app.add_flag("--rethrow-in-handler", o.rethrow_in_handler,
                "a failed request's handler rethrows its exception to read the code and message (before "
                "2026-11-28 the default; now the handler reads the code with gpubatch::error_code_of)");

@@ -1,7 +1,7 @@
 #pragma once
 // How fast the strand takes requests out of a backlog, learnt online, and what it predicts for a
 // request that would join the back of one (DESIGN.md "Deadlines": admission). Pure: time is
-// passed in; the strand feeds it once per run, any caller asks it.
+// passed in; the strand feeds it once per pass and at each flush, any caller asks it.
 //
 // Why: past saturation a request with a deadline that joins a queue of thousands cannot be served
 // before its deadline, yet it used to enter the queue, hold a cell in the deadline watch, be
@@ -15,8 +15,8 @@
 // free slot, a queue shorter than a batch but slow to leave): the wait of the newest request of
 // each batch flushed lately (flushed()).
 //
-// Only a measured, recent rate is trusted: a window counts only while the queue held a backlog
-// at both of its ends (an idle queue says nothing of how fast it drains), and a rate older than
+// Only a measured, recent rate is trusted: a window counts only while a backlog waited at both
+// of its ends (an idle queue says nothing of how fast it drains), and a rate older than
 // kStale predicts nothing (the load may have changed). A request is refused only when even this
 // rate, counted over every request ahead of it and none of the device time after, outlasts its
 // deadline: the prediction errs towards admitting.
@@ -34,8 +34,9 @@ class DrainRate {
   static constexpr auto kWindow = std::chrono::milliseconds(1);
   static constexpr auto kStale = std::chrono::milliseconds(50);
 
-  // The strand, at the end of a run: `taken` is every request it ever took from its queues (a
-  // running count), `backlogged` whether requests are still waiting in them.
+  // The strand, at the end of a pass: `taken` is every request it ever took into a batch (a
+  // running count), `backlogged` whether requests still wait for it (in its queues, or in a
+  // formed batch waiting for a free slot).
   void observe(Clock::time_point now, std::uint64_t taken, bool backlogged) noexcept {
     if (!backlogged) {
       open_ = false;

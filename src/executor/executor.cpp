@@ -195,6 +195,14 @@ std::string describe(const RequestShape& r) {
 
 std::string describe(const Request& r) { return describe(shape_of(r)); }
 
+const std::exception_ptr& SharedError::get(const RequestShape& s, ErrorCode code, std::string_view why) {
+  if (!error || !(s == shape)) {
+    error = make_error(code, describe(s) + std::string(why));
+    shape = s;
+  }
+  return error;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Construction, threads.
 
@@ -442,22 +450,18 @@ bool ExecutorCore::backlog_outlasts(Clock::time_point deadline, Clock::time_poin
   return wait.count() > 0 && now + wait > deadline;
 }
 
-// A refusal shares one exception per thread and shape, as the deadline watch's expiries do: a
-// saturated executor refuses requests by the hundred thousand a second.
+// A refusal shares one exception per thread and shape (SharedError), as the deadline watch's
+// expiries do: a saturated executor refuses requests by the hundred thousand a second.
 void ExecutorCore::shed(Completion& completion, const Request& request) noexcept {
   rejected_.fetch_add(1, std::memory_order_relaxed);
   shed_.fetch_add(1, std::memory_order_relaxed);
   try {
-    thread_local std::exception_ptr last_error;
-    thread_local RequestShape last_shape;
-    const RequestShape shape = shape_of(request);
-    if (!last_error || !(shape == last_shape)) {
-      last_error = make_error(ErrorCode::deadline_exceeded,
-                              describe(shape) + ": refused at submission: the requests queued ahead of it "
-                                                "would outlast its deadline (deadline_admission)");
-      last_shape = shape;
-    }
-    resolve_error(completion, last_error, true, this);
+    thread_local SharedError refused;
+    resolve_error(completion,
+                  refused.get(shape_of(request), ErrorCode::deadline_exceeded,
+                              ": refused at submission: the requests queued ahead of it would outlast its "
+                              "deadline (deadline_admission)"),
+                  true, this);
   } catch (...) {
     resolve_error(completion, std::current_exception(), true, this);
   }

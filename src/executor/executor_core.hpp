@@ -27,6 +27,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -109,6 +110,15 @@ void reuse_input_buffer(Request& request, Result& result) noexcept;
 std::string describe(const Request& request);
 std::string describe(const RequestShape& shape);
 RequestShape shape_of(const Request& request) noexcept;
+// One exception shared by requests of one shape that fail one after another for one reason (the
+// deadline watch's expiries, deadline admission's refusals): formatted and allocated once instead
+// of per request (gpubatch-expiry-rate: DESIGN.md "Deadlines"). Keep one per thread and call site
+// (thread_local): the text names nothing of an executor. May throw (std::bad_alloc).
+struct SharedError {
+  std::exception_ptr error;
+  RequestShape shape;
+  const std::exception_ptr& get(const RequestShape& s, ErrorCode code, std::string_view why);
+};
 // The executor whose strand or completion thread this is (null on any other thread).
 ExecutorCore* this_thread_core() noexcept;
 // Makes this thread count as `core`'s (or none) for a while; returns what it was.

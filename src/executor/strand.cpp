@@ -455,18 +455,12 @@ void ExecutorCore::on_deadline(ExpiryCell& cell) noexcept {
   if (cell.expire(&left)) {
     watch_expired_.fetch_add(1, std::memory_order_relaxed);
     try {
-      // Requests of one shape expiring together share one exception (the same message) instead
-      // of formatting and allocating one each (gpubatch-expiry-rate: DESIGN.md "Deadlines"). Kept
-      // per thread: the watch and its helpers fail requests at once (the text names nothing of
-      // this executor's).
-      thread_local std::exception_ptr last_error;
-      thread_local RequestShape last_shape;
-      if (!last_error || !(cell.shape == last_shape)) {
-        last_error = make_error(ErrorCode::deadline_exceeded,
-                                describe(cell.shape) + ": its deadline passed before it was submitted");
-        last_shape = cell.shape;
-      }
-      resolve_error(cell.completion, last_error, false, this);
+      // Requests of one shape expiring together share one exception (SharedError), per thread:
+      // the watch and its helpers fail requests at once.
+      thread_local SharedError expired;
+      resolve_error(cell.completion,
+                    expired.get(cell.shape, ErrorCode::deadline_exceeded, ": its deadline passed before it was submitted"),
+                    false, this);
     } catch (...) {
       resolve_error(cell.completion, std::current_exception(), false, this);
     }

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3266,4 +3266,33 @@ if on nr10; then
   dl="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate 1500000 --requests 3000000 --host-probe"
   load nr-dl15m gpubatch-mix $dl
   load nr-dl15m-prev gpubatch-mix-prev $dl
+fi
+
+# thread_slice_us (eleventh session): the executor's threads ask EEVDF for a short slice, so that
+# on waking they run before callers' threads that have used their turn. Every load where the
+# callers take every core, with the slice (100 us, 300 us) against the system's, interleaved;
+# then where they do not (the crowd, the lone caller) for no regression.
+if on slice11; then
+  { uname -r; grep -H . /proc/sys/kernel/sched_* 2>/dev/null; grep slice /proc/self/sched; nproc; } >> "$out/log.txt" 2>&1
+  dl="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --host-probe"
+  for r in 1 2; do
+    for s in 0 100 300; do
+      [ "$r" = 2 ] && [ "$s" = 300 ] && continue
+      e="env GPUBATCH_THREAD_SLICE_US=$s --"
+      load sl-dl3m-$s-$r $e gpubatch-mix $dl --rate 3000000 --requests 6000000
+      load sl-dl15m-$s-$r $e gpubatch-mix $dl --rate 1500000 --requests 3000000
+      load sl-prio3m-$s-$r $e gpubatch-mix --device 0 --threads 16 --size 256 --high 0.1 --rate 3000000 --requests 6000000 --host-probe
+      load sl-bf3m-$s-$r $e gpubatch-mix --device 0 --threads 16 --size 256 --block-for-us 300 --rate 3000000 --requests 6000000 --host-probe
+      load sl-open15m-$s-$r $e gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate 1500000 --requests 4500000
+      load sl-m64-$s-$r $e gpubatch-mix --device 0 --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000
+    done
+  done
+  for s in 0 100; do
+    e="env GPUBATCH_THREAD_SLICE_US=$s --"
+    load sl-prioidle-$s $e gpubatch-mix --device 0 --threads 16 --size 256 --high 0.1 --rate 10000 --requests 30000 --host-probe
+    for r in 1 2; do
+      load sl-crowd-$s-$r $e gpubatch-load --device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000
+      load sl-lone-$s-$r $e gpubatch-load --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+    done
+  done
 fi

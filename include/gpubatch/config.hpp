@@ -63,6 +63,12 @@
 //                        it the log says so once and the threads keep their priority. Where
 //                        callers' threads take every core, it keeps the executor's threads from
 //                        waiting for one (DESIGN.md "Scheduling")
+//   thread_slice_us      0, or 100 .. 100000: the scheduler slice the executor's own threads ask
+//                        of Linux's EEVDF scheduler (kernel 6.12 or later; sched_attr's
+//                        sched_runtime, no privilege needed): a short slice lets a thread that
+//                        wakes run before callers' threads that have used their turn, without
+//                        giving it a larger share of the CPU. 0 leaves the system's; where the
+//                        kernel ignores it the log says so once (DESIGN.md "Scheduling")
 // Environment: GPUBATCH_PRESET, GPUBATCH_MAX_BATCH_SIZE, GPUBATCH_MAX_WAIT_US, GPUBATCH_POLICY,
 // GPUBATCH_QUEUE_CAPACITY, GPUBATCH_MAX_INFLIGHT_BATCHES, GPUBATCH_OVERFLOW,
 // GPUBATCH_BLOCK_TIMEOUT_US, GPUBATCH_MAX_BATCH_BYTES, GPUBATCH_COMPLETION_THREADS,
@@ -145,6 +151,8 @@ struct BatchConfig {
   std::string devices;
   // The executor's threads' nice value (-20 .. 19; 0: unchanged).
   int thread_nice = 0;
+  // The EEVDF slice the executor's threads ask for (0: the system's; else 100 us .. 100 ms).
+  std::chrono::microseconds thread_slice{0};
   // A future asked of an idle executor comes back ready: the call submits the request on its own
   // thread (as it already did) and then waits for that lone batch itself, polling for
   // completion_spin, before it returns. Without it the call returns at once and its caller, in

@@ -29,6 +29,8 @@ constexpr std::int64_t kMaxWaitLimitUs = 60'000'000;  // a minute
 // burns a core.
 constexpr std::int64_t kMaxCompletionSpinUs = 10'000;
 constexpr std::int64_t kMinNice = -20, kMaxNice = 19;
+// What Linux accepts as a fair task's slice (it clamps sched_runtime to 0.1 .. 100 ms).
+constexpr std::chrono::microseconds kMinSlice{100}, kMaxSlice{100'000};
 
 [[noreturn]] void bad(std::string_view key, const std::string& why) {
   throw Error(ErrorCode::invalid_config, std::string(key) + ": " + why);
@@ -69,6 +71,7 @@ constexpr Key kKeys[] = {
     {"level_timeout_us", "GPUBATCH_LEVEL_TIMEOUT_US", Kind::list},
     {"devices", "GPUBATCH_DEVICES", Kind::text},
     {"thread_nice", "GPUBATCH_THREAD_NICE", Kind::nice},
+    {"thread_slice_us", "GPUBATCH_THREAD_SLICE_US", Kind::micros},
 };
 
 const Key* find_key(std::string_view name) {
@@ -101,6 +104,7 @@ void set_integer(BatchConfig& c, const Key& key, std::int64_t v, const std::stri
   else if (key.name == "target_p99_us") c.target_p99 = std::chrono::microseconds(v);
   else if (key.name == "priority_levels") c.priority_levels = u;
   else if (key.name == "priority_aging_us") c.priority_aging = std::chrono::microseconds(v);
+  else if (key.name == "thread_slice_us") c.thread_slice = std::chrono::microseconds(v);
   else if (key.kind == Kind::list) bad(where, "expects a string of comma-separated integers, one per level, such as \"0,2000\"");
   else if (key.kind == Kind::boolean) bad(where, "expects true or false, not an integer");
   else bad(where, "expects a string, not an integer");
@@ -474,8 +478,8 @@ void check(const BatchConfig& c, std::string_view prefix) {
   const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
                block_timeout, max_batch_bytes, completion_threads, batch_timeout,
                completion_spin, resident, resident_idle, target_p99, priority_levels, priority_aging,
-               level_queue_capacity, level_timeout, devices, thread_nice, lone_future_waits,
-               direct_bytes, shard_per_device, deadline_admission] = c;
+               level_queue_capacity, level_timeout, devices, thread_nice, thread_slice,
+               lone_future_waits, direct_bytes, shard_per_device, deadline_admission] = c;
   auto bad = [prefix](std::string_view key, const std::string& why) {
     ::gpubatch::bad(std::string(prefix) + std::string(key), why);
   };
@@ -534,6 +538,10 @@ void check(const BatchConfig& c, std::string_view prefix) {
   if (thread_nice < kMinNice || thread_nice > kMaxNice)
     bad("thread_nice", "must be in [" + std::to_string(kMinNice) + ", " + std::to_string(kMaxNice) + "] (got " +
                            std::to_string(thread_nice) + ")");
+  if (thread_slice.count() != 0 && (thread_slice < kMinSlice || thread_slice > kMaxSlice))
+    bad("thread_slice_us", "must be 0 (the system's) or in [" + std::to_string(kMinSlice.count()) + ", " +
+                               std::to_string(kMaxSlice.count()) + "] (got " +
+                               std::to_string(thread_slice.count()) + ")");
   if (policy != FlushPolicy::deadline && policy != FlushPolicy::adaptive) bad("policy", "unknown value");
   if (overflow != OverflowPolicy::block && overflow != OverflowPolicy::block_for &&
       overflow != OverflowPolicy::reject)

@@ -25,6 +25,7 @@
 #include "executor/executor_core.hpp"
 #include "executor/executor_internal.hpp"
 #include "executor/set_shard.hpp"
+#include "executor/thread_slice.hpp"
 #include "gpubatch/error.hpp"
 
 namespace gpubatch {
@@ -418,6 +419,7 @@ void ExecutorCore::start_expiry_thread() noexcept {
 // 1 ns. GPUBATCH_TIMER_SLACK=default keeps the system's for side-by-side runs.
 void ExecutorCore::prepare_thread() noexcept {
   apply_thread_nice();
+  apply_thread_slice();
   if (!env_is("GPUBATCH_TIMER_SLACK", "default")) ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }
 
@@ -430,6 +432,22 @@ void ExecutorCore::apply_thread_nice() noexcept {
     spdlog::warn("gpubatch executor: thread_nice = {} refused ({}): the executor's threads keep their "
                  "priority (a negative value needs CAP_SYS_NICE or RLIMIT_NICE)",
                  config_.thread_nice, std::strerror(err));
+}
+
+// thread_slice_us (DESIGN.md "Scheduling"): after the nice value, which sched_setattr keeps.
+void ExecutorCore::apply_thread_slice() noexcept {
+  if (config_.thread_slice.count() == 0) return;
+  errno = 0;
+  const SliceOutcome outcome = request_thread_slice(config_.thread_slice);
+  const int err = errno;
+  if (outcome == SliceOutcome::applied || outcome == SliceOutcome::not_fair) return;
+  if (slice_refused_.exchange(true, std::memory_order_relaxed)) return;
+  if (outcome == SliceOutcome::refused)
+    spdlog::warn("gpubatch executor: thread_slice_us = {} refused ({}): the executor's threads keep the "
+                 "system's slice", config_.thread_slice.count(), std::strerror(err));
+  else
+    spdlog::info("gpubatch executor: thread_slice_us = {} has no effect on this kernel (custom slices "
+                 "need Linux 6.12 or later)", config_.thread_slice.count());
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -308,6 +308,31 @@ TEST(BatchConfig, ThreadNiceTakesANiceValue) {
   expect_invalid([&] { c.validate(); }, "thread_nice");
 }
 
+// thread_slice_us: 0 (the system's) or what Linux accepts as a fair thread's slice, 100 us .. 100 ms.
+TEST(BatchConfig, ThreadSliceTakesZeroOrTheKernelsRange) {
+  using std::chrono::microseconds;
+  EXPECT_EQ(BatchConfig{}.thread_slice, microseconds(0));
+  EXPECT_EQ(BatchConfig::from_string("thread_slice_us = 100").thread_slice, microseconds(100));
+  EXPECT_EQ(BatchConfig::from_string("thread_slice_us = 100000").thread_slice, microseconds(100000));
+  EXPECT_EQ(BatchConfig::from_string("thread_slice_us = 0").thread_slice, microseconds(0));
+  expect_invalid([] { BatchConfig::from_string("thread_slice_us = 99", "s.toml"); },
+                 "thread_slice_us: must be 0 (the system's) or in [100, 100000] (got 99)");
+  expect_invalid([] { BatchConfig::from_string("thread_slice_us = 100001", "s.toml"); }, "thread_slice_us");
+  expect_invalid([] { BatchConfig::from_string("thread_slice_us = -1", "s.toml"); }, "thread_slice_us");
+  expect_invalid([] { BatchConfig::from_string("thread_slice_us = \"short\"", "s.toml"); }, "thread_slice_us");
+  {
+    EnvGuard slice("GPUBATCH_THREAD_SLICE_US", "250");
+    EXPECT_EQ(BatchConfig::from_environment().thread_slice, microseconds(250));
+  }
+  {
+    EnvGuard slice("GPUBATCH_THREAD_SLICE_US", "50");
+    expect_invalid([] { BatchConfig::from_environment(); }, "thread_slice_us");
+  }
+  BatchConfig c;
+  c.thread_slice = microseconds(1);
+  expect_invalid([&] { c.validate(); }, "thread_slice_us");
+}
+
 TEST(PriorityConfig, BadValuesNameTheKey) {
   auto invalid = [](const char* text, const std::string& part) {
     expect_invalid([&] { BatchConfig::from_string(text, "p.toml"); }, part);

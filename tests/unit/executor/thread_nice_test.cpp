@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,8 +15,10 @@
 #include <set>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "executor/thread_slice.hpp"
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/executor.hpp"
@@ -96,6 +99,56 @@ TEST(ThreadNice, TheExecutorsThreadsTakeIt) {
     return nices.count("gpubatch-strand") == 1;
   }));
   for (const auto& [name, nice] : nices) EXPECT_EQ(nice, base) << name;
+}
+
+// The slice of a thread of this process (sched_getattr of another thread: its id), or -1.
+long long slice_of(pid_t tid) {
+  detail::SchedAttr a;
+  if (::syscall(SYS_sched_getattr, tid, &a, sizeof a, 0) != 0) return -1;
+  return static_cast<long long>(a.sched_runtime);
+}
+
+// thread_slice_us: the executor's threads ask for it, the caller's keeps its own. Skipped where
+// the kernel keeps no custom slices (before 6.12), which a scratch thread finds out first.
+TEST(ThreadSlice, TheExecutorsThreadsTakeIt) {
+  using namespace std::chrono;
+  detail::SliceOutcome probe{};
+  std::thread([&] { probe = detail::request_thread_slice(microseconds(300)); }).join();
+  if (probe != detail::SliceOutcome::applied) GTEST_SKIP() << "this kernel keeps no custom slices";
+  const long long own = slice_of(gettid());
+  const long long want = duration_cast<nanoseconds>(microseconds(300)).count();
+  ASSERT_NE(own, want) << "pick a slice this thread does not have already";
+  auto device = std::make_shared<FakeDevice>();
+  const std::set<pid_t> before = threads_now();
+  BatchConfig c = BatchConfig::adaptive();
+  c.thread_slice = microseconds(300);
+  c.thread_nice = std::min(19, nice_of(gettid()) + 2);  // both: the slice keeps the nice value
+  c.completion_threads = 2;
+  BatchExecutor executor(device, c);
+  auto gpu = executor.handle();
+  auto first = gpu.relu({1.0f});
+  auto timed = gpu.relu({2.0f}, SubmitOptions::within(60s));  // starts the deadline watch
+  ASSERT_TRUE(ready_within(first, 30s));
+  ASSERT_TRUE(ready_within(timed, 30s));
+  std::multimap<std::string, long> nices;
+  std::map<pid_t, long long> slices;
+  ASSERT_TRUE(eventually([&] {
+    nices = new_executor_thread_nices(before);
+    slices.clear();
+    for (pid_t tid : threads_now()) {
+      if (before.count(tid)) continue;
+      std::ifstream comm("/proc/self/task/" + std::to_string(tid) + "/comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name.rfind("gpubatch-", 0) == 0) slices[tid] = slice_of(tid);
+    }
+    return nices.count("gpubatch-strand") == 1 && nices.count("gpubatch-done") == 2 &&
+           nices.count("gpubatch-expiry") == 1 &&
+           std::all_of(nices.begin(), nices.end(), [&](const auto& kv) { return kv.second == c.thread_nice; }) &&
+           std::all_of(slices.begin(), slices.end(), [&](const auto& kv) { return kv.second == want; });
+  })) << "strand " << nices.count("gpubatch-strand") << ", done " << nices.count("gpubatch-done")
+      << ", expiry " << nices.count("gpubatch-expiry");
+  EXPECT_EQ(slice_of(gettid()), own) << "the caller's thread is left alone";
 }
 
 // The threads sleep until instants that matter (a deadline, a batch's max_wait): they ask for a

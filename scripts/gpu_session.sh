@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3294,5 +3294,94 @@ if on slice11; then
       load sl-crowd-$s-$r $e gpubatch-load --device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000
       load sl-lone-$s-$r $e gpubatch-load --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256
     done
+  done
+fi
+
+# The lone round trip's slow mode (eleventh session): whole processes answer a lone caller in
+# about 50 us instead of 17-19, in every path, since the third session of 2026-11-27, where the
+# probe never has. Many short lone runs, each path, pinned to a CPU of either half, with the
+# GPU's clocks sampled every 20 ms and each run's start and end written down; the probe between.
+if on slowmode11; then
+  { lscpu; nvidia-smi topo -m; } > "$out/topo.txt" 2>&1
+  nvidia-smi --query-gpu=timestamp,pstate,clocks.sm,clocks.mem,utilization.gpu,power.draw --format=csv,noheader -lms 20 > "$out/smi.csv" 2>&1 &
+  smi=$!
+  lone="--device 0 --threads 1 --inflight 1 --requests 5000 --op relu --size 256"
+  for i in 1 2 3 4 5 6; do
+    for cpu in 3 13; do
+      pin="taskset -c $cpu"
+      for m in unbatched sync future; do
+        flag="--$m"; [ $m = future ] && flag=""
+        echo "@ $(date +%s.%N) start sm-$m-c$cpu-$i" >> "$out/log.txt"
+        load sm-$m-c$cpu-$i gpubatch-load $flag $lone
+        echo "@ $(date +%s.%N) end sm-$m-c$cpu-$i" >> "$out/log.txt"
+      done
+      pin=""
+    done
+    if have latency && [ $i -le 3 ]; then
+      echo "@ $(date +%s.%N) start probe-$i" >> "$out/log.txt"
+      timeout 60 "$run" latency 2>&1 | grep -E "^  [CE] " >> "$out/log.txt"
+      echo "@ $(date +%s.%N) end probe-$i" >> "$out/log.txt"
+    fi
+  done
+  kill $smi 2>/dev/null
+fi
+
+# The same, unpinned, and each round after a crowd (call 2's 36 pinned runs were all fast).
+if on slowmode11b; then
+  nvidia-smi --query-gpu=timestamp,pstate,clocks.sm,clocks.mem,utilization.gpu,power.draw --format=csv,noheader -lms 20 > "$out/smi.csv" 2>&1 &
+  smi=$!
+  lone="--device 0 --threads 1 --inflight 1 --requests 5000 --op relu --size 256"
+  for i in 1 2 3 4 5 6; do
+    load smb-crowd-$i gpubatch-load --device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 2000000
+    for m in future sync unbatched future-c3; do
+      flag="--$m"; [ ${m%-c3} = future ] && flag=""
+      [ $m = future-c3 ] && pin="taskset -c 3"
+      echo "@ $(date +%s.%N) start smb-$m-$i" >> "$out/log.txt"
+      load smb-$m-$i gpubatch-load $flag $lone
+      echo "@ $(date +%s.%N) end smb-$m-$i" >> "$out/log.txt"
+      pin=""
+    done
+  done
+  kill $smi 2>/dev/null
+fi
+
+# Where an express batch's time goes at saturation (eleventh session): the priority mix traced,
+# at 3 M/s and idle, stage by stage (bench/trace_batches.py), with the GPU's own time.
+if on priotrace11; then
+  for R in 3000000 10000; do
+    n=$((2 * R)); [ $R = 10000 ] && n=30000
+    load pt-$R env GPUBATCH_TRACE=$out/trace-$R.json GPUBATCH_GPU_TIMESTAMPS=on -- gpubatch-mix --device 0 --threads 16 --size 256 --high 0.1 --rate $R --requests $n --host-probe
+    if [ -f "$out/trace-$R.json" ]; then
+      python3 bench/trace_batches.py "$out/trace-$R.json" --slowest 4 > "$out/batches-$R.txt" 2>&1
+      rm -f "$out/trace-$R.json"
+    fi
+  done
+fi
+
+# Express batches awaited beside the regular waiter (eleventh session), against
+# GPUBATCH_EXPRESS_BESIDE=off (the previous behaviour) and with four express batches in flight;
+# the priority mix at saturation and idle, interleaved; one traced run of each way.
+if on prioab11; then
+  mix="--device 0 --threads 16 --size 256 --high 0.1 --host-probe"
+  for r in 1 2 3; do
+    load pa-3m-$r gpubatch-mix $mix --rate 3000000 --requests 6000000
+    load pa-3m-off-$r env GPUBATCH_EXPRESS_BESIDE=off -- gpubatch-mix $mix --rate 3000000 --requests 6000000
+    load pa-3m-d4-$r env GPUBATCH_EXPRESS_DEPTH=4 -- gpubatch-mix $mix --rate 3000000 --requests 6000000
+  done
+  for r in 1 2; do
+    load pa-2m-$r gpubatch-mix $mix --rate 2000000 --requests 4000000
+    load pa-2m-off-$r env GPUBATCH_EXPRESS_BESIDE=off -- gpubatch-mix $mix --rate 2000000 --requests 4000000
+    load pa-idle-$r gpubatch-mix $mix --rate 10000 --requests 30000
+    load pa-idle-off-$r env GPUBATCH_EXPRESS_BESIDE=off -- gpubatch-mix $mix --rate 10000 --requests 30000
+  done
+  for w in on off; do
+    load pa-trace-$w env GPUBATCH_EXPRESS_BESIDE=$w GPUBATCH_TRACE=$out/trace-$w.json -- gpubatch-mix $mix --rate 3000000 --requests 6000000
+    if [ -f "$out/trace-$w.json" ]; then
+      python3 bench/trace_batches.py "$out/trace-$w.json" --slowest 2 > "$out/batches-$w.txt" 2>&1
+      rm -f "$out/trace-$w.json"
+    fi
+  done
+  for r in 1 2; do
+    load pa-crowd-$r gpubatch-load --device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000
   done
 fi

@@ -101,7 +101,12 @@ void ExecutorCore::completion_loop(std::size_t index) {
       lock.lock();
       continue;
     }
-    const bool express_next = awaiting_ < await_width_ && !inflight_queue_.empty() && inflight_queue_.front()->express;
+    // An express batch (hand_to_completion puts them first) is awaited before any other work,
+    // also while await_width_ threads already wait for regular batches: then beside them, by a
+    // poll (express_beside_).
+    const bool express_front = !inflight_queue_.empty() && inflight_queue_.front()->express;
+    const bool beside = express_front && awaiting_ >= await_width_ && express_beside_ && !express_awaiting_;
+    const bool express_next = express_front && (awaiting_ < await_width_ || beside);
     if (!ready_.empty() && !express_next) {
       Batch* b = ready_.front();
       const std::uint32_t chunk = b->next_chunk++;
@@ -111,18 +116,23 @@ void ExecutorCore::completion_loop(std::size_t index) {
       lock.lock();
       continue;
     }
-    if (awaiting_ < await_width_ && !inflight_queue_.empty()) {
+    if ((awaiting_ < await_width_ && !inflight_queue_.empty()) || beside) {
       std::unique_ptr<Batch> owned = std::move(inflight_queue_.front());
       inflight_queue_.pop_front();
-      ++awaiting_;
+      if (beside) express_awaiting_ = true;
+      else ++awaiting_;
       lock.unlock();
       Batch* b = owned.release();  // from here owned by its chunks; the last one pools it
       // A completion thread polls only a lone caller's batch or a full one (polls_batch): a
       // lone request is back without the blocking wait's wake-up, a saturated device gets its
-      // next batch sooner, and an idle executor spins not at all.
-      await_batch(*b, index, polls_batch(b->items.size()) ? completion_spin_ : std::chrono::microseconds(0));
+      // next batch sooner, and an idle executor spins not at all. Beside the regular waiters an
+      // express batch is polled (for up to kExpressPoll): a second thread blocked in the
+      // driver's wait is what the serial waiter avoids (NVIDIA's missed wake-ups).
+      await_batch(*b, index, beside ? std::max(completion_spin_, std::chrono::microseconds(kExpressPoll))
+                             : polls_batch(b->items.size()) ? completion_spin_ : std::chrono::microseconds(0));
       lock.lock();
-      --awaiting_;
+      if (beside) express_awaiting_ = false;
+      else --awaiting_;
       // This thread takes the first chunk; the others go to whoever is idle.
       b->next_chunk = 1;
       if (b->chunks > 1) ready_.push_back(b);
@@ -133,7 +143,7 @@ void ExecutorCore::completion_loop(std::size_t index) {
       lock.lock();
       continue;
     }
-    if (stop_completion_ && inflight_queue_.empty() && awaiting_ == 0) return;
+    if (stop_completion_ && inflight_queue_.empty() && awaiting_ == 0 && !express_awaiting_) return;
     inflight_cv_.wait(lock);
   }
 }

@@ -295,6 +295,7 @@ bool caller_awaits_enabled() noexcept { return !env_is("GPUBATCH_CALLER_AWAITS",
 bool future_inline_enabled() noexcept { return !env_is("GPUBATCH_FUTURE_INLINE", "off"); }
 bool handler_inline_enabled() noexcept { return !env_is("GPUBATCH_HANDLER_INLINE", "off"); }
 bool express_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS", "off"); }
+bool express_beside_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS_BESIDE", "off"); }
 std::uint32_t express_depth() noexcept {
   const char* v = std::getenv("GPUBATCH_EXPRESS_DEPTH");
   if (v == nullptr || *v == 0) return 2;

@@ -142,6 +142,9 @@ bool caller_awaits_enabled() noexcept;
 bool future_inline_enabled() noexcept;
 bool handler_inline_enabled() noexcept;
 bool express_enabled() noexcept;  // GPUBATCH_EXPRESS is not "off" (ExecutorCore::express_ready)
+// GPUBATCH_EXPRESS_BESIDE is not "off": an express batch is awaited beside the regular waiters
+// (ExecutorCore::completion_loop).
+bool express_beside_enabled() noexcept;
 // Express batches in flight at once: GPUBATCH_EXPRESS_DEPTH (1 .. 8), else 2 (ExecutorCore::express_busy).
 std::uint32_t express_depth() noexcept;
 bool lanes_busy_batches_only() noexcept;  // GPUBATCH_LANES_BUSY=batches (ExecutorCore::lanes_busy)
@@ -580,6 +583,12 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<std::uint32_t> express_inflight_{0};  // express batches in flight (express_busy)
   const std::uint32_t express_depth_ = express_depth();  // GPUBATCH_EXPRESS_DEPTH, else 2
   const bool express_on_ = express_enabled();  // GPUBATCH_EXPRESS is not "off"
+  // Express batches awaited beside the regular waiters (completion_loop): not on a device of host
+  // cores, where the poll would take a core the device's own threads need.
+  const bool express_beside_ = express_beside_enabled() && !device_->runs_on_host_cpu();
+  // How long such a poll lasts before it turns into a blocking wait (the express batch is small:
+  // on the H200 its GPU time was 10-50 us under a saturating crowd).
+  static constexpr std::chrono::microseconds kExpressPoll{2000};
   std::atomic<std::uint64_t> express_batches_{0};
   // Events of the io thread, noted for whoever holds the strand: the timer fired; shutdown closed
   // the queues (read after they were closed).
@@ -634,6 +643,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   ParallelJob* parallel_job_ = nullptr;  // one owner's, while it has parts not yet claimed
   HelperRunner helpers_{*this};  // the strand's copies in, large results' copies out
   std::size_t awaiting_ = 0;  // completion threads waiting for the device (<= await_width_)
+  // A completion thread polling an express batch beside them (express_beside_; at most one).
+  bool express_awaiting_ = false;
   // The previous batch's completion (Clock ticks): a batch's service time starts at its
   // submission or there, whichever is later.
   std::atomic<Clock::rep> last_done_{0};

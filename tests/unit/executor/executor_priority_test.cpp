@@ -196,6 +196,38 @@ TEST(Priority, BesideACrowdAHighRequestWaitsForTheExpressSlotNotARegularBatch) {
   for (int i = 0; i < 100; ++i) EXPECT_EQ(low[i].get(), std::vector<float>{static_cast<float>(i)});
 }
 
+// An express batch is awaited beside the completion thread that waits for a regular batch: its
+// request resolves while the regular batch is still on the device (on a GPU the express batch,
+// on a queue of its own, finishes long before a full batch submitted earlier). With
+// GPUBATCH_EXPRESS_BESIDE=off it waits behind the regular batch, as before.
+TEST(Priority, AnExpressBatchIsAwaitedBesideARegularOneStillRunning) {
+  for (const bool beside : {true, false}) {
+    SCOPED_TRACE(beside ? "beside" : "off");
+    std::optional<EnvGuard> off;
+    if (!beside) off.emplace("GPUBATCH_EXPRESS_BESIDE", "off");
+    auto device = std::make_shared<FakeDevice>();
+    BatchConfig c = two_levels(128);
+    c.completion_threads = 2;
+    BatchExecutor executor(device, c);
+    auto gpu = executor.handle();
+    device->hold(1000.0f);
+    auto first = gpu.relu({1000.0f});  // the only regular slot, held on the device
+    ASSERT_TRUE(device->wait_for_batches(1));
+    ASSERT_TRUE(eventually([&] { return device->blocking_waits() >= 1; }));  // its waiter is in
+    auto express = gpu.relu({500.0f}, high());
+    ASSERT_TRUE(device->wait_for_batches(2));
+    EXPECT_EQ(executor.stats().express_batches, 1u);
+    EXPECT_EQ(ready_within(express, beside ? 30s : 50ms), beside)
+        << (beside ? "the express request waited for the regular batch" : "resolved beside it while off");
+    EXPECT_EQ(first.wait_for(0s), std::future_status::timeout) << "the regular batch is still held";
+    device->release(1000.0f);
+    ASSERT_TRUE(ready_within(express, 30s));
+    ASSERT_TRUE(ready_within(first, 30s));
+    EXPECT_EQ(express.get(), std::vector<float>{500.0f});
+    EXPECT_EQ(first.get(), std::vector<float>{1000.0f});
+  }
+}
+
 // With the express slot free and a regular slot free, a high request under the deadline policy
 // waits for max_wait like any other; the strand sleeps meanwhile (it ran thousands of times in
 // those 30 ms when a free express slot counted as something to wake it for).

@@ -3,7 +3,9 @@
 // total; a fraction --high of them at priority 1 from threads of their own (the rest at 0), each
 // request independently large (--large) and with a
 // deadline (--deadline-us, for --deadline-fraction of them). Reported per class (high/low,
-// small/large): latency from the scheduled send time (no coordinated omission) at p50/p99/max;
+// small/large): latency from the scheduled send time (no coordinated omission) at p50/p99/max,
+// and per level that latency in two: the sender's lag to its call (`send_lag_us`) and the call
+// to the handler (`from_call_us`);
 // for deadline_exceeded errors how long after the deadline they arrived (`late_us`); with
 // --block-for-us, how long after block_timeout a queue_full arrived. Every result is checked
 // against the CPU reference; `verified` is true only when all were, `lost` counts requests whose
@@ -102,6 +104,9 @@ struct Slot {
 
 struct Samples {
   std::vector<double> latency_us[2][2];  // [high][large], successful requests
+  // The same requests' latency split in two, by [high]: the sender's lag (the call made after the
+  // scheduled send: a sender behind its schedule, or descheduled) and the call to the handler.
+  std::vector<double> lag_us[2], from_call_us[2];
   std::vector<double> deadline_late_us, queue_full_late_us;
   // deadline_late_us by where the request failed, read from its message: 0 in the call (its
   // deadline came while it waited for room in the queue), 1 the deadline watch, 2 the strand,
@@ -114,6 +119,10 @@ struct Samples {
     for (int h = 0; h < 2; ++h)
       for (int l = 0; l < 2; ++l)
         latency_us[h][l].insert(latency_us[h][l].end(), o.latency_us[h][l].begin(), o.latency_us[h][l].end());
+    for (int h = 0; h < 2; ++h) {
+      lag_us[h].insert(lag_us[h].end(), o.lag_us[h].begin(), o.lag_us[h].end());
+      from_call_us[h].insert(from_call_us[h].end(), o.from_call_us[h].begin(), o.from_call_us[h].end());
+    }
     deadline_late_us.insert(deadline_late_us.end(), o.deadline_late_us.begin(), o.deadline_late_us.end());
     queue_full_late_us.insert(queue_full_late_us.end(), o.queue_full_late_us.begin(), o.queue_full_late_us.end());
     for (int i = 0; i < 4; ++i) late_by_path[i].insert(late_by_path[i].end(), o.late_by_path[i].begin(), o.late_by_path[i].end());
@@ -148,6 +157,8 @@ void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
     }
     ++out.ok;
     out.latency_us[s.high][s.is_large].push_back(us(s.finished - s.scheduled));
+    out.lag_us[s.high].push_back(us(s.called - s.scheduled));
+    out.from_call_us[s.high].push_back(us(s.finished - s.called));
     if (s.finished > s.deadline) ++out.finished_after_deadline;
   } else if (*s.code == ErrorCode::deadline_exceeded) {
     ++out.deadline_errors;
@@ -178,6 +189,8 @@ void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, uns
   // process stalling then (DESIGN.md "Where the p99 under load came from").
   out.latency_us[high][0].reserve(count);
   out.latency_us[high][1].reserve(static_cast<std::size_t>(double(count) * o.large * 2) + 64);
+  out.lag_us[high].reserve(count);
+  out.from_call_us[high].reserve(count);
   if (o.deadline_us > 0) out.deadline_late_us.reserve(static_cast<std::size_t>(double(count) * o.deadline_fraction) + 64);
   if (o.block_for_us > 0) out.queue_full_late_us.reserve(count);
   const auto interval = std::chrono::duration<double>(1.0 / rate);
@@ -358,7 +371,9 @@ int main(int argc, char** argv) {
        << ", \"completed_per_s\": " << double(all.ok) / seconds << ", \"ok\": " << all.ok
        << ", \"latency_us\": {\"all\": " << dist([&] { auto v = high; v.insert(v.end(), low.begin(), low.end()); return v; }())
        << ", \"high\": " << dist(high) << ", \"low\": " << dist(low) << ", \"small\": " << dist(small)
-       << ", \"large\": " << dist(large) << "}, \"deadline_exceeded\": " << all.deadline_errors
+       << ", \"large\": " << dist(large) << "}, \"send_lag_us\": {\"high\": " << dist(all.lag_us[1])
+       << ", \"low\": " << dist(all.lag_us[0]) << "}, \"from_call_us\": {\"high\": " << dist(all.from_call_us[1])
+       << ", \"low\": " << dist(all.from_call_us[0]) << "}, \"deadline_exceeded\": " << all.deadline_errors
        << ", \"deadline_late_us\": " << dist(all.deadline_late_us)
        << ", \"deadline_late_by_path_us\": {\"call\": " << dist(all.late_by_path[0])
        << ", \"watch\": " << dist(all.late_by_path[1]) << ", \"strand\": " << dist(all.late_by_path[2])

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3384,4 +3384,36 @@ if on prioab11; then
   for r in 1 2; do
     load pa-crowd-$r gpubatch-load --device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000
   done
+fi
+
+# The session's final code (eleventh session): the priority mix with the express batch awaited
+# beside or not (send lag split out), four express batches with it off (was call 5's collapse
+# the new await's?); no regression against abbeea1 (gpubatch-load-prev, gpubatch-mix-prev,
+# interleaved); the GPU test binaries.
+if on final11; then
+  mix="--device 0 --threads 16 --size 256 --high 0.1 --host-probe"
+  for r in 1 2; do
+    load f-3m-$r gpubatch-mix $mix --rate 3000000 --requests 6000000
+    load f-3m-off-$r env GPUBATCH_EXPRESS_BESIDE=off -- gpubatch-mix $mix --rate 3000000 --requests 6000000
+    load f-3m-prev-$r gpubatch-mix-prev $mix --rate 3000000 --requests 6000000
+  done
+  load f-3m-d4-off env GPUBATCH_EXPRESS_DEPTH=4 GPUBATCH_EXPRESS_BESIDE=off -- gpubatch-mix $mix --rate 3000000 --requests 6000000
+  load f-3m-d4-prev env GPUBATCH_EXPRESS_DEPTH=4 -- gpubatch-mix-prev $mix --rate 3000000 --requests 6000000
+  load f-idle gpubatch-mix $mix --rate 10000 --requests 30000
+  load f-idle-prev gpubatch-mix-prev $mix --rate 10000 --requests 30000
+  crowd="--device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000"
+  lone="--device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  open="--device 0 --threads 16 --op relu --size 256 --rate 1000000 --requests 3000000"
+  for r in 1 2; do
+    load f-crowd-$r gpubatch-load $crowd
+    load f-crowd-prev-$r gpubatch-load-prev $crowd
+    load f-lone-$r gpubatch-load $lone
+    load f-lone-prev-$r gpubatch-load-prev $lone
+    load f-open-$r gpubatch-load $open
+    load f-open-prev-$r gpubatch-load-prev $open
+  done
+  GPUBATCH_VALIDATION=0 timeout 300 "$run" gpubatch_integration_tests > "$out/tests-integration.txt" 2>&1
+  echo "   integration tests: exit $?, $(grep -E 'PASSED|FAILED' "$out/tests-integration.txt" | tr '\n' ' ')" | tee -a "$out/log.txt" >&2
+  GPUBATCH_VALIDATION=0 timeout 300 "$run" gpubatch_tests > "$out/tests-core.txt" 2>&1
+  echo "   core tests: exit $?, $(grep -E 'PASSED|FAILED' "$out/tests-core.txt" | tr '\n' ' ')" | tee -a "$out/log.txt" >&2
 fi

@@ -197,8 +197,8 @@ TEST(Priority, BesideACrowdAHighRequestWaitsForTheExpressSlotNotARegularBatch) {
 }
 
 // An express batch is awaited beside the completion thread that waits for a regular batch: its
-// request resolves while the regular batch is still on the device (on a GPU the express batch,
-// on a queue of its own, finishes long before a full batch submitted earlier). With
+// request resolves while the regular batch is still held (on a GPU its end is seen when the
+// device reaches it, not when the waiter for an earlier full batch wakes up). With
 // GPUBATCH_EXPRESS_BESIDE=off it waits behind the regular batch, as before.
 TEST(Priority, AnExpressBatchIsAwaitedBesideARegularOneStillRunning) {
   for (const bool beside : {true, false}) {

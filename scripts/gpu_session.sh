@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3429,4 +3429,48 @@ if on crowdprof11 && have perf; then
       --percent-limit 1.5 > "$out/perf-$c.txt" 2>&1
   done
   rm -f "$out/crowd.data"
+fi
+
+# The packer for an executor with priority levels (eleventh session, branch packer11): the
+# priority mix at saturation and idle, the packer (default there) against GPUBATCH_PACKER=off,
+# interleaved, one traced run each; the crowd with one level (no packer) for no regression.
+if on packab11; then
+  mix="--device 0 --threads 16 --size 256 --high 0.1 --host-probe"
+  for r in 1 2 3; do
+    load pk-3m-$r gpubatch-mix $mix --rate 3000000 --requests 6000000
+    load pk-3m-off-$r env GPUBATCH_PACKER=off -- gpubatch-mix $mix --rate 3000000 --requests 6000000
+  done
+  for r in 1 2; do
+    load pk-2m-$r gpubatch-mix $mix --rate 2000000 --requests 4000000
+    load pk-2m-off-$r env GPUBATCH_PACKER=off -- gpubatch-mix $mix --rate 2000000 --requests 4000000
+    load pk-1m-$r gpubatch-mix $mix --rate 1000000 --requests 3000000
+    load pk-1m-off-$r env GPUBATCH_PACKER=off -- gpubatch-mix $mix --rate 1000000 --requests 3000000
+    load pk-idle-$r gpubatch-mix $mix --rate 10000 --requests 30000
+    load pk-idle-off-$r env GPUBATCH_PACKER=off -- gpubatch-mix $mix --rate 10000 --requests 30000
+  done
+  for w in on off; do
+    load pk-trace-$w env GPUBATCH_PACKER=$w GPUBATCH_TRACE=$out/trace-$w.json -- gpubatch-mix $mix --rate 3000000 --requests 6000000
+    if [ -f "$out/trace-$w.json" ]; then
+      python3 bench/trace_batches.py "$out/trace-$w.json" --slowest 2 > "$out/batches-$w.txt" 2>&1
+      rm -f "$out/trace-$w.json"
+    fi
+  done
+  load pk-crowd-1 gpubatch-load --device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000
+  load pk-crowd-2 gpubatch-load --device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000
+fi
+
+# The packer for one level too? (eleventh session): the open loop and the crowd, single level,
+# GPUBATCH_PACKER=on against the default (off for one level), interleaved.
+if on packone11; then
+  for r in 1 2; do
+    for R in 1000000 2000000 2500000 3000000; do
+      o="--device 0 --threads 16 --op relu --size 256 --rate $R --requests $((2 * R))"
+      load po-open$R-$r gpubatch-load $o
+      load po-open$R-on-$r env GPUBATCH_PACKER=on -- gpubatch-load $o
+    done
+    load po-crowd-$r gpubatch-load --device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000
+    load po-crowd-on-$r env GPUBATCH_PACKER=on -- gpubatch-load --device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000
+    load po-lone-$r gpubatch-load --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+    load po-lone-on-$r env GPUBATCH_PACKER=on -- gpubatch-load --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+  done
 fi

@@ -113,6 +113,9 @@ struct Stats {
   // Batches of only requests above priority level 0, sent at once in the in-flight slot kept for
   // them (DESIGN.md "Priorities"; GPUBATCH_EXPRESS=off: none).
   std::uint64_t express_batches = 0;
+  // Batches the packer thread laid out and submitted while the strand formed the next (batches of
+  // many requests; DESIGN.md "The packer"; GPUBATCH_PACKER=off: none).
+  std::uint64_t packed_batches = 0;
 
   // Latencies: queue wait (accepted -> batch submitted), submit (accepted -> its batch's device
   // submission returned: inputs staged, vkQueueSubmit done), device (batch submitted ->

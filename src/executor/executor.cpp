@@ -296,6 +296,18 @@ bool future_inline_enabled() noexcept { return !env_is("GPUBATCH_FUTURE_INLINE",
 bool handler_inline_enabled() noexcept { return !env_is("GPUBATCH_HANDLER_INLINE", "off"); }
 bool express_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS", "off"); }
 bool express_beside_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS_BESIDE", "off"); }
+PackerMode packer_mode() noexcept {
+  if (env_is("GPUBATCH_PACKER", "off")) return PackerMode::off;
+  if (env_is("GPUBATCH_PACKER", "on")) return PackerMode::on;
+  return PackerMode::levels;
+}
+std::size_t packer_min_requests() noexcept {
+  const char* v = std::getenv("GPUBATCH_PACKER_MIN");
+  if (v == nullptr || *v == 0) return 256;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return end && *end == 0 && n >= 1 ? static_cast<std::size_t>(n) : 256;
+}
 std::uint32_t express_depth() noexcept {
   const char* v = std::getenv("GPUBATCH_EXPRESS_DEPTH");
   if (v == nullptr || *v == 0) return 2;
@@ -369,6 +381,7 @@ ExecutorCore::~ExecutorCore() {
     else t.join();
   };
   finish(io_thread_);
+  finish(packer_thread_);
   finish(resident_thread_);
   for (auto& t : bulk_threads_) finish(t);
   for (auto& t : completion_threads_) finish(t);
@@ -698,6 +711,7 @@ void ExecutorCore::stop_threads_locked() {
   inflight_cv_.notify_all();
   if (resident_on_) wake_resident_locked();
   stop_bulk_locked();
+  stop_packer_locked();
   deadline_watch_.request_stop();
   work_.reset();  // the strand thread ends once its last handler has run
 }
@@ -729,6 +743,12 @@ void ExecutorCore::shutdown(ShutdownMode mode) {
   }
   std::lock_guard<std::mutex> lock(join_mutex_);
   if (io_thread_.joinable()) io_thread_.join();
+  {
+    std::unique_lock<std::mutex> packer_lock(packer_mutex_);  // started under it
+    std::thread packer = std::move(packer_thread_);
+    packer_lock.unlock();
+    if (packer.joinable()) packer.join();
+  }
   if (resident_thread_.joinable()) resident_thread_.join();
   for (auto& t : bulk_threads_)  // started only under bulk_mutex_, and none after stop_bulk_locked()
     if (t.joinable()) t.join();

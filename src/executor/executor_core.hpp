@@ -145,6 +145,11 @@ bool express_enabled() noexcept;  // GPUBATCH_EXPRESS is not "off" (ExecutorCore
 // GPUBATCH_EXPRESS_BESIDE is not "off": an express batch is awaited beside the regular waiters
 // (ExecutorCore::completion_loop).
 bool express_beside_enabled() noexcept;
+// GPUBATCH_PACKER: "on" (every executor), "off" (none), else only an executor with priority
+// levels (ExecutorCore::pack_elsewhere).
+enum class PackerMode { levels, on, off };
+PackerMode packer_mode() noexcept;
+std::size_t packer_min_requests() noexcept;  // GPUBATCH_PACKER_MIN, else 256
 // Express batches in flight at once: GPUBATCH_EXPRESS_DEPTH (1 .. 8), else 2 (ExecutorCore::express_busy).
 std::uint32_t express_depth() noexcept;
 bool lanes_busy_batches_only() noexcept;  // GPUBATCH_LANES_BUSY=batches (ExecutorCore::lanes_busy)
@@ -499,6 +504,12 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void bulk_loop();
   void serve_bulk(BulkJob& job) noexcept;
   void stop_bulk_locked();  // under shutdown_mutex_ via stop_threads_locked()
+  // The packer (src/executor/packer.cpp): a batch of many requests is laid out and submitted on a
+  // thread of its own while the strand forms the next.
+  void submit_batch(Batch& b);  // the device's submit, on whichever thread packs the batch
+  bool pack_elsewhere(std::unique_ptr<Batch>& batch);  // true: the packer took it
+  void packer_loop();
+  void stop_packer_locked();  // under shutdown_mutex_ via stop_threads_locked()
   struct LaneStats;
   // A lane's submission (resident_lane.cpp, direct_lane.cpp). The request counts as unresolved
   // before the look at resident_closed_ (both seq_cst): either shutdown sees it and waits for it,
@@ -757,6 +768,17 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::size_t bulk_held_ = 0;                       // guarded: accepted, not yet resolved
   bool bulk_stop_ = false;                          // guarded
   std::vector<std::thread> bulk_threads_;           // guarded; joined by shutdown()
+  // The packer runs for an executor with priority levels (packer.cpp says why).
+  const bool packer_on_ = packer_mode() == PackerMode::on ||
+                          (packer_mode() == PackerMode::levels && config_.priority_levels > 1);
+  const std::size_t packer_min_ = packer_min_requests();
+  std::mutex packer_mutex_;
+  std::condition_variable packer_cv_;
+  std::deque<std::unique_ptr<Batch>> packer_queue_;  // guarded: flushed, not yet submitted, FIFO
+  std::size_t packer_pending_ = 0;  // guarded: queued or being submitted by the packer
+  bool packer_stop_ = false;        // guarded
+  std::thread packer_thread_;       // guarded: started with the first batch it takes
+  std::atomic<std::uint64_t> packed_batches_{0};
   std::atomic<bool> resident_closed_{false};  // shutdown began: producers batch instead
   std::mutex resident_mutex_;
   std::condition_variable resident_cv_;

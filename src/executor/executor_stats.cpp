@@ -120,6 +120,7 @@ Stats ExecutorCore::stats() const {
   s.strand_poll_hits = x.poll_hits;
   s.caller_completions = x.caller_completions;
   s.express_batches = x.express;
+  s.packed_batches = packed_batches_.load(std::memory_order_relaxed);
   s.device_time = x.dt.summary();
   s.end_to_end = x.e2e.summary();
   for (std::size_t level = 0; level < config_.priority_levels; ++level)

@@ -195,6 +195,9 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
   w.header("express_batches_total", "counter",
            "Batches of requests above priority level 0 sent at once in the slot kept for them.");
   w.sample("express_batches_total", "", s.express_batches);
+  w.header("packed_batches_total", "counter",
+           "Batches laid out and submitted by the packer thread while the strand formed the next.");
+  w.sample("packed_batches_total", "", s.packed_batches);
   w.header("batch_size_mean", "gauge", "Mean requests per batch.");
   w.sample("batch_size_mean", "", s.mean_batch_size);
   w.header("batch_fill_mean", "gauge", "Mean batch size divided by max_batch_size.");

@@ -380,16 +380,8 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   bump(strand_stats_.flushes[static_cast<int>(reason)]);
   bump(strand_stats_.dispatched, static_cast<std::uint64_t>(n));
 
-  batch->submitted = Clock::now();
-  try {
-    batch->inflight = submit_splitting_on_oom(*device_, std::span<const Request* const>(batch->requests),
-                                              helpers_);
-    if (!batch->inflight)
-      batch->error = make_error(ErrorCode::internal, device_->name() + " returned no batch");
-  } catch (...) {
-    batch->error = std::current_exception();
-  }
-  batch->submit_returned = Clock::now();
+  if (!express && pack_elsewhere(batch)) return;  // src/executor/packer.cpp
+  submit_batch(*batch);
   if (keep_for_caller(*batch)) {
     own_future_ = future_pass_;
     own_batch_ = batch.release();  // src/executor/own_batch.cpp

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3473,4 +3473,59 @@ if on packone11; then
     load po-lone-$r gpubatch-load --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256
     load po-lone-on-$r env GPUBATCH_PACKER=on -- gpubatch-load --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256
   done
+fi
+
+# The packer on for every executor (eleventh session's final default) against GPUBATCH_PACKER=off,
+# interleaved; then the GPU test binaries with it.
+if on packall11; then
+  crowd="--device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000"
+  for r in 1 2 3; do
+    load pl-crowd-$r gpubatch-load $crowd
+    load pl-crowd-off-$r env GPUBATCH_PACKER=off -- gpubatch-load $crowd
+  done
+  for r in 1 2; do
+    for R in 1000000 1500000; do
+      o="--device 0 --threads 16 --op relu --size 256 --rate $R --requests $((2 * R))"
+      load pl-open$R-$r gpubatch-load $o
+      load pl-open$R-off-$r env GPUBATCH_PACKER=off -- gpubatch-load $o
+    done
+  done
+  o="--device 0 --threads 16 --op relu --size 256 --rate 3000000 --requests 6000000"
+  load pl-open3000000 gpubatch-load $o
+  load pl-open3000000-off env GPUBATCH_PACKER=off -- gpubatch-load $o
+  mix="--device 0 --threads 16 --size 256 --high 0.1 --host-probe --rate 3000000 --requests 6000000"
+  load pl-prio3m gpubatch-mix $mix
+  load pl-prio3m-off env GPUBATCH_PACKER=off -- gpubatch-mix $mix
+  dl="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --host-probe --rate 1500000 --requests 3000000"
+  load pl-dl15m gpubatch-mix $dl
+  load pl-dl15m-off env GPUBATCH_PACKER=off -- gpubatch-mix $dl
+  load pl-lone gpubatch-load --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+  GPUBATCH_VALIDATION=0 timeout 300 "$run" gpubatch_integration_tests > "$out/tests-integration.txt" 2>&1
+  echo "   integration tests: exit $?, $(grep -E 'PASSED|FAILED' "$out/tests-integration.txt" | tr '\n' ' ')" | tee -a "$out/log.txt" >&2
+  GPUBATCH_VALIDATION=0 timeout 300 "$run" gpubatch_tests > "$out/tests-core.txt" 2>&1
+  echo "   core tests: exit $?, $(grep -E 'PASSED|FAILED' "$out/tests-core.txt" | tr '\n' ' ')" | tee -a "$out/log.txt" >&2
+fi
+
+# The packer's line (eleventh session): batches of 1,024 requests and up (the new default) against
+# 256 (call 10's) and off, interleaved: the open loop below saturation, at 3 M/s, the crowd and
+# the priority mix.
+if on packmin11; then
+  for r in 1 2; do
+    o="--device 0 --threads 16 --op relu --size 256 --rate 1500000 --requests 3000000"
+    load pm-open15-$r gpubatch-load $o
+    load pm-open15-256-$r env GPUBATCH_PACKER_MIN=256 -- gpubatch-load $o
+    load pm-open15-off-$r env GPUBATCH_PACKER=off -- gpubatch-load $o
+    crowd="--device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000"
+    load pm-crowd-$r gpubatch-load $crowd
+    load pm-crowd-off-$r env GPUBATCH_PACKER=off -- gpubatch-load $crowd
+  done
+  o="--device 0 --threads 16 --op relu --size 256 --rate 3000000 --requests 6000000"
+  load pm-open3m gpubatch-load $o
+  load pm-open3m-off env GPUBATCH_PACKER=off -- gpubatch-load $o
+  mix="--device 0 --threads 16 --size 256 --high 0.1 --host-probe --rate 3000000 --requests 6000000"
+  load pm-prio3m gpubatch-mix $mix
+  load pm-prio3m-off env GPUBATCH_PACKER=off -- gpubatch-mix $mix
+  o="--device 0 --threads 16 --op relu --size 256 --rate 1000000 --requests 2000000"
+  load pm-open1m gpubatch-load $o
+  load pm-open1m-off env GPUBATCH_PACKER=off -- gpubatch-load $o
 fi

@@ -298,15 +298,15 @@ bool express_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS", "off"); }
 bool express_beside_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS_BESIDE", "off"); }
 PackerMode packer_mode() noexcept {
   if (env_is("GPUBATCH_PACKER", "off")) return PackerMode::off;
-  if (env_is("GPUBATCH_PACKER", "on")) return PackerMode::on;
-  return PackerMode::levels;
+  if (env_is("GPUBATCH_PACKER", "levels")) return PackerMode::levels;
+  return PackerMode::on;
 }
 std::size_t packer_min_requests() noexcept {
   const char* v = std::getenv("GPUBATCH_PACKER_MIN");
-  if (v == nullptr || *v == 0) return 256;
+  if (v == nullptr || *v == 0) return 1024;
   char* end = nullptr;
   const long n = std::strtol(v, &end, 10);
-  return end && *end == 0 && n >= 1 ? static_cast<std::size_t>(n) : 256;
+  return end && *end == 0 && n >= 1 ? static_cast<std::size_t>(n) : 1024;
 }
 std::uint32_t express_depth() noexcept {
   const char* v = std::getenv("GPUBATCH_EXPRESS_DEPTH");

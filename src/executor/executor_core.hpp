@@ -145,11 +145,11 @@ bool express_enabled() noexcept;  // GPUBATCH_EXPRESS is not "off" (ExecutorCore
 // GPUBATCH_EXPRESS_BESIDE is not "off": an express batch is awaited beside the regular waiters
 // (ExecutorCore::completion_loop).
 bool express_beside_enabled() noexcept;
-// GPUBATCH_PACKER: "on" (every executor), "off" (none), else only an executor with priority
-// levels (ExecutorCore::pack_elsewhere).
+// GPUBATCH_PACKER: "off" (no executor), "levels" (only an executor with priority levels), else
+// every executor (ExecutorCore::pack_elsewhere).
 enum class PackerMode { levels, on, off };
 PackerMode packer_mode() noexcept;
-std::size_t packer_min_requests() noexcept;  // GPUBATCH_PACKER_MIN, else 256
+std::size_t packer_min_requests() noexcept;  // GPUBATCH_PACKER_MIN, else 1024
 // Express batches in flight at once: GPUBATCH_EXPRESS_DEPTH (1 .. 8), else 2 (ExecutorCore::express_busy).
 std::uint32_t express_depth() noexcept;
 bool lanes_busy_batches_only() noexcept;  // GPUBATCH_LANES_BUSY=batches (ExecutorCore::lanes_busy)
@@ -768,7 +768,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::size_t bulk_held_ = 0;                       // guarded: accepted, not yet resolved
   bool bulk_stop_ = false;                          // guarded
   std::vector<std::thread> bulk_threads_;           // guarded; joined by shutdown()
-  // The packer runs for an executor with priority levels (packer.cpp says why).
+  // The packer (packer.cpp says why).
   const bool packer_on_ = packer_mode() == PackerMode::on ||
                           (packer_mode() == PackerMode::levels && config_.priority_levels > 1);
   const std::size_t packer_min_ = packer_min_requests();

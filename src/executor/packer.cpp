@@ -4,14 +4,16 @@
 // order the strand formed them: while the packer holds any, every regular batch goes to it.
 // Express batches never do: they are meant to overtake, and the packer is what lets them.
 //
-// Only on an executor with priority levels (GPUBATCH_PACKER=on: every executor; off: none).
-// There, at saturation, an express batch waited for the strand to finish packing a regular batch
-// of 4,096 requests (submit stage p50 473 us, p99 1.26 ms on the H200; its formation p99 2.3 ms;
-// BENCHMARKS.md eleventh session of 2026-11-28). For one level the packer does not pay: tried as
-// every executor's in the seventh session of 2026-11-27, the H100's crowd did not move (4.43 ·
-// 3.89 · 4.14 · 3.99 M/s against 4.10 · 4.03 · 4.17 · 3.95) and the open loop at 1 M/s had p50
-// 219-250 us against 199-203 (one hand-off more). GPUBATCH_PACKER_MIN sets the requests a batch
-// needs (256).
+// Why (BENCHMARKS.md, eleventh session of 2026-11-28, H200, interleaved against
+// GPUBATCH_PACKER=off): at saturation the strand packing a batch of 4,096 requests (submit stage
+// p50 445 us) was time it neither formed the next batch nor sent an express one. With the packer
+// the priority mix at 3 M/s offered was served whole (2.98-2.99 M/s against 2.60-2.79), the
+// one-level open loop at 3 M/s too (p99 21-41 ms against 112-395), and the crowd of 16 callers ran
+// 4.93 · 4.74 M/s against 4.65 · 4.49. The price is one hand-off for a batch of 256 or more: the
+// open loop at 1 M/s had p50 177 us against 173, p99 457-478 against 396-425. The seventh session
+// of 2026-11-27 had tried it on the H100, where the crowd did not move. GPUBATCH_PACKER=off keeps
+// every batch on the strand, =levels only an executor's with priority levels;
+// GPUBATCH_PACKER_MIN sets the requests a batch needs (256).
 #include <pthread.h>
 
 #include <span>

@@ -1,8 +1,7 @@
 // The packer (src/executor/packer.cpp) on the fake device: batches of many requests are submitted
 // on its thread, in the order the strand formed them (small ones sent by the strand in between
 // included), a failed submit fails its own batch's requests only, and shutdown waits for what it
-// holds; it runs only for an executor with priority levels unless GPUBATCH_PACKER=on.
-// GPUBATCH_PACKER_MIN and GPUBATCH_PACKER are read when an executor is made.
+// holds. GPUBATCH_PACKER_MIN and GPUBATCH_PACKER (off, levels) are read when an executor is made.
 #include "gpubatch/executor.hpp"
 
 #include <gtest/gtest.h>
@@ -42,7 +41,7 @@ BatchConfig small_batches() {
   c.max_batch_size = 32;
   c.max_inflight_batches = 2;
   c.completion_threads = 2;
-  c.priority_levels = 2;  // the packer runs for an executor with levels
+  c.priority_levels = 2;
   return c;
 }
 
@@ -97,7 +96,7 @@ TEST(Packer, BatchesOfManyRequestsGoThroughThePackerInEachCallersOrder) {
 
 TEST(Packer, ALoneCallersBatchesStayOnTheStrand) {
   auto device = std::make_shared<FakeDevice>();
-  BatchExecutor executor(device, small_batches());  // the default line: 256 requests
+  BatchExecutor executor(device, small_batches());  // the default line: 1,024 requests
   auto gpu = executor.handle();
   for (int i = 0; i < 50; ++i) EXPECT_EQ(gpu.relu({static_cast<float>(i)}).get(), std::vector<float>{static_cast<float>(i)});
   EXPECT_EQ(executor.stats().packed_batches, 0u);
@@ -116,13 +115,14 @@ TEST(Packer, OffKeepsEveryBatchOnTheStrand) {
   expect_each_callers_order(device->markers(), 2);
 }
 
-// One level: the packer stays off unless GPUBATCH_PACKER=on.
-TEST(Packer, OneLevelKeepsEveryBatchOnTheStrandUnlessOn) {
+// GPUBATCH_PACKER=levels keeps a one-level executor's batches on the strand; by default its
+// large batches go through the packer too.
+TEST(Packer, LevelsKeepsAOneLevelExecutorsBatchesOnTheStrand) {
   ScopedEnv min("GPUBATCH_PACKER_MIN", "2");
-  for (const bool on : {false, true}) {
-    SCOPED_TRACE(on ? "on" : "default");
-    std::optional<ScopedEnv> force;
-    if (on) force.emplace("GPUBATCH_PACKER", "on");
+  for (const bool levels : {true, false}) {
+    SCOPED_TRACE(levels ? "levels" : "default");
+    std::optional<ScopedEnv> mode;
+    if (levels) mode.emplace("GPUBATCH_PACKER", "levels");
     FakeDevice::Options o;
     o.delay = 200us;
     auto device = std::make_shared<FakeDevice>(o);
@@ -130,8 +130,8 @@ TEST(Packer, OneLevelKeepsEveryBatchOnTheStrandUnlessOn) {
     c.priority_levels = 1;
     BatchExecutor executor(device, c);
     crowd(executor.handle(), 2, 2000);
-    if (on) EXPECT_GT(executor.stats().packed_batches, 0u);
-    else EXPECT_EQ(executor.stats().packed_batches, 0u);
+    if (levels) EXPECT_EQ(executor.stats().packed_batches, 0u);
+    else EXPECT_GT(executor.stats().packed_batches, 0u);
     EXPECT_EQ(executor.stats().completed, 4000u);
     expect_each_callers_order(device->markers(), 2);
   }

@@ -114,7 +114,7 @@ struct Stats {
   // them (DESIGN.md "Priorities"; GPUBATCH_EXPRESS=off: none).
   std::uint64_t express_batches = 0;
   // Batches the packer thread laid out and submitted while the strand formed the next (batches of
-  // many requests; DESIGN.md "The packer"; GPUBATCH_PACKER=off: none).
+  // many requests; DESIGN.md "Data flow", the packer; GPUBATCH_PACKER=off: none).
   std::uint64_t packed_batches = 0;
 
   // Latencies: queue wait (accepted -> batch submitted), submit (accepted -> its batch's device

@@ -1,19 +1,17 @@
-// The packer: a batch of many requests is laid out, copied into staging and submitted on a
-// thread of its own, while the strand forms the next. Small batches (a lone caller's) stay on the
-// strand: a hand-off to another thread would cost them a wake-up. Batches reach the device in the
-// order the strand formed them: while the packer holds any, every regular batch goes to it.
-// Express batches never do: they are meant to overtake, and the packer is what lets them.
+// The packer: a regular batch of many requests is laid out, copied into staging and submitted on
+// a thread of its own, while the strand forms the next. Smaller batches (a lone caller's, a
+// moderate load's) stay on the strand: a hand-off to another thread would cost them a wake-up.
+// Batches reach the device in the order the strand formed them: while the packer holds any,
+// every regular batch goes to it. Express batches never do: they are meant to overtake.
 //
-// Why (BENCHMARKS.md, eleventh session of 2026-11-28, H200, interleaved against
-// GPUBATCH_PACKER=off): at saturation the strand packing a batch of 4,096 requests (submit stage
-// p50 445 us) was time it neither formed the next batch nor sent an express one. With the packer
-// the priority mix at 3 M/s offered was served whole (2.98-2.99 M/s against 2.60-2.79), the
-// one-level open loop at 3 M/s too (p99 21-41 ms against 112-395), and the crowd of 16 callers ran
-// 4.93 · 4.74 M/s against 4.65 · 4.49. The price is one hand-off for a batch of 256 or more: the
-// open loop at 1 M/s had p50 177 us against 173, p99 457-478 against 396-425. The seventh session
-// of 2026-11-27 had tried it on the H100, where the crowd did not move. GPUBATCH_PACKER=off keeps
-// every batch on the strand, =levels only an executor's with priority levels;
-// GPUBATCH_PACKER_MIN sets the requests a batch needs (256).
+// Why, and where the line falls (DESIGN.md "Data flow"; BENCHMARKS.md eleventh session of
+// 2026-11-28, H200, against GPUBATCH_PACKER=off): at saturation the strand packing batches of
+// 4,096 requests was time it neither formed the next batch nor sent an express one; with the
+// packer the open loop at 3 M/s was served at 2.94-2.99 M/s against 2.30-2.65. A line of 256
+// requests cost the open loop at 1.5 M/s a p50 of 0.7-3.9 ms against 0.3-0.4 (batches grew while
+// the packer packed); at 1,024 those batches stay here and nothing measured below saturation
+// moved. GPUBATCH_PACKER=off keeps every batch on the strand, =levels only an executor's with
+// priority levels; GPUBATCH_PACKER_MIN sets the line.
 #include <pthread.h>
 
 #include <span>

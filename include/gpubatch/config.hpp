@@ -57,7 +57,7 @@
 //                        would outlast is refused at the call with deadline_exceeded; true by
 //                        default (DESIGN.md "Deadlines")
 //   thread_nice          -20 .. 19: the nice value of the executor's own threads (strand,
-//                        completion threads, deadline watch and its helpers, resident and bulk
+//                        completion threads, deadline watch and its helpers, packer, resident and bulk
 //                        lanes); 0 (the default)
 //                        leaves them as made. Below 0 needs CAP_SYS_NICE or RLIMIT_NICE; without
 //                        it the log says so once and the threads keep their priority. Where

@@ -1,6 +1,7 @@
-// thread_nice: the executor's own threads (strand, completion threads, deadline watch) take the
-// configured nice value; the callers' threads are left alone; 0 leaves the threads as made. They
-// also sleep with a timer slack of 1 ns (GPUBATCH_TIMER_SLACK=default: the system's).
+// thread_nice and thread_slice_us: the executor's own threads (strand, completion threads,
+// deadline watch) take the configured nice value and scheduler slice; the callers' threads are
+// left alone; 0 leaves the threads as made. They also sleep with a timer slack of 1 ns
+// (GPUBATCH_TIMER_SLACK=default: the system's).
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -38,27 +39,65 @@ std::set<pid_t> threads_now() {
   return out;
 }
 
-// The nice value of every thread of this process named gpubatch-* that is not in `before` (other
+// The slice of a thread of this process (sched_getattr of another thread: its id), or -1.
+long long slice_of(pid_t tid) {
+  detail::SchedAttr a;
+  if (::syscall(SYS_sched_getattr, tid, &a, sizeof a, 0) != 0) return -1;
+  return static_cast<long long>(a.sched_runtime);
+}
+
+// What to read of each thread: its nice value, its timer slack (ns) or its scheduler slice (ns).
+enum class Reading { nice, slack, slice };
+
+// That reading of every thread of this process named gpubatch-* that is not in `before` (other
 // tests' executors may leave threads of theirs behind for a while), by name.
-// Nice by default; `slack` reads each thread's timer slack (ns) instead.
-std::multimap<std::string, long> new_executor_thread_nices(const std::set<pid_t>& before, bool slack = false) {
-  std::multimap<std::string, long> out;
+std::multimap<std::string, long long> new_executor_threads(const std::set<pid_t>& before,
+                                                           Reading what = Reading::nice) {
+  std::multimap<std::string, long long> out;
   for (pid_t tid : threads_now()) {
     if (before.count(tid)) continue;
     std::ifstream comm("/proc/self/task/" + std::to_string(tid) + "/comm");
     std::string name;
     std::getline(comm, name);
     if (name.rfind("gpubatch-", 0) != 0) continue;
-    if (!slack) {
+    if (what == Reading::nice) {
       out.emplace(name, nice_of(tid));
-      continue;
+    } else if (what == Reading::slice) {
+      out.emplace(name, slice_of(tid));
+    } else {
+      std::ifstream f("/proc/" + std::to_string(tid) + "/timerslack_ns");  // a thread's, by its id
+      long long ns = -1;
+      f >> ns;
+      out.emplace(name, ns);
     }
-    std::ifstream f("/proc/" + std::to_string(tid) + "/timerslack_ns");  // a thread's, by its id
-    long ns = -1;
-    f >> ns;
-    out.emplace(name, ns);
   }
   return out;
+}
+
+// An executor of two completion threads that has started its strand, both completion threads
+// and its deadline watch (a request with a deadline starts it).
+BatchConfig two_completion_threads() {
+  BatchConfig c = BatchConfig::adaptive();
+  c.completion_threads = 2;
+  return c;
+}
+void start_every_thread(BatchExecutor& executor) {
+  auto gpu = executor.handle();
+  auto first = gpu.relu({1.0f});
+  auto timed = gpu.relu({2.0f}, SubmitOptions::within(std::chrono::seconds(60)));
+  ASSERT_TRUE(ready_within(first, std::chrono::seconds(30)));
+  ASSERT_TRUE(ready_within(timed, std::chrono::seconds(30)));
+}
+// Every thread of such an executor is there and reads `want` (a thread sets its own values when
+// it starts: callers wait for this with eventually()).
+bool every_thread_reads(const std::multimap<std::string, long long>& seen, long long want) {
+  return seen.count("gpubatch-strand") == 1 && seen.count("gpubatch-done") == 2 &&
+         seen.count("gpubatch-expiry") == 1 &&
+         std::all_of(seen.begin(), seen.end(), [&](const auto& kv) { return kv.second == want; });
+}
+std::string counts(const std::multimap<std::string, long long>& seen) {
+  return "strand " + std::to_string(seen.count("gpubatch-strand")) + ", done " +
+         std::to_string(seen.count("gpubatch-done")) + ", expiry " + std::to_string(seen.count("gpubatch-expiry"));
 }
 
 TEST(ThreadNice, TheExecutorsThreadsTakeIt) {
@@ -67,24 +106,13 @@ TEST(ThreadNice, TheExecutorsThreadsTakeIt) {
   auto device = std::make_shared<FakeDevice>();
   {
     const std::set<pid_t> before = threads_now();
-    BatchConfig c = BatchConfig::adaptive();
+    BatchConfig c = two_completion_threads();
     c.thread_nice = target;
-    c.completion_threads = 2;
     BatchExecutor executor(device, c);
-    auto gpu = executor.handle();
-    auto first = gpu.relu({1.0f});
-    auto timed = gpu.relu({2.0f}, SubmitOptions::within(60s));  // starts the deadline watch
-    ASSERT_TRUE(ready_within(first, 30s));
-    ASSERT_TRUE(ready_within(timed, 30s));
-    // A thread sets its own nice when it starts: wait for each to have started.
-    std::multimap<std::string, long> nices;
-    ASSERT_TRUE(eventually([&] {
-      nices = new_executor_thread_nices(before);
-      return nices.count("gpubatch-strand") == 1 && nices.count("gpubatch-done") == 2 &&
-             nices.count("gpubatch-expiry") == 1 &&
-             std::all_of(nices.begin(), nices.end(), [&](const auto& kv) { return kv.second == target; });
-    })) << "strand " << nices.count("gpubatch-strand") << ", done " << nices.count("gpubatch-done")
-        << ", expiry " << nices.count("gpubatch-expiry");
+    ASSERT_NO_FATAL_FAILURE(start_every_thread(executor));
+    std::multimap<std::string, long long> nices;
+    ASSERT_TRUE(eventually([&] { return every_thread_reads(nices = new_executor_threads(before), target); }))
+        << counts(nices);
     EXPECT_EQ(nice_of(gettid()), base) << "the caller's thread is left alone";
   }
   const std::set<pid_t> before = threads_now();
@@ -93,23 +121,14 @@ TEST(ThreadNice, TheExecutorsThreadsTakeIt) {
   ASSERT_TRUE(ready_within(done, 30s));
   // The future may resolve on this thread (a lone future's pass) before the executor's threads
   // have named themselves: wait for the strand's.
-  std::multimap<std::string, long> nices;
-  ASSERT_TRUE(eventually([&] {
-    nices = new_executor_thread_nices(before);
-    return nices.count("gpubatch-strand") == 1;
-  }));
+  std::multimap<std::string, long long> nices;
+  ASSERT_TRUE(eventually([&] { return (nices = new_executor_threads(before)).count("gpubatch-strand") == 1; }));
   for (const auto& [name, nice] : nices) EXPECT_EQ(nice, base) << name;
 }
 
-// The slice of a thread of this process (sched_getattr of another thread: its id), or -1.
-long long slice_of(pid_t tid) {
-  detail::SchedAttr a;
-  if (::syscall(SYS_sched_getattr, tid, &a, sizeof a, 0) != 0) return -1;
-  return static_cast<long long>(a.sched_runtime);
-}
-
-// thread_slice_us: the executor's threads ask for it, the caller's keeps its own. Skipped where
-// the kernel keeps no custom slices (before 6.12), which a scratch thread finds out first.
+// thread_slice_us: the executor's threads ask for it (keeping their nice value), the caller's
+// keeps its own. Skipped where the kernel keeps no custom slices (before 6.12), which a scratch
+// thread finds out first.
 TEST(ThreadSlice, TheExecutorsThreadsTakeIt) {
   using namespace std::chrono;
   detail::SliceOutcome probe{};
@@ -120,34 +139,16 @@ TEST(ThreadSlice, TheExecutorsThreadsTakeIt) {
   ASSERT_NE(own, want) << "pick a slice this thread does not have already";
   auto device = std::make_shared<FakeDevice>();
   const std::set<pid_t> before = threads_now();
-  BatchConfig c = BatchConfig::adaptive();
+  BatchConfig c = two_completion_threads();
   c.thread_slice = microseconds(300);
-  c.thread_nice = std::min(19, nice_of(gettid()) + 2);  // both: the slice keeps the nice value
-  c.completion_threads = 2;
+  c.thread_nice = std::min(19, nice_of(gettid()) + 2);
   BatchExecutor executor(device, c);
-  auto gpu = executor.handle();
-  auto first = gpu.relu({1.0f});
-  auto timed = gpu.relu({2.0f}, SubmitOptions::within(60s));  // starts the deadline watch
-  ASSERT_TRUE(ready_within(first, 30s));
-  ASSERT_TRUE(ready_within(timed, 30s));
-  std::multimap<std::string, long> nices;
-  std::map<pid_t, long long> slices;
+  ASSERT_NO_FATAL_FAILURE(start_every_thread(executor));
+  std::multimap<std::string, long long> slices, nices;
   ASSERT_TRUE(eventually([&] {
-    nices = new_executor_thread_nices(before);
-    slices.clear();
-    for (pid_t tid : threads_now()) {
-      if (before.count(tid)) continue;
-      std::ifstream comm("/proc/self/task/" + std::to_string(tid) + "/comm");
-      std::string name;
-      std::getline(comm, name);
-      if (name.rfind("gpubatch-", 0) == 0) slices[tid] = slice_of(tid);
-    }
-    return nices.count("gpubatch-strand") == 1 && nices.count("gpubatch-done") == 2 &&
-           nices.count("gpubatch-expiry") == 1 &&
-           std::all_of(nices.begin(), nices.end(), [&](const auto& kv) { return kv.second == c.thread_nice; }) &&
-           std::all_of(slices.begin(), slices.end(), [&](const auto& kv) { return kv.second == want; });
-  })) << "strand " << nices.count("gpubatch-strand") << ", done " << nices.count("gpubatch-done")
-      << ", expiry " << nices.count("gpubatch-expiry");
+    return every_thread_reads(slices = new_executor_threads(before, Reading::slice), want) &&
+           every_thread_reads(nices = new_executor_threads(before), c.thread_nice);
+  })) << counts(slices);
   EXPECT_EQ(slice_of(gettid()), own) << "the caller's thread is left alone";
 }
 
@@ -163,21 +164,12 @@ TEST(TimerSlack, TheExecutorsThreadsSleepWithoutSlack) {
   for (const bool system : {false, true}) {
     if (system) ::setenv("GPUBATCH_TIMER_SLACK", "default", 1);
     const std::set<pid_t> before = threads_now();
-    BatchConfig c = BatchConfig::adaptive();
-    c.completion_threads = 2;
-    BatchExecutor executor(device, c);
-    auto gpu = executor.handle();
-    auto timed = gpu.relu({2.0f}, SubmitOptions::within(60s));  // starts the deadline watch
-    ASSERT_TRUE(ready_within(timed, 30s));
-    const long want = system ? own : 1;
-    std::multimap<std::string, long> slacks;
+    BatchExecutor executor(device, two_completion_threads());
+    ASSERT_NO_FATAL_FAILURE(start_every_thread(executor));
+    std::multimap<std::string, long long> slacks;
     ASSERT_TRUE(eventually([&] {
-      slacks = new_executor_thread_nices(before, true);
-      return slacks.count("gpubatch-strand") == 1 && slacks.count("gpubatch-done") == 2 &&
-             slacks.count("gpubatch-expiry") == 1 &&
-             std::all_of(slacks.begin(), slacks.end(), [&](const auto& kv) { return kv.second == want; });
-    })) << (system ? "system" : "1 ns") << ": strand " << slacks.count("gpubatch-strand") << ", done "
-        << slacks.count("gpubatch-done") << ", expiry " << slacks.count("gpubatch-expiry");
+      return every_thread_reads(slacks = new_executor_threads(before, Reading::slack), system ? own : 1);
+    })) << (system ? "system: " : "1 ns: ") << counts(slacks);
     ::unsetenv("GPUBATCH_TIMER_SLACK");
   }
   EXPECT_EQ(::prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), own) << "the caller's thread is left alone";

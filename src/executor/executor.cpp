@@ -296,10 +296,9 @@ bool future_inline_enabled() noexcept { return !env_is("GPUBATCH_FUTURE_INLINE",
 bool handler_inline_enabled() noexcept { return !env_is("GPUBATCH_HANDLER_INLINE", "off"); }
 bool express_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS", "off"); }
 bool express_beside_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS_BESIDE", "off"); }
-PackerMode packer_mode() noexcept {
-  if (env_is("GPUBATCH_PACKER", "off")) return PackerMode::off;
-  if (env_is("GPUBATCH_PACKER", "levels")) return PackerMode::levels;
-  return PackerMode::on;
+bool packer_enabled(std::size_t priority_levels) noexcept {
+  if (env_is("GPUBATCH_PACKER", "off")) return false;
+  return !env_is("GPUBATCH_PACKER", "levels") || priority_levels > 1;
 }
 std::size_t packer_min_requests() noexcept {
   const char* v = std::getenv("GPUBATCH_PACKER_MIN");

@@ -145,10 +145,9 @@ bool express_enabled() noexcept;  // GPUBATCH_EXPRESS is not "off" (ExecutorCore
 // GPUBATCH_EXPRESS_BESIDE is not "off": an express batch is awaited beside the regular waiters
 // (ExecutorCore::completion_loop).
 bool express_beside_enabled() noexcept;
-// GPUBATCH_PACKER: "off" (no executor), "levels" (only an executor with priority levels), else
-// every executor (ExecutorCore::pack_elsewhere).
-enum class PackerMode { levels, on, off };
-PackerMode packer_mode() noexcept;
+// Whether an executor of `priority_levels` uses the packer (ExecutorCore::pack_elsewhere):
+// GPUBATCH_PACKER=off none, =levels only one with levels, else every one.
+bool packer_enabled(std::size_t priority_levels) noexcept;
 std::size_t packer_min_requests() noexcept;  // GPUBATCH_PACKER_MIN, else 1024
 // Express batches in flight at once: GPUBATCH_EXPRESS_DEPTH (1 .. 8), else 2 (ExecutorCore::express_busy).
 std::uint32_t express_depth() noexcept;
@@ -769,8 +768,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool bulk_stop_ = false;                          // guarded
   std::vector<std::thread> bulk_threads_;           // guarded; joined by shutdown()
   // The packer (packer.cpp says why).
-  const bool packer_on_ = packer_mode() == PackerMode::on ||
-                          (packer_mode() == PackerMode::levels && config_.priority_levels > 1);
+  const bool packer_on_ = packer_enabled(config_.priority_levels);
   const std::size_t packer_min_ = packer_min_requests();
   std::mutex packer_mutex_;
   std::condition_variable packer_cv_;

@@ -38,10 +38,11 @@ enum class SliceOutcome {
   unsupported,  // accepted but not kept: a kernel before 6.12 (no custom slices)
 };
 
-// The calling thread's fair-class slice in ns (sched_getattr's sched_runtime), or -1.
-inline long long thread_slice_ns() noexcept {
+// A thread's fair-class slice in ns (sched_getattr's sched_runtime), or -1: the calling thread's
+// by default, else the thread `tid` of this process.
+inline long long thread_slice_ns(pid_t tid = 0) noexcept {
   SchedAttr a;
-  if (::syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0) return -1;
+  if (::syscall(SYS_sched_getattr, tid, &a, sizeof a, 0) != 0) return -1;
   return static_cast<long long>(a.sched_runtime);
 }
 

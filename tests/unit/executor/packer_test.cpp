@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "config_test_util.hpp"
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/stats.hpp"
@@ -23,18 +24,6 @@ namespace gpubatch::testing {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Sets an environment variable for the executors made while it lives.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~ScopedEnv() { ::unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
 
 BatchConfig small_batches() {
   BatchConfig c = BatchConfig::adaptive();
@@ -81,7 +70,7 @@ void expect_each_callers_order(const std::vector<float>& markers, int threads) {
 }
 
 TEST(Packer, BatchesOfManyRequestsGoThroughThePackerInEachCallersOrder) {
-  ScopedEnv min("GPUBATCH_PACKER_MIN", "8");
+  EnvGuard min("GPUBATCH_PACKER_MIN", "8");
   FakeDevice::Options o;
   o.delay = 200us;  // batches form behind the device
   auto device = std::make_shared<FakeDevice>(o);
@@ -102,36 +91,28 @@ TEST(Packer, ALoneCallersBatchesStayOnTheStrand) {
   EXPECT_EQ(executor.stats().packed_batches, 0u);
 }
 
-TEST(Packer, OffKeepsEveryBatchOnTheStrand) {
-  ScopedEnv min("GPUBATCH_PACKER_MIN", "2");
-  ScopedEnv off("GPUBATCH_PACKER", "off");
-  FakeDevice::Options o;
-  o.delay = 200us;
-  auto device = std::make_shared<FakeDevice>(o);
-  BatchExecutor executor(device, small_batches());
-  crowd(executor.handle(), 2, 2000);
-  EXPECT_EQ(executor.stats().packed_batches, 0u);
-  EXPECT_EQ(executor.stats().completed, 4000u);
-  expect_each_callers_order(device->markers(), 2);
-}
-
-// GPUBATCH_PACKER=levels keeps a one-level executor's batches on the strand; by default its
-// large batches go through the packer too.
-TEST(Packer, LevelsKeepsAOneLevelExecutorsBatchesOnTheStrand) {
-  ScopedEnv min("GPUBATCH_PACKER_MIN", "2");
-  for (const bool levels : {true, false}) {
-    SCOPED_TRACE(levels ? "levels" : "default");
-    std::optional<ScopedEnv> mode;
-    if (levels) mode.emplace("GPUBATCH_PACKER", "levels");
+// GPUBATCH_PACKER chooses which executors use the packer: off none, levels only one with priority
+// levels, by default every one. Each caller's order holds either way.
+TEST(Packer, TheSwitchChoosesWhichExecutorsUseIt) {
+  EnvGuard min("GPUBATCH_PACKER_MIN", "2");
+  struct Case {
+    const char* mode;  // null: unset
+    std::size_t levels;
+    bool packs;
+  };
+  for (const Case k : {Case{"off", 2, false}, Case{"levels", 1, false}, Case{"levels", 2, true}, Case{nullptr, 1, true}}) {
+    SCOPED_TRACE(std::string(k.mode ? k.mode : "default") + ", levels " + std::to_string(k.levels));
+    std::optional<EnvGuard> mode;
+    if (k.mode) mode.emplace("GPUBATCH_PACKER", k.mode);
     FakeDevice::Options o;
-    o.delay = 200us;
+    o.delay = 200us;  // batches form behind the device
     auto device = std::make_shared<FakeDevice>(o);
     BatchConfig c = small_batches();
-    c.priority_levels = 1;
+    c.priority_levels = k.levels;
     BatchExecutor executor(device, c);
     crowd(executor.handle(), 2, 2000);
-    if (levels) EXPECT_EQ(executor.stats().packed_batches, 0u);
-    else EXPECT_GT(executor.stats().packed_batches, 0u);
+    if (k.packs) EXPECT_GT(executor.stats().packed_batches, 0u);
+    else EXPECT_EQ(executor.stats().packed_batches, 0u);
     EXPECT_EQ(executor.stats().completed, 4000u);
     expect_each_callers_order(device->markers(), 2);
   }
@@ -141,7 +122,7 @@ TEST(Packer, LevelsKeepsAOneLevelExecutorsBatchesOnTheStrand) {
 // (and recovers the device); the batches before and after complete. The fault is armed while a
 // burst keeps the device busy, so the next submit is a batch the strand formed behind it.
 TEST(Packer, AFailedSubmitFailsItsOwnBatchOnly) {
-  ScopedEnv min("GPUBATCH_PACKER_MIN", "4");
+  EnvGuard min("GPUBATCH_PACKER_MIN", "4");
   FakeDevice::Options o;
   o.delay = 300us;
   auto device = std::make_shared<FakeDevice>(o);
@@ -174,7 +155,7 @@ TEST(Packer, AFailedSubmitFailsItsOwnBatchOnly) {
 // Shutdown (drain) waits for batches the packer holds: the device's submits are held while a
 // burst goes in, then released; every request resolves with its value.
 TEST(Packer, ShutdownWaitsForWhatThePackerHolds) {
-  ScopedEnv min("GPUBATCH_PACKER_MIN", "4");
+  EnvGuard min("GPUBATCH_PACKER_MIN", "4");
   auto device = std::make_shared<FakeDevice>();
   BatchConfig c = small_batches();
   c.max_batch_size = 8;

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,12 +38,7 @@ std::set<pid_t> threads_now() {
   return out;
 }
 
-// The slice of a thread of this process (sched_getattr of another thread: its id), or -1.
-long long slice_of(pid_t tid) {
-  detail::SchedAttr a;
-  if (::syscall(SYS_sched_getattr, tid, &a, sizeof a, 0) != 0) return -1;
-  return static_cast<long long>(a.sched_runtime);
-}
+long long slice_of(pid_t tid) { return detail::thread_slice_ns(tid); }
 
 // What to read of each thread: its nice value, its timer slack (ns) or its scheduler slice (ns).
 enum class Reading { nice, slack, slice };

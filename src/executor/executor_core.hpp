@@ -241,7 +241,17 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   }
 
  private:
-  // ---- producers ----
+  // ---- producers (enqueue.cpp) ----
+  std::optional<Clock::time_point> admit(const Request& request, const SubmitOptions& options,
+                                         Completion& completion, std::size_t bytes, Clock::time_point now);
+  bool take_by_lane(Request& request, Completion& completion, std::size_t priority, std::size_t bytes,
+                    Clock::time_point deadline, Clock::time_point now) noexcept;
+  void queue_request(Request&& request, Completion&& completion, std::size_t priority, std::size_t bytes,
+                     Clock::time_point deadline, Clock::time_point now);
+  PushResult push_by_policy(BlockingMpscQueue<Pending>& queue, Pending&& p, Clock::time_point deadline,
+                            Clock::time_point now, std::uint64_t& pos, bool& deadline_first);
+  bool note_pushed(bool urgent, bool upper, const RequestCancel* cancel, std::size_t bytes) noexcept;
+  void refuse_unqueued(Pending& p, PushResult r, bool deadline_first) noexcept;
   void reject(Completion& completion, ErrorCode code, const std::string& message) noexcept;
   // Admission (deadline_admission): whether the backlog at `level` and above would outlast a
   // request's deadline at the strand's measured drain rate; and the refusal of such a request.

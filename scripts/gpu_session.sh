@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3419,6 +3419,40 @@ if on final11; then
 fi
 
 # Where the crowd's CPU goes with this session's code (eleventh session; as crowdprof7).
+# The producers' fence and the slot's first touch (twelfth session, branch exp12): the crowd and
+# the executor's cost with GPUBATCH_EXP_NOFENCE (no fence on a push without flags: a measurement
+# only, it can lose a wake-up) and GPUBATCH_EXP_PREFETCHW, interleaved.
+if on fence12; then
+  crowd="--device 0 --threads 16 --inflight 1024 --requests 6000000 --op relu --size 256"
+  for r in 1 2 3; do
+    for v in base nofence pw both; do
+      case $v in base) e="X=0";; nofence) e="GPUBATCH_EXP_NOFENCE=1";; pw) e="GPUBATCH_EXP_PREFETCHW=1";;
+        both) e="GPUBATCH_EXP_NOFENCE=1 GPUBATCH_EXP_PREFETCHW=1";; esac
+      load fc-$v-$r env $e -- gpubatch-load $crowd
+      echo "$v $r $(env $e timeout 60 "$run" gpubatch-executor-cost --threads 16 --inflight 1024 --requests 4000000 --reps 1 2>&1 | tail -1)" >> "$out/cost.txt"
+    done
+  done
+fi
+
+# Where enqueue's time goes in the crowd (twelfth session): perf without call graphs at a higher
+# rate, annotated per instruction for the producers' functions; the crowd alone before and after.
+if on crowdann12 && have perf; then
+  crowd="--device 0 --threads 16 --inflight 1024 --requests 6000000 --op relu --size 256"
+  load ann-crowd-1 gpubatch-load $crowd
+  timeout 120 "$run" perf record -F 4999 -o "$out/crowd.data" -- "$PWD/$run" gpubatch-load $crowd > "$out/perf-run.txt" 2>&1
+  timeout 120 "$run" perf report -i "$out/crowd.data" --no-children --sort comm,sym --percent-limit 0.4 > "$out/perf-sym.txt" 2>&1
+  for f in enqueue queue_request push_by_policy note_pushed take_by_lane post_if_idle Pending::Pending Workload::check run_closed_loop; do
+    sym=$(grep -o "[^ ]*::$f\b" "$out/perf-sym.txt" | head -1)
+    [ -n "$sym" ] || continue
+    timeout 120 "$run" perf annotate -i "$out/crowd.data" --stdio --no-source -s "$sym" 2>/dev/null | grep -v "^\s*0.00 " | head -400 > "$out/ann-$f.txt"
+  done
+  rm -f "$out/crowd.data"
+  load ann-crowd-2 gpubatch-load $crowd
+  have gpubatch-executor-cost && for t in 16 8; do
+    timeout 120 "$run" gpubatch-executor-cost --threads $t --inflight 1024 --requests 4000000 --reps 3 > "$out/cost-$t.txt" 2>&1
+  done
+fi
+
 if on crowdprof11 && have perf; then
   crowd="--device 0 --threads 16 --inflight 1024 --requests 6000000 --op relu --size 256"
   timeout 120 "$run" perf record -F 1999 -g -o "$out/crowd.data" -- "$PWD/$run" gpubatch-load $crowd > "$out/perf-run.txt" 2>&1

@@ -69,21 +69,13 @@
 //                        wakes run before callers' threads that have used their turn, without
 //                        giving it a larger share of the CPU. 0 leaves the system's; where the
 //                        kernel ignores it the log says so once (DESIGN.md "Scheduling")
-//   thread_rt_priority   0, or 1 .. 99: the executor's own threads run under SCHED_FIFO at this
-//                        priority, ahead of every ordinary thread: where callers' threads take
-//                        every core, the strand, the completion threads and the deadline watch
-//                        still run the moment they have work. 0 (the default) leaves them as
-//                        made. Needs CAP_SYS_NICE or an RLIMIT_RTPRIO (`ulimit -r`) at least
-//                        this high; without it the log says so once and the threads keep their
-//                        policy. Their spins stay bounded (completion_spin_us) and Linux keeps
-//                        5 % of each second for ordinary threads (DESIGN.md "Scheduling")
 // Environment: GPUBATCH_PRESET, GPUBATCH_MAX_BATCH_SIZE, GPUBATCH_MAX_WAIT_US, GPUBATCH_POLICY,
 // GPUBATCH_QUEUE_CAPACITY, GPUBATCH_MAX_INFLIGHT_BATCHES, GPUBATCH_OVERFLOW,
 // GPUBATCH_BLOCK_TIMEOUT_US, GPUBATCH_MAX_BATCH_BYTES, GPUBATCH_COMPLETION_THREADS,
 // GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US, GPUBATCH_RESIDENT (1/0, true/false,
 // on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_LONE_FUTURE_WAITS (like GPUBATCH_RESIDENT), GPUBATCH_DIRECT_BYTES, GPUBATCH_PRIORITY_LEVELS, GPUBATCH_PRIORITY_AGING_US,
 // GPUBATCH_TARGET_P99_US, GPUBATCH_LEVEL_QUEUE_CAPACITY and GPUBATCH_LEVEL_TIMEOUT_US (comma-separated, one per level),
-// GPUBATCH_DEVICES, GPUBATCH_THREAD_NICE, GPUBATCH_THREAD_SLICE_US, GPUBATCH_THREAD_RT_PRIORITY, GPUBATCH_SHARD_PER_DEVICE and GPUBATCH_DEADLINE_ADMISSION (like
+// GPUBATCH_DEVICES, GPUBATCH_THREAD_NICE, GPUBATCH_SHARD_PER_DEVICE and GPUBATCH_DEADLINE_ADMISSION (like
 // GPUBATCH_RESIDENT).
 #include <array>
 #include <chrono>
@@ -161,7 +153,6 @@ struct BatchConfig {
   int thread_nice = 0;
   // The EEVDF slice the executor's threads ask for (0: the system's; else 100 us .. 100 ms).
   std::chrono::microseconds thread_slice{0};
-  int thread_rt_priority = 0;  // 0: as made; 1 .. 99: SCHED_FIFO at that priority
   // A future asked of an idle executor comes back ready: the call submits the request on its own
   // thread (as it already did) and then waits for that lone batch itself, polling for
   // completion_spin, before it returns. Without it the call returns at once and its caller, in

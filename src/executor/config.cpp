@@ -31,7 +31,6 @@ constexpr std::int64_t kMaxCompletionSpinUs = 10'000;
 constexpr std::int64_t kMinNice = -20, kMaxNice = 19;
 // What Linux accepts as a fair task's slice (it clamps sched_runtime to 0.1 .. 100 ms).
 constexpr std::chrono::microseconds kMinSlice{100}, kMaxSlice{100'000};
-constexpr int kMaxRtPriority = 99;  // SCHED_FIFO's highest on Linux (sched_get_priority_max)
 
 [[noreturn]] void bad(std::string_view key, const std::string& why) {
   throw Error(ErrorCode::invalid_config, std::string(key) + ": " + why);
@@ -73,7 +72,6 @@ constexpr Key kKeys[] = {
     {"devices", "GPUBATCH_DEVICES", Kind::text},
     {"thread_nice", "GPUBATCH_THREAD_NICE", Kind::nice},
     {"thread_slice_us", "GPUBATCH_THREAD_SLICE_US", Kind::micros},
-    {"thread_rt_priority", "GPUBATCH_THREAD_RT_PRIORITY", Kind::size},
 };
 
 const Key* find_key(std::string_view name) {
@@ -107,7 +105,6 @@ void set_integer(BatchConfig& c, const Key& key, std::int64_t v, const std::stri
   else if (key.name == "priority_levels") c.priority_levels = u;
   else if (key.name == "priority_aging_us") c.priority_aging = std::chrono::microseconds(v);
   else if (key.name == "thread_slice_us") c.thread_slice = std::chrono::microseconds(v);
-  else if (key.name == "thread_rt_priority") c.thread_rt_priority = static_cast<int>(std::min<std::uint64_t>(u, std::numeric_limits<int>::max()));
   else if (key.kind == Kind::list) bad(where, "expects a string of comma-separated integers, one per level, such as \"0,2000\"");
   else if (key.kind == Kind::boolean) bad(where, "expects true or false, not an integer");
   else bad(where, "expects a string, not an integer");
@@ -481,7 +478,7 @@ void check(const BatchConfig& c, std::string_view prefix) {
   const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
                block_timeout, max_batch_bytes, completion_threads, batch_timeout,
                completion_spin, resident, resident_idle, target_p99, priority_levels, priority_aging,
-               level_queue_capacity, level_timeout, devices, thread_nice, thread_slice, thread_rt_priority,
+               level_queue_capacity, level_timeout, devices, thread_nice, thread_slice,
                lone_future_waits, direct_bytes, shard_per_device, deadline_admission] = c;
   auto bad = [prefix](std::string_view key, const std::string& why) {
     ::gpubatch::bad(std::string(prefix) + std::string(key), why);
@@ -545,9 +542,6 @@ void check(const BatchConfig& c, std::string_view prefix) {
     bad("thread_slice_us", "must be 0 (the system's) or in [" + std::to_string(kMinSlice.count()) + ", " +
                                std::to_string(kMaxSlice.count()) + "] (got " +
                                std::to_string(thread_slice.count()) + ")");
-  if (thread_rt_priority < 0 || thread_rt_priority > kMaxRtPriority)
-    bad("thread_rt_priority", "must be 0 (as made) or in [1, " + std::to_string(kMaxRtPriority) + "] (got " +
-                                  std::to_string(thread_rt_priority) + ")");
   if (policy != FlushPolicy::deadline && policy != FlushPolicy::adaptive) bad("policy", "unknown value");
   if (overflow != OverflowPolicy::block && overflow != OverflowPolicy::block_for &&
       overflow != OverflowPolicy::reject)

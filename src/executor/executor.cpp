@@ -26,7 +26,6 @@
 #include "executor/executor_core.hpp"
 #include "executor/executor_internal.hpp"
 #include "executor/set_shard.hpp"
-#include "executor/thread_fifo.hpp"
 #include "executor/thread_slice.hpp"
 #include "gpubatch/error.hpp"
 
@@ -435,7 +434,6 @@ void ExecutorCore::start_expiry_thread() noexcept {
 void ExecutorCore::prepare_thread() noexcept {
   apply_thread_nice();
   apply_thread_slice();
-  apply_thread_rt();
   if (!env_is("GPUBATCH_TIMER_SLACK", "default")) ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }
 
@@ -464,16 +462,6 @@ void ExecutorCore::apply_thread_slice() noexcept {
   else
     spdlog::info("gpubatch executor: thread_slice_us = {} has no effect on this kernel (custom slices "
                  "need Linux 6.12 or later)", config_.thread_slice.count());
-}
-
-// thread_rt_priority (DESIGN.md "Scheduling"): last, since a real-time thread has no fair slice.
-void ExecutorCore::apply_thread_rt() noexcept {
-  if (config_.thread_rt_priority == 0) return;
-  const int err = request_thread_fifo(config_.thread_rt_priority);
-  if (err == 0 || rt_refused_.exchange(true, std::memory_order_relaxed)) return;
-  spdlog::warn("gpubatch executor: thread_rt_priority = {} refused ({}): the executor's threads keep their "
-               "policy (SCHED_FIFO needs CAP_SYS_NICE or an RLIMIT_RTPRIO that high)",
-               config_.thread_rt_priority, std::strerror(err));
 }
 
 // ---------------------------------------------------------------------------------------------

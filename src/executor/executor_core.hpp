@@ -200,10 +200,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void apply_thread_nice() noexcept;
   // ... and config().thread_slice (Linux 6.12+; logged once where refused or ignored).
   void apply_thread_slice() noexcept;
-  // ... and config().thread_rt_priority (SCHED_FIFO; logged once where refused).
-  void apply_thread_rt() noexcept;
-  // What every executor thread does first: apply_thread_nice(), apply_thread_slice(),
-  // apply_thread_rt() and a timer slack of 1 ns.
+  // What every executor thread does first: apply_thread_nice(), apply_thread_slice() and a
+  // timer slack of 1 ns.
   void prepare_thread() noexcept;
 
   void enqueue(Request&& request, const SubmitOptions& options, Completion&& completion) noexcept;
@@ -624,7 +622,6 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   const bool future_inline_ = future_inline_enabled();
   const bool handler_inline_ = handler_inline_enabled();  // GPUBATCH_HANDLER_INLINE is not "off"
   std::atomic<bool> nice_refused_{false};   // thread_nice was refused (logged once)
-  std::atomic<bool> rt_refused_{false};  // thread_rt_priority was refused (logged once)
   std::atomic<bool> slice_refused_{false};  // thread_slice was refused or ignored (logged once)
   const bool strand_spin_ = strand_spin_enabled();  // GPUBATCH_STRAND_SPIN=on (linger)
   // A completion thread's blocking wait returns after this long to look again (and at the

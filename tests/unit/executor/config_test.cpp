@@ -333,30 +333,6 @@ TEST(BatchConfig, ThreadSliceTakesZeroOrTheKernelsRange) {
   expect_invalid([&] { c.validate(); }, "thread_slice_us");
 }
 
-// thread_rt_priority: 0 (as made) or a SCHED_FIFO priority, 1 .. 99.
-TEST(BatchConfig, ThreadRtPriorityTakesZeroOrAFifoPriority) {
-  EXPECT_EQ(BatchConfig{}.thread_rt_priority, 0);
-  EXPECT_EQ(BatchConfig::from_string("thread_rt_priority = 1").thread_rt_priority, 1);
-  EXPECT_EQ(BatchConfig::from_string("thread_rt_priority = 99").thread_rt_priority, 99);
-  EXPECT_EQ(BatchConfig::from_string("thread_rt_priority = 0").thread_rt_priority, 0);
-  expect_invalid([] { BatchConfig::from_string("thread_rt_priority = 100", "r.toml"); },
-                 "thread_rt_priority: must be 0 (as made) or in [1, 99] (got 100)");
-  expect_invalid([] { BatchConfig::from_string("thread_rt_priority = 5000000000", "r.toml"); }, "thread_rt_priority");
-  expect_invalid([] { BatchConfig::from_string("thread_rt_priority = -1", "r.toml"); }, "thread_rt_priority");
-  expect_invalid([] { BatchConfig::from_string("thread_rt_priority = \"high\"", "r.toml"); }, "thread_rt_priority");
-  {
-    EnvGuard rt("GPUBATCH_THREAD_RT_PRIORITY", "10");
-    EXPECT_EQ(BatchConfig::from_environment().thread_rt_priority, 10);
-  }
-  {
-    EnvGuard rt("GPUBATCH_THREAD_RT_PRIORITY", "120");
-    expect_invalid([] { BatchConfig::from_environment(); }, "thread_rt_priority");
-  }
-  BatchConfig c;
-  c.thread_rt_priority = -3;
-  expect_invalid([&] { c.validate(); }, "thread_rt_priority");
-}
-
 TEST(PriorityConfig, BadValuesNameTheKey) {
   auto invalid = [](const char* text, const std::string& part) {
     expect_invalid([&] { BatchConfig::from_string(text, "p.toml"); }, part);

@@ -1,6 +1,5 @@
-// thread_nice, thread_slice_us and thread_rt_priority: the executor's own threads (strand,
-// completion threads, deadline watch) take the configured nice value, scheduler slice and
-// real-time priority; the callers' threads are
+// thread_nice and thread_slice_us: the executor's own threads (strand, completion threads,
+// deadline watch) take the configured nice value and scheduler slice; the callers' threads are
 // left alone; 0 leaves the threads as made. They also sleep with a timer slack of 1 ns
 // (GPUBATCH_TIMER_SLACK=default: the system's).
 #include <gtest/gtest.h>
@@ -19,7 +18,6 @@
 #include <thread>
 #include <vector>
 
-#include "executor/thread_fifo.hpp"
 #include "executor/thread_slice.hpp"
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
@@ -42,13 +40,8 @@ std::set<pid_t> threads_now() {
 
 long long slice_of(pid_t tid) { return detail::thread_slice_ns(tid); }
 
-// What to read of each thread: its nice value, its timer slack (ns), its scheduler slice (ns) or
-// its policy and real-time priority (policy * 1000 + priority).
-enum class Reading { nice, slack, slice, policy };
-long long policy_of(pid_t tid) {
-  const auto [policy, priority] = detail::thread_policy(tid);
-  return policy * 1000LL + priority;
-}
+// What to read of each thread: its nice value, its timer slack (ns) or its scheduler slice (ns).
+enum class Reading { nice, slack, slice };
 
 // That reading of every thread of this process named gpubatch-* that is not in `before` (other
 // tests' executors may leave threads of theirs behind for a while), by name.
@@ -65,8 +58,6 @@ std::multimap<std::string, long long> new_executor_threads(const std::set<pid_t>
       out.emplace(name, nice_of(tid));
     } else if (what == Reading::slice) {
       out.emplace(name, slice_of(tid));
-    } else if (what == Reading::policy) {
-      out.emplace(name, policy_of(tid));
     } else {
       std::ifstream f("/proc/" + std::to_string(tid) + "/timerslack_ns");  // a thread's, by its id
       long long ns = -1;
@@ -153,28 +144,6 @@ TEST(ThreadSlice, TheExecutorsThreadsTakeIt) {
            every_thread_reads(nices = new_executor_threads(before), c.thread_nice);
   })) << counts(slices);
   EXPECT_EQ(slice_of(gettid()), own) << "the caller's thread is left alone";
-}
-
-// thread_rt_priority: the executor's threads run under SCHED_FIFO at that priority, the caller's
-// keeps its policy. Skipped where this process may not make a thread real-time (no
-// CAP_SYS_NICE, RLIMIT_RTPRIO 0), which a scratch thread finds out first; there the executor
-// still works, its threads as made (and the log says so once).
-TEST(ThreadRt, TheExecutorsThreadsTakeIt) {
-  int probe = -1;
-  std::thread([&] { probe = detail::request_thread_fifo(7); }).join();
-  auto device = std::make_shared<FakeDevice>();
-  const std::set<pid_t> before = threads_now();
-  const long long own = policy_of(gettid());
-  BatchConfig c = two_completion_threads();
-  c.thread_rt_priority = 7;
-  BatchExecutor executor(device, c);
-  ASSERT_NO_FATAL_FAILURE(start_every_thread(executor));
-  if (probe != 0) GTEST_SKIP() << "this process may not make a thread real-time; the executor ran as made";
-  std::multimap<std::string, long long> policies;
-  ASSERT_TRUE(eventually([&] {
-    return every_thread_reads(policies = new_executor_threads(before, Reading::policy), SCHED_FIFO * 1000LL + 7);
-  })) << counts(policies);
-  EXPECT_EQ(policy_of(gettid()), own) << "the caller's thread is left alone";
 }
 
 // The threads sleep until instants that matter (a deadline, a batch's max_wait): they ask for a

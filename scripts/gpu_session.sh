@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3418,7 +3418,34 @@ if on final11; then
   echo "   core tests: exit $?, $(grep -E 'PASSED|FAILED' "$out/tests-core.txt" | tr '\n' ' ')" | tee -a "$out/log.txt" >&2
 fi
 
-# Where the crowd's CPU goes with this session's code (eleventh session; as crowdprof7).
+# thread_rt_priority (twelfth session, branch rt-exp; not kept): every load where the callers take every core, the
+# executor's threads under SCHED_FIFO 10 against as made, interleaved, two rounds; idle mix,
+# crowd and lone caller for what it costs.
+if on rt12; then
+  { uname -r; cat /proc/sys/kernel/sched_rt_runtime_us; ulimit -r; nproc; } >> "$out/log.txt" 2>&1
+  dl="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --host-probe"
+  for r in 1 2; do
+    for p in 0 10; do
+      e="env GPUBATCH_THREAD_RT_PRIORITY=$p --"
+      load rt-dl3m-$p-$r $e gpubatch-mix $dl --rate 3000000 --requests 6000000
+      load rt-dl15m-$p-$r $e gpubatch-mix $dl --rate 1500000 --requests 3000000
+      load rt-prio3m-$p-$r $e gpubatch-mix --device 0 --threads 16 --size 256 --high 0.1 --rate 3000000 --requests 6000000 --host-probe
+      load rt-bf3m-$p-$r $e gpubatch-mix --device 0 --threads 16 --size 256 --block-for-us 300 --rate 3000000 --requests 6000000 --host-probe
+      load rt-open15m-$p-$r $e gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate 1500000 --requests 4500000
+      load rt-m64-$p-$r $e gpubatch-mix --device 0 --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000
+    done
+  done
+  for p in 0 10; do
+    e="env GPUBATCH_THREAD_RT_PRIORITY=$p --"
+    load rt-prioidle-$p $e gpubatch-mix --device 0 --threads 16 --size 256 --high 0.1 --rate 10000 --requests 30000 --host-probe
+    for r in 1 2; do
+      load rt-crowd-$p-$r $e gpubatch-load --device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000
+      load rt-lone-$p-$r $e gpubatch-load --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+    done
+  done
+  grep -h "refused" "$out/log.txt" | sort | uniq -c | head -3 >&2
+fi
+
 # The producers' fence and the slot's first touch (twelfth session, branch exp12): the crowd and
 # the executor's cost with GPUBATCH_EXP_NOFENCE (no fence on a push without flags: a measurement
 # only, it can lose a wake-up) and GPUBATCH_EXP_PREFETCHW, interleaved.
@@ -3453,6 +3480,7 @@ if on crowdann12 && have perf; then
   done
 fi
 
+# Where the crowd's CPU goes with this session's code (eleventh session; as crowdprof7).
 if on crowdprof11 && have perf; then
   crowd="--device 0 --threads 16 --inflight 1024 --requests 6000000 --op relu --size 256"
   timeout 120 "$run" perf record -F 1999 -g -o "$out/crowd.data" -- "$PWD/$run" gpubatch-load $crowd > "$out/perf-run.txt" 2>&1

@@ -1,5 +1,6 @@
 // Prometheus text exposition of a Stats snapshot.
 #include <cstdio>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,103 @@ class Writer {
   std::string out_;
 };
 
+// A family of series: its name, type and help, and up to four samples, each with its labels and
+// how to read its value (a count, or a real number where `real` is set).
+struct Sample {
+  const char* labels;
+  std::uint64_t (*count)(const Stats&) = nullptr;
+  double (*real)(const Stats&) = nullptr;
+};
+struct Family {
+  const char* name;
+  const char* type;
+  const char* help;
+  Sample samples[4];
+};
+using S = const Stats&;
+
+void families(Writer& w, const Stats& s, std::span<const Family> list) {
+  for (const Family& f : list) {
+    w.header(f.name, f.type, f.help);
+    for (const Sample& x : f.samples) {
+      if (x.count) w.sample(f.name, x.labels, x.count(s));
+      else if (x.real) w.sample(f.name, x.labels, x.real(s));
+    }
+  }
+}
+
+const Family kRequestFamilies[] = {
+    {"requests_submitted_total", "counter", "Requests accepted into the queue.", {{"", [](S s) { return s.submitted; }}}},
+    {"requests_total", "counter", "Requests by how they ended.",
+     {{"outcome=\"completed\"", [](S s) { return s.completed; }},
+      {"outcome=\"failed\"", [](S s) { return s.failed; }},
+      {"outcome=\"rejected\"", [](S s) { return s.rejected; }}}},
+    {"requests_shed_total", "counter",
+     "Rejected requests whose deadline the backlog ahead would have outlasted (deadline_admission).",
+     {{"", [](S s) { return s.shed; }}}},
+    {"request_failures_total", "counter", "Accepted requests that failed, by cause.",
+     {{"cause=\"deadline\"", [](S s) { return s.expired; }},
+      {"cause=\"cancelled\"", [](S s) { return s.cancelled; }},
+      {"cause=\"device\"", [](S s) { return s.device_errors; }}}},
+    {"handler_exceptions_total", "counter", "Completion handlers that threw on an executor thread (caught and logged).",
+     {{"", [](S s) { return s.handler_exceptions; }}}},
+    {"resident_requests_total", "counter", "Requests served by the resident kernel (resident mode).",
+     {{"", [](S s) { return s.resident; }}}},
+    {"direct_requests_total", "counter", "Large requests run on their caller's thread (direct_bytes).",
+     {{"", [](S s) { return s.direct; }}}},
+    {"split_requests_total", "counter", "Of those, requests taken in chunks that pipeline (split_bytes).",
+     {{"", [](S s) { return s.split; }}}},
+    {"queue_depth", "gauge", "Accepted requests not yet in a submitted batch.", {{"", [](S s) { return s.queue_depth; }}}},
+    {"inflight_batches", "gauge", "Batches submitted to the device and not yet complete.",
+     {{"", [](S s) { return s.inflight_batches; }}}},
+    {"batches_total", "counter", "Batches submitted to the device.", {{"", [](S s) { return s.batches; }}}},
+    {"flushes_total", "counter", "Batch flushes by reason.",
+     {{"reason=\"size\"", [](S s) { return s.flushes.size; }},
+      {"reason=\"deadline\"", [](S s) { return s.flushes.deadline; }},
+      {"reason=\"idle\"", [](S s) { return s.flushes.idle; }},
+      {"reason=\"shutdown\"", [](S s) { return s.flushes.shutdown; }}}},
+    {"strand_runs_total", "counter", "Runs of the batch-forming strand.", {{"", [](S s) { return s.strand_runs; }}}},
+    {"strand_timer_wakeups_total", "counter", "Strand runs started by its timer (max_wait or a request deadline).",
+     {{"", [](S s) { return s.timer_wakeups; }}}},
+    {"strand_polls_total", "counter", "Times the idle strand polled for the next arrival (after a lone caller's batch).",
+     {{"", [](S s) { return s.strand_polls; }}}},
+    {"strand_poll_hits_total", "counter", "Strand polls that an arrival ended.",
+     {{"", [](S s) { return s.strand_poll_hits; }}}},
+    {"caller_completions_total", "counter",
+     "Batches that their synchronous caller polled and completed on its own thread.",
+     {{"", [](S s) { return s.caller_completions; }}}},
+    {"express_batches_total", "counter",
+     "Batches of requests above priority level 0 sent at once in the slot kept for them.",
+     {{"", [](S s) { return s.express_batches; }}}},
+    {"packed_batches_total", "counter",
+     "Batches laid out and submitted by the packer thread while the strand formed the next.",
+     {{"", [](S s) { return s.packed_batches; }}}},
+    {"batch_size_mean", "gauge", "Mean requests per batch.", {{"", nullptr, [](S s) { return s.mean_batch_size; }}}},
+    {"batch_fill_mean", "gauge", "Mean batch size divided by max_batch_size.",
+     {{"", nullptr, [](S s) { return s.mean_fill; }}}},
+    {"batch_size_max", "gauge", "Configured max_batch_size.",
+     {{"", [](S s) { return static_cast<std::uint64_t>(s.max_batch_size); }}}},
+};
+
+const Family kDeviceFamilies[] = {
+    {"device_cost_fixed_seconds", "gauge", "Learnt fixed device time of a batch.",
+     {{"", nullptr, [](S s) { return static_cast<double>(s.cost_fixed.count()) * 1e-9; }}}},
+    {"device_cost_seconds_per_byte", "gauge", "Learnt device time per byte of a batch.",
+     {{"", nullptr, [](S s) { return s.cost_ns_per_byte * 1e-9; }}}},
+    {"target_batch_bytes", "gauge", "Bytes a batch may hold under target_p99 (0: no target).",
+     {{"", [](S s) { return static_cast<std::uint64_t>(s.target_batch_bytes); }}}},
+    {"transfers_total", "counter", "Upload and download passes on the device.",
+     {{"direction=\"up\"", [](S s) { return s.transfers.uploads; }},
+      {"direction=\"down\"", [](S s) { return s.transfers.downloads; }}}},
+    {"transfer_bytes_total", "counter", "Bytes moved to and from the device.",
+     {{"direction=\"up\"", [](S s) { return s.transfers.bytes_up; }},
+      {"direction=\"down\"", [](S s) { return s.transfers.bytes_down; }}}},
+    {"device_dispatches_total", "counter", "Compute dispatches recorded on the device.",
+     {{"", [](S s) { return s.transfers.dispatches; }}}},
+    {"device_submissions_total", "counter", "Queue submissions on the device.",
+     {{"", [](S s) { return s.transfers.submissions; }}}},
+};
+
 // A label value: backslash, double quote and newline escaped (the text format's rules).
 std::string label_value(std::string_view v) {
   std::string out;
@@ -146,64 +244,7 @@ void device_series(Writer& w, const std::vector<DeviceStats>& devices) {
 
 std::string to_prometheus(const Stats& s, std::string_view prefix) {
   Writer w(prefix);
-  w.header("requests_submitted_total", "counter", "Requests accepted into the queue.");
-  w.sample("requests_submitted_total", "", s.submitted);
-  w.header("requests_total", "counter", "Requests by how they ended.");
-  w.sample("requests_total", "outcome=\"completed\"", s.completed);
-  w.sample("requests_total", "outcome=\"failed\"", s.failed);
-  w.sample("requests_total", "outcome=\"rejected\"", s.rejected);
-  w.header("requests_shed_total", "counter",
-           "Rejected requests whose deadline the backlog ahead would have outlasted (deadline_admission).");
-  w.sample("requests_shed_total", "", s.shed);
-  w.header("request_failures_total", "counter", "Accepted requests that failed, by cause.");
-  w.sample("request_failures_total", "cause=\"deadline\"", s.expired);
-  w.sample("request_failures_total", "cause=\"cancelled\"", s.cancelled);
-  w.sample("request_failures_total", "cause=\"device\"", s.device_errors);
-  w.header("handler_exceptions_total", "counter",
-           "Completion handlers that threw on an executor thread (caught and logged).");
-  w.sample("handler_exceptions_total", "", s.handler_exceptions);
-  w.header("resident_requests_total", "counter", "Requests served by the resident kernel (resident mode).");
-  w.sample("resident_requests_total", "", s.resident);
-  w.header("direct_requests_total", "counter", "Large requests run on their caller's thread (direct_bytes).");
-  w.sample("direct_requests_total", "", s.direct);
-  w.header("split_requests_total", "counter", "Of those, requests taken in chunks that pipeline (split_bytes).");
-  w.sample("split_requests_total", "", s.split);
-  w.header("queue_depth", "gauge", "Accepted requests not yet in a submitted batch.");
-  w.sample("queue_depth", "", s.queue_depth);
-  w.header("inflight_batches", "gauge", "Batches submitted to the device and not yet complete.");
-  w.sample("inflight_batches", "", s.inflight_batches);
-  w.header("batches_total", "counter", "Batches submitted to the device.");
-  w.sample("batches_total", "", s.batches);
-  w.header("flushes_total", "counter", "Batch flushes by reason.");
-  w.sample("flushes_total", "reason=\"size\"", s.flushes.size);
-  w.sample("flushes_total", "reason=\"deadline\"", s.flushes.deadline);
-  w.sample("flushes_total", "reason=\"idle\"", s.flushes.idle);
-  w.sample("flushes_total", "reason=\"shutdown\"", s.flushes.shutdown);
-  w.header("strand_runs_total", "counter", "Runs of the batch-forming strand.");
-  w.sample("strand_runs_total", "", s.strand_runs);
-  w.header("strand_timer_wakeups_total", "counter",
-           "Strand runs started by its timer (max_wait or a request deadline).");
-  w.sample("strand_timer_wakeups_total", "", s.timer_wakeups);
-  w.header("strand_polls_total", "counter",
-           "Times the idle strand polled for the next arrival (after a lone caller's batch).");
-  w.sample("strand_polls_total", "", s.strand_polls);
-  w.header("strand_poll_hits_total", "counter", "Strand polls that an arrival ended.");
-  w.sample("strand_poll_hits_total", "", s.strand_poll_hits);
-  w.header("caller_completions_total", "counter",
-           "Batches that their synchronous caller polled and completed on its own thread.");
-  w.sample("caller_completions_total", "", s.caller_completions);
-  w.header("express_batches_total", "counter",
-           "Batches of requests above priority level 0 sent at once in the slot kept for them.");
-  w.sample("express_batches_total", "", s.express_batches);
-  w.header("packed_batches_total", "counter",
-           "Batches laid out and submitted by the packer thread while the strand formed the next.");
-  w.sample("packed_batches_total", "", s.packed_batches);
-  w.header("batch_size_mean", "gauge", "Mean requests per batch.");
-  w.sample("batch_size_mean", "", s.mean_batch_size);
-  w.header("batch_fill_mean", "gauge", "Mean batch size divided by max_batch_size.");
-  w.sample("batch_fill_mean", "", s.mean_fill);
-  w.header("batch_size_max", "gauge", "Configured max_batch_size.");
-  w.sample("batch_size_max", "", static_cast<std::uint64_t>(s.max_batch_size));
+  families(w, s, kRequestFamilies);
   w.latency("queue_wait_seconds", "Time from acceptance to the batch's submission.", s.queue_wait);
   w.latency("submit_seconds", "Time from acceptance to the return of its batch's device submission.",
             s.submit_latency);
@@ -213,22 +254,7 @@ std::string to_prometheus(const Stats& s, std::string_view prefix) {
             "priority", s.end_to_end_by_priority);
   w.classes("op_end_to_end_seconds", "Time from acceptance to the result, by operation.", "op",
             s.end_to_end_by_op);
-  w.header("device_cost_fixed_seconds", "gauge", "Learnt fixed device time of a batch.");
-  w.sample("device_cost_fixed_seconds", "", static_cast<double>(s.cost_fixed.count()) * 1e-9);
-  w.header("device_cost_seconds_per_byte", "gauge", "Learnt device time per byte of a batch.");
-  w.sample("device_cost_seconds_per_byte", "", s.cost_ns_per_byte * 1e-9);
-  w.header("target_batch_bytes", "gauge", "Bytes a batch may hold under target_p99 (0: no target).");
-  w.sample("target_batch_bytes", "", s.target_batch_bytes);
-  w.header("transfers_total", "counter", "Upload and download passes on the device.");
-  w.sample("transfers_total", "direction=\"up\"", s.transfers.uploads);
-  w.sample("transfers_total", "direction=\"down\"", s.transfers.downloads);
-  w.header("transfer_bytes_total", "counter", "Bytes moved to and from the device.");
-  w.sample("transfer_bytes_total", "direction=\"up\"", s.transfers.bytes_up);
-  w.sample("transfer_bytes_total", "direction=\"down\"", s.transfers.bytes_down);
-  w.header("device_dispatches_total", "counter", "Compute dispatches recorded on the device.");
-  w.sample("device_dispatches_total", "", s.transfers.dispatches);
-  w.header("device_submissions_total", "counter", "Queue submissions on the device.");
-  w.sample("device_submissions_total", "", s.transfers.submissions);
+  families(w, s, kDeviceFamilies);
   device_series(w, s.devices);
   return w.take();
 }

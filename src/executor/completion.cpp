@@ -92,13 +92,7 @@ void ExecutorCore::completion_loop(std::size_t index) {
     // The strand waits for its parallel job: help there first. Then with a finished batch
     // (oldest first), else wait for the next one.
     if (parallel_job_) {
-      ParallelJob* job = parallel_job_;
-      const std::size_t part = job->next++;
-      if (job->next == job->parts) parallel_job_ = nullptr;
-      lock.unlock();
-      (*job->work)(part);
-      job->left.fetch_sub(1, std::memory_order_release);  // `job` may be gone after this
-      lock.lock();
+      help_parallel_job(lock);
       continue;
     }
     // An express batch (hand_to_completion puts them first) is awaited before any other work,
@@ -108,44 +102,66 @@ void ExecutorCore::completion_loop(std::size_t index) {
     const bool beside = express_front && awaiting_ >= await_width_ && express_beside_ && !express_awaiting_;
     const bool express_next = express_front && (awaiting_ < await_width_ || beside);
     if (!ready_.empty() && !express_next) {
-      Batch* b = ready_.front();
-      const std::uint32_t chunk = b->next_chunk++;
-      if (b->next_chunk == b->chunks) ready_.pop_front();
-      lock.unlock();
-      complete_chunk(*b, chunk, index);
-      lock.lock();
+      complete_ready_chunk(lock, index);
       continue;
     }
     if ((awaiting_ < await_width_ && !inflight_queue_.empty()) || beside) {
-      std::unique_ptr<Batch> owned = std::move(inflight_queue_.front());
-      inflight_queue_.pop_front();
-      if (beside) express_awaiting_ = true;
-      else ++awaiting_;
-      lock.unlock();
-      Batch* b = owned.release();  // from here owned by its chunks; the last one pools it
-      // A completion thread polls only a lone caller's batch or a full one (polls_batch): a
-      // lone request is back without the blocking wait's wake-up, a saturated device gets its
-      // next batch sooner, and an idle executor spins not at all. Beside the regular waiters an
-      // express batch is polled (for up to kExpressPoll): a second thread blocked in the
-      // driver's wait is what the serial waiter avoids (NVIDIA's missed wake-ups).
-      await_batch(*b, index, beside ? std::max(completion_spin_, std::chrono::microseconds(kExpressPoll))
-                             : polls_batch(b->items.size()) ? completion_spin_ : std::chrono::microseconds(0));
-      lock.lock();
-      if (beside) express_awaiting_ = false;
-      else --awaiting_;
-      // This thread takes the first chunk; the others go to whoever is idle.
-      b->next_chunk = 1;
-      if (b->chunks > 1) ready_.push_back(b);
-      const bool more_to_wait_for = !inflight_queue_.empty();
-      lock.unlock();
-      if (b->chunks > 1 || more_to_wait_for) inflight_cv_.notify_all();
-      complete_chunk(*b, 0, index);
-      lock.lock();
+      await_front_batch(lock, index, beside);
       continue;
     }
     if (stop_completion_ && inflight_queue_.empty() && awaiting_ == 0 && !express_awaiting_) return;
     inflight_cv_.wait(lock);
   }
+}
+
+// The next part of the strand's parallel job (held: inflight_mutex_, released meanwhile).
+void ExecutorCore::help_parallel_job(std::unique_lock<std::mutex>& lock) {
+  ParallelJob* job = parallel_job_;
+  const std::size_t part = job->next++;
+  if (job->next == job->parts) parallel_job_ = nullptr;
+  lock.unlock();
+  (*job->work)(part);
+  job->left.fetch_sub(1, std::memory_order_release);  // `job` may be gone after this
+  lock.lock();
+}
+
+// The next chunk of the oldest batch that has finished (held: inflight_mutex_, released meanwhile).
+void ExecutorCore::complete_ready_chunk(std::unique_lock<std::mutex>& lock, std::size_t index) {
+  Batch* b = ready_.front();
+  const std::uint32_t chunk = b->next_chunk++;
+  if (b->next_chunk == b->chunks) ready_.pop_front();
+  lock.unlock();
+  complete_chunk(*b, chunk, index);
+  lock.lock();
+}
+
+// Waits for the batch at the front of the in-flight queue, then completes its first chunk and
+// leaves the others to whoever is idle (held: inflight_mutex_, released meanwhile). `beside`: an
+// express batch awaited beside the regular waiters.
+void ExecutorCore::await_front_batch(std::unique_lock<std::mutex>& lock, std::size_t index, bool beside) {
+  std::unique_ptr<Batch> owned = std::move(inflight_queue_.front());
+  inflight_queue_.pop_front();
+  if (beside) express_awaiting_ = true;
+  else ++awaiting_;
+  lock.unlock();
+  Batch* b = owned.release();  // from here owned by its chunks; the last one pools it
+  // A completion thread polls only a lone caller's batch or a full one (polls_batch): a lone
+  // request is back without the blocking wait's wake-up, a saturated device gets its next batch
+  // sooner, and an idle executor spins not at all. Beside the regular waiters an express batch
+  // is polled (for up to kExpressPoll): a second thread blocked in the driver's wait is what the
+  // serial waiter avoids (NVIDIA's missed wake-ups).
+  await_batch(*b, index, beside ? std::max(completion_spin_, std::chrono::microseconds(kExpressPoll))
+                         : polls_batch(b->items.size()) ? completion_spin_ : std::chrono::microseconds(0));
+  lock.lock();
+  if (beside) express_awaiting_ = false;
+  else --awaiting_;
+  b->next_chunk = 1;
+  if (b->chunks > 1) ready_.push_back(b);
+  const bool more_to_wait_for = !inflight_queue_.empty();
+  lock.unlock();
+  if (b->chunks > 1 || more_to_wait_for) inflight_cv_.notify_all();
+  complete_chunk(*b, 0, index);
+  lock.lock();
 }
 
 void ExecutorCore::await_batch(Batch& b, std::size_t thread_index, std::chrono::microseconds spin) {

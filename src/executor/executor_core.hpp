@@ -276,6 +276,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool post_strand_run() noexcept;
   void kick();
   void process();
+  void form_and_flush(bool cancels);
+  void after_forming(bool urgent);
+  bool finish_if_drained();
   bool pull(Clock::time_point now);
   void accept_into_forming(Pending&& p, Clock::time_point now);
   BatchFormer<Pending>::Decision decide(Clock::time_point now) const;
@@ -411,6 +414,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
 
   // ---- completion ----
   void completion_loop(std::size_t index);
+  void help_parallel_job(std::unique_lock<std::mutex>& lock);
+  void complete_ready_chunk(std::unique_lock<std::mutex>& lock, std::size_t index);
+  void await_front_batch(std::unique_lock<std::mutex>& lock, std::size_t index, bool beside);
   // Flush's last step: the batch goes to the completion threads (woken), or, in a synchronous
   // caller's inline pass, a lone batch stays with that caller (complete_own_batch).
   void hand_to_completion(std::unique_ptr<Batch> batch);

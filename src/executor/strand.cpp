@@ -144,62 +144,78 @@ void ExecutorCore::process() {
   if (cancel_seen_) {
     cancel_everything();
   } else {
-    auto now = Clock::now();
-    blocked_on_slot_ = false;
-    blocked_on_express_ = false;
-    if (cancels) sweep_cancelled();
-    apply_latency_target(now);
-    for (;;) {
-      pull(now);
-      if (next_deadline() <= now && now - last_sweep_ >= kSweepInterval) {
-        last_sweep_ = now;
-        expire_forming(now);
-        scan_queue_deadlines(now, true);
-      }
-      if (express_ready()) {  // levels above 0 go at once, in their own slot
-        flush(FlushReason::idle, now, true);
-        now = Clock::now();
-        continue;
-      }
-      // Requests above level 0 wait for the express slot (its completion wakes the strand). Not
-      // when it is free: then they wait for what the policy decides, as level 0 does.
-      blocked_on_express_ = express_on_ && level_count() > 1 && former_.upper_size() > 0 &&
-                            express_busy();
-      const auto decision = decide(now);
-      if (!decision.reason) break;
-      if (!slot_free()) {
-        blocked_on_slot_ = true;
-        break;
-      }
-      flush(*decision.reason, now, false, upper_waits_for_express());
-      now = Clock::now();
-    }
-    // Requests with a deadline that wait in the queues behind a full former still fail
-    // promptly: look at them in place.
-    // pull() stopped at the end of every queue, not at a full level: nothing waits there.
-    if (former_.wants_every_level()) queue_deadline_ = Clock::time_point::max();
-    else if (urgent) scan_queue_deadlines(now, false);  // only what arrived since last time
-    // A backlog: requests left in the queues, or a batch formed and waiting for a free slot; then
-    // what the strand took since its last look is what it can take, not what arrived.
-    bool backlogged = blocked_on_slot_ && !former_.empty();
-    for (std::size_t l = 0; l < level_count(); ++l) {
-      level_queue(l).notify_space();
-      backlogged = backlogged || level_queue(l).size_approx() > 0;
-    }
-    drain_.observe(Clock::now(), drain_taken_, backlogged);
-    forming_now_.store(former_.size(), std::memory_order_relaxed);
+    form_and_flush(cancels);
+    after_forming(urgent);
   }
+  if (finish_if_drained()) return;
+  schedule_timer(Clock::now());
+}
+
+// Takes what the queues hold and flushes what the policy says, until it says wait or every
+// in-flight slot is taken.
+void ExecutorCore::form_and_flush(bool cancels) {
+  auto now = Clock::now();
+  blocked_on_slot_ = false;
+  blocked_on_express_ = false;
+  if (cancels) sweep_cancelled();
+  apply_latency_target(now);
+  for (;;) {
+    pull(now);
+    if (next_deadline() <= now && now - last_sweep_ >= kSweepInterval) {
+      last_sweep_ = now;
+      expire_forming(now);
+      scan_queue_deadlines(now, true);
+    }
+    if (express_ready()) {  // levels above 0 go at once, in their own slot
+      flush(FlushReason::idle, now, true);
+      now = Clock::now();
+      continue;
+    }
+    // Requests above level 0 wait for the express slot (its completion wakes the strand). Not
+    // when it is free: then they wait for what the policy decides, as level 0 does.
+    blocked_on_express_ = express_on_ && level_count() > 1 && former_.upper_size() > 0 && express_busy();
+    const auto decision = decide(now);
+    if (!decision.reason) break;
+    if (!slot_free()) {
+      blocked_on_slot_ = true;
+      break;
+    }
+    flush(*decision.reason, now, false, upper_waits_for_express());
+    now = Clock::now();
+  }
+}
+
+// After forming: requests with a deadline that wait in the queues behind a full former still
+// fail promptly (looked at in place); producers waiting for room are woken; the drain rate
+// sees what the strand took.
+void ExecutorCore::after_forming(bool urgent) {
+  const auto now = Clock::now();
+  // pull() stopped at the end of every queue, not at a full level: nothing waits there.
+  if (former_.wants_every_level()) queue_deadline_ = Clock::time_point::max();
+  else if (urgent) scan_queue_deadlines(now, false);  // only what arrived since last time
+  // A backlog: requests left in the queues, or a batch formed and waiting for a free slot; then
+  // what the strand took since its last look is what it can take, not what arrived.
+  bool backlogged = blocked_on_slot_ && !former_.empty();
+  for (std::size_t l = 0; l < level_count(); ++l) {
+    level_queue(l).notify_space();
+    backlogged = backlogged || level_queue(l).size_approx() > 0;
+  }
+  drain_.observe(now, drain_taken_, backlogged);
+  forming_now_.store(former_.size(), std::memory_order_relaxed);
+}
+
+// Shutdown: once closing and every accepted request has left the queues and the former, the
+// strand is finished. True then.
+bool ExecutorCore::finish_if_drained() {
   bool drained = former_.empty();
   for (std::size_t l = 0; drained && l < level_count(); ++l) drained = level_queue(l).drained();
-  if (closing_seen_ && drained) {
-    strand_finished_ = true;
-    timer_target_ = Clock::time_point::max();
-    timer_.cancel();
-    strand_done_.store(true, std::memory_order_seq_cst);
-    maybe_done();
-    return;
-  }
-  schedule_timer(Clock::now());
+  if (!closing_seen_ || !drained) return false;
+  strand_finished_ = true;
+  timer_target_ = Clock::time_point::max();
+  timer_.cancel();
+  strand_done_.store(true, std::memory_order_seq_cst);
+  maybe_done();
+  return true;
 }
 
 // Pulls each level's queue, the highest first, while the former takes that level.

@@ -474,78 +474,91 @@ void BatchConfig::validate() const { check(*this, ""); }
 
 namespace {
 
-void check(const BatchConfig& c, std::string_view prefix) {
-  const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
-               block_timeout, max_batch_bytes, completion_threads, batch_timeout,
-               completion_spin, resident, resident_idle, target_p99, priority_levels, priority_aging,
-               level_queue_capacity, level_timeout, devices, thread_nice, thread_slice,
-               lone_future_waits, direct_bytes, shard_per_device, deadline_admission] = c;
-  auto bad = [prefix](std::string_view key, const std::string& why) {
-    ::gpubatch::bad(std::string(prefix) + std::string(key), why);
-  };
-  auto range = [&bad](std::string_view key, std::size_t v, std::size_t lo, std::size_t hi) {
+// What check() says of a bad value: the key (after the source's prefix) and why.
+class Checker {
+ public:
+  explicit Checker(std::string_view prefix) : prefix_(prefix) {}
+  [[noreturn]] void bad(std::string_view key, const std::string& why) const {
+    ::gpubatch::bad(std::string(prefix_) + std::string(key), why);
+  }
+  void range(std::string_view key, std::int64_t v, std::int64_t lo, std::int64_t hi) const {
     if (v < lo || v > hi)
-      bad(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
-                   std::to_string(v) + ")");
-  };
-  range("max_batch_size", max_batch_size, 1, kMaxBatchSizeLimit);
-  if (max_wait.count() < 0 || max_wait.count() > kMaxWaitLimitUs)
-    bad("max_wait_us", "must be in [0, " + std::to_string(kMaxWaitLimitUs) + "] (got " +
-                           std::to_string(max_wait.count()) + ")");
-  if (max_wait.count() == 0 && max_batch_size == 1)
-    bad("max_wait_us", "0 together with max_batch_size = 1 turns batching off; use Device::run "
-                       "for unbatched requests, or raise one of them");
-  range("queue_capacity", queue_capacity, 1, kMaxQueueCapacity);
-  range("max_inflight_batches", max_inflight_batches, 1, kMaxInflightLimit);
-  if (block_timeout.count() < 0 || block_timeout.count() > kMaxWaitLimitUs)
-    bad("block_timeout_us", "must be in [0, " + std::to_string(kMaxWaitLimitUs) + "] (got " +
-                                std::to_string(block_timeout.count()) + ")");
-  if (overflow == OverflowPolicy::block_for && block_timeout.count() == 0)
-    bad("block_timeout_us", "must be positive with overflow = \"block_for\" (use \"reject\")");
-  range("max_batch_bytes", max_batch_bytes, 1, std::numeric_limits<std::size_t>::max());
-  range("completion_threads", completion_threads, 1, kMaxThreads);
-  (void)resident;
-  (void)lone_future_waits;
-  (void)shard_per_device;
-  (void)deadline_admission;
-  (void)direct_bytes;  // any byte count; 0 turns the direct lane off
-  if (resident_idle.count() < 1 || resident_idle.count() > kMaxWaitLimitUs)
-    bad("resident_idle_us", "must be in [1, " + std::to_string(kMaxWaitLimitUs) + "] (got " +
-                                std::to_string(resident_idle.count()) + ")");
-  if (batch_timeout.count() < 1)
-    bad("batch_timeout_ms", "must be at least 1 (got " + std::to_string(batch_timeout.count()) + ")");
-  if (completion_spin.count() < 0 || completion_spin.count() > kMaxCompletionSpinUs)
-    bad("completion_spin_us", "must be in [0, " + std::to_string(kMaxCompletionSpinUs) + "] (got " +
-                                  std::to_string(completion_spin.count()) + ")");
-  if (target_p99.count() < 0 || target_p99.count() > kMaxWaitLimitUs)
-    bad("target_p99_us", "must be in [0, " + std::to_string(kMaxWaitLimitUs) + "] (got " +
-                             std::to_string(target_p99.count()) + ")");
-  range("priority_levels", priority_levels, 1, BatchConfig::kMaxPriorityLevels);
-  if (priority_aging.count() < 1 || priority_aging.count() > kMaxWaitLimitUs)
-    bad("priority_aging_us", "must be in [1, " + std::to_string(kMaxWaitLimitUs) + "] (got " +
-                                 std::to_string(priority_aging.count()) + ")");
+      bad(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + std::to_string(v) + ")");
+  }
+  void range(std::string_view key, std::size_t v, std::size_t lo, std::size_t hi) const {
+    if (v < lo || v > hi)
+      bad(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + std::to_string(v) + ")");
+  }
+
+ private:
+  std::string_view prefix_;
+};
+
+// Batch formation and the queue.
+void check_batching(const BatchConfig& c, const Checker& k) {
+  k.range("max_batch_size", c.max_batch_size, 1, kMaxBatchSizeLimit);
+  k.range("max_wait_us", c.max_wait.count(), 0, kMaxWaitLimitUs);
+  if (c.max_wait.count() == 0 && c.max_batch_size == 1)
+    k.bad("max_wait_us", "0 together with max_batch_size = 1 turns batching off; use Device::run "
+                         "for unbatched requests, or raise one of them");
+  k.range("queue_capacity", c.queue_capacity, 1, kMaxQueueCapacity);
+  k.range("max_inflight_batches", c.max_inflight_batches, 1, kMaxInflightLimit);
+  k.range("block_timeout_us", c.block_timeout.count(), 0, kMaxWaitLimitUs);
+  if (c.overflow == OverflowPolicy::block_for && c.block_timeout.count() == 0)
+    k.bad("block_timeout_us", "must be positive with overflow = \"block_for\" (use \"reject\")");
+  k.range("max_batch_bytes", c.max_batch_bytes, 1, std::numeric_limits<std::size_t>::max());
+  k.range("target_p99_us", c.target_p99.count(), 0, kMaxWaitLimitUs);
+  if (c.policy != FlushPolicy::deadline && c.policy != FlushPolicy::adaptive) k.bad("policy", "unknown value");
+  if (c.overflow != OverflowPolicy::block && c.overflow != OverflowPolicy::block_for &&
+      c.overflow != OverflowPolicy::reject)
+    k.bad("overflow", "unknown value");
+}
+
+// Completion, resident mode and the executor's threads.
+void check_threads(const BatchConfig& c, const Checker& k) {
+  k.range("completion_threads", c.completion_threads, 1, kMaxThreads);
+  k.range("resident_idle_us", c.resident_idle.count(), 1, kMaxWaitLimitUs);
+  if (c.batch_timeout.count() < 1)
+    k.bad("batch_timeout_ms", "must be at least 1 (got " + std::to_string(c.batch_timeout.count()) + ")");
+  k.range("completion_spin_us", c.completion_spin.count(), 0, kMaxCompletionSpinUs);
+  k.range("thread_nice", std::int64_t{c.thread_nice}, kMinNice, kMaxNice);
+  if (c.thread_slice.count() != 0 && (c.thread_slice < kMinSlice || c.thread_slice > kMaxSlice))
+    k.bad("thread_slice_us", "must be 0 (the system's) or in [" + std::to_string(kMinSlice.count()) + ", " +
+                                 std::to_string(kMaxSlice.count()) + "] (got " +
+                                 std::to_string(c.thread_slice.count()) + ")");
+}
+
+// Priority levels: how many, their aging, and each level's own queue and timeout.
+void check_levels(const BatchConfig& c, const Checker& k) {
+  k.range("priority_levels", c.priority_levels, 1, BatchConfig::kMaxPriorityLevels);
+  k.range("priority_aging_us", c.priority_aging.count(), 1, kMaxWaitLimitUs);
   for (std::size_t i = 0; i < BatchConfig::kMaxPriorityLevels; ++i) {
     const std::string at = " (level " + std::to_string(i) + ")";
-    if (level_queue_capacity[i] > kMaxQueueCapacity)
-      bad("level_queue_capacity", "must be at most " + std::to_string(kMaxQueueCapacity) + at);
-    if (level_timeout[i].count() < 0 || level_timeout[i].count() > kMaxWaitLimitUs)
-      bad("level_timeout_us", "must be in [0, " + std::to_string(kMaxWaitLimitUs) + "]" + at);
-    if (i >= priority_levels && (level_queue_capacity[i] || level_timeout[i].count()))
-      bad(level_queue_capacity[i] ? "level_queue_capacity" : "level_timeout_us",
-          "names level " + std::to_string(i) + " but priority_levels is " + std::to_string(priority_levels));
+    if (c.level_queue_capacity[i] > kMaxQueueCapacity)
+      k.bad("level_queue_capacity", "must be at most " + std::to_string(kMaxQueueCapacity) + at);
+    if (c.level_timeout[i].count() < 0 || c.level_timeout[i].count() > kMaxWaitLimitUs)
+      k.bad("level_timeout_us", "must be in [0, " + std::to_string(kMaxWaitLimitUs) + "]" + at);
+    if (i >= c.priority_levels && (c.level_queue_capacity[i] || c.level_timeout[i].count()))
+      k.bad(c.level_queue_capacity[i] ? "level_queue_capacity" : "level_timeout_us",
+            "names level " + std::to_string(i) + " but priority_levels is " + std::to_string(c.priority_levels));
   }
+}
+
+void check(const BatchConfig& c, std::string_view prefix) {
+  // Every field by name: a field added to BatchConfig stops this from compiling until it is
+  // checked here (or said to take any value).
+  [[maybe_unused]] const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
+                                block_timeout, max_batch_bytes, completion_threads, batch_timeout, completion_spin,
+                                resident, resident_idle, target_p99, priority_levels, priority_aging,
+                                level_queue_capacity, level_timeout, devices, thread_nice, thread_slice,
+                                lone_future_waits, direct_bytes, shard_per_device, deadline_admission] = c;
+  // resident, lone_future_waits, shard_per_device, deadline_admission: any value; direct_bytes:
+  // any byte count (0 turns the direct lane off).
+  const Checker k(prefix);
+  check_batching(c, k);
+  check_threads(c, k);
+  check_levels(c, k);
   if (!devices.empty()) parse_device_list(devices, std::string(prefix) + "devices");
-  if (thread_nice < kMinNice || thread_nice > kMaxNice)
-    bad("thread_nice", "must be in [" + std::to_string(kMinNice) + ", " + std::to_string(kMaxNice) + "] (got " +
-                           std::to_string(thread_nice) + ")");
-  if (thread_slice.count() != 0 && (thread_slice < kMinSlice || thread_slice > kMaxSlice))
-    bad("thread_slice_us", "must be 0 (the system's) or in [" + std::to_string(kMinSlice.count()) + ", " +
-                               std::to_string(kMaxSlice.count()) + "] (got " +
-                               std::to_string(thread_slice.count()) + ")");
-  if (policy != FlushPolicy::deadline && policy != FlushPolicy::adaptive) bad("policy", "unknown value");
-  if (overflow != OverflowPolicy::block && overflow != OverflowPolicy::block_for &&
-      overflow != OverflowPolicy::reject)
-    bad("overflow", "unknown value");
 }
 
 }  // namespace

@@ -362,6 +362,58 @@ Result run(const Request& r) {
   return out;
 }
 
+namespace {
+
+constexpr double kUnitRoundoff = 0x1p-24;
+
+std::optional<std::string> check_dot(const Request& r, const Result& got) {
+  const DotValue d = exact_dot(r.a.data(), 1, r.b.data(), 1, r.a.size());
+  // Plus FLT_MIN for each product and partial sum a device may flush to zero when denormal
+  // (fuzz/request_fuzzer.cpp found the bound refusing the reference's own rounding to 0).
+  const double bound = double(dot_summation_depth(r.a.size()) + 2) * kUnitRoundoff * d.magnitude +
+                       double(2 * r.a.size() + 1) * FLT_MIN;
+  if (!agrees(got.values[0], d.value, bound)) return describe(r, 0, got.values[0], d.value, bound);
+  return std::nullopt;
+}
+
+std::optional<std::string> check_matmul(const Request& r, const Result& got) {
+  std::vector<double> magnitude;
+  const auto c = exact_matmul(r, &magnitude);
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    const double bound = double(r.k + 2) * kUnitRoundoff * magnitude[i] + double(2 * r.k + 1) * FLT_MIN;
+    if (!agrees(got.values[i], c[i], bound)) return describe(r, i, got.values[i], c[i], bound);
+  }
+  return std::nullopt;
+}
+
+// gradients and interpolate: integer work, so bit for bit.
+std::optional<std::string> check_states(const Request& r, const Result& got) {
+  const Result want = run(r);
+  for (std::size_t i = 0; i < want.values.size(); ++i)
+    if (std::memcmp(&want.values[i], &got.values[i], sizeof(float)) != 0)
+      return describe(r, i, got.values[i], want.values[i], 0.0);
+  for (std::size_t i = 0; i < want.states.size(); ++i)
+    if (want.states[i] != got.states[i]) {
+      const Layer w = unpack_layer(want.states[i]), g = unpack_layer(got.states[i]);
+      return "interpolate layer " + std::to_string(i) + ": got (rho " + std::to_string(g.rho) + ", theta " +
+             std::to_string(g.theta) + "), reference (rho " + std::to_string(w.rho) + ", theta " +
+             std::to_string(w.theta) + ")";
+    }
+  return std::nullopt;
+}
+
+// The result's shape: as many values and state bytes as the request asks for.
+std::optional<std::string> check_shape(const Request& r, const Result& got) {
+  const std::size_t want_values = r.op == Op::interpolate ? 0 : output_bytes(r) / sizeof(float);
+  const std::size_t want_states = r.op == Op::interpolate ? r.states_a.size() : 0;
+  if (got.values.size() == want_values && got.states.size() == want_states) return std::nullopt;
+  return std::string(to_string(r.op)) + ": result has " + std::to_string(got.values.size()) + " values and " +
+         std::to_string(got.states.size()) + " state bytes, expected " + std::to_string(want_values) + " and " +
+         std::to_string(want_states);
+}
+
+}  // namespace
+
 std::optional<std::string> check(const Request& r, const Result& got) {
   try {
     validate(r);
@@ -375,52 +427,19 @@ std::optional<std::string> check(const Request& r, const Result& got) {
   }
   if (auto custom = custom_part(r))
     return *custom + " runs user GLSL: the CPU reference cannot run or check custom kernels";
-  const std::size_t want_values =
-      r.op == Op::interpolate ? 0 : output_bytes(r) / sizeof(float);
-  const std::size_t want_states = r.op == Op::interpolate ? r.states_a.size() : 0;
-  if (got.values.size() != want_values || got.states.size() != want_states)
-    return std::string(to_string(r.op)) + ": result has " + std::to_string(got.values.size()) +
-           " values and " + std::to_string(got.states.size()) + " state bytes, expected " +
-           std::to_string(want_values) + " and " + std::to_string(want_states);
-  constexpr double u = 0x1p-24;
+  if (auto wrong = check_shape(r, got)) return wrong;
   switch (r.op) {
     case Op::chain:
       for (std::size_t i = 0; i < r.a.size(); ++i)
         if (auto mismatch = check_chain_element(r, i, got.values[i])) return mismatch;
       return std::nullopt;
-    case Op::dot: {
-      const DotValue d = exact_dot(r.a.data(), 1, r.b.data(), 1, r.a.size());
-      // Plus FLT_MIN for each product and partial sum a device may flush to zero when denormal
-      // (fuzz/request_fuzzer.cpp found the bound refusing the reference's own rounding to 0).
-      const double bound = double(dot_summation_depth(r.a.size()) + 2) * u * d.magnitude +
-                           double(2 * r.a.size() + 1) * FLT_MIN;
-      if (!agrees(got.values[0], d.value, bound)) return describe(r, 0, got.values[0], d.value, bound);
-      return std::nullopt;
-    }
-    case Op::matmul: {
-      std::vector<double> magnitude;
-      const auto c = exact_matmul(r, &magnitude);
-      for (std::size_t i = 0; i < c.size(); ++i) {
-        const double bound = double(r.k + 2) * u * magnitude[i] + double(2 * r.k + 1) * FLT_MIN;
-        if (!agrees(got.values[i], c[i], bound)) return describe(r, i, got.values[i], c[i], bound);
-      }
-      return std::nullopt;
-    }
+    case Op::dot:
+      return check_dot(r, got);
+    case Op::matmul:
+      return check_matmul(r, got);
     case Op::gradients:
-    case Op::interpolate: {
-      const Result want = run(r);
-      for (std::size_t i = 0; i < want.values.size(); ++i)
-        if (std::memcmp(&want.values[i], &got.values[i], sizeof(float)) != 0)
-          return describe(r, i, got.values[i], want.values[i], 0.0);
-      for (std::size_t i = 0; i < want.states.size(); ++i)
-        if (want.states[i] != got.states[i]) {
-          const Layer w = unpack_layer(want.states[i]), g = unpack_layer(got.states[i]);
-          return "interpolate layer " + std::to_string(i) + ": got (rho " + std::to_string(g.rho) +
-                 ", theta " + std::to_string(g.theta) + "), reference (rho " +
-                 std::to_string(w.rho) + ", theta " + std::to_string(w.theta) + ")";
-        }
-      return std::nullopt;
-    }
+    case Op::interpolate:
+      return check_states(r, got);
     default:
       return check_elementwise(r, got.values.data());
   }

@@ -346,60 +346,86 @@ namespace {
 // and toml++ is handed only the checked `key = value` lines, comments dropped: fuzzing found
 // inputs on which toml++ 3.3 fails an internal assertion (undefined behaviour in a release build)
 // instead of reporting an error, so it never sees anything but the simplest TOML.
+// One line of a configuration, read left to right; refuse() throws, naming the source and line.
+class ConfigLine {
+ public:
+  ConfigLine(std::string_view line, std::string_view source, std::size_t line_no)
+      : line_(line), source_(source), line_no_(line_no) {}
+
+  // Blank, or a comment: nothing to hand on.
+  bool empty() { return at_end(); }
+  // `key = value`, checked; the caller has seen !empty().
+  std::pair<std::string_view, std::string_view> key_value() {
+    const std::string_view key = take_key();
+    skip_blanks();
+    if (i_ == line_.size() || line_[i_] != '=') refuse("expected '=' after the key \"" + std::string(key) + "\"");
+    ++i_;
+    skip_blanks();
+    const std::size_t value_begin = i_;
+    take_value(key);
+    const std::string_view value = line_.substr(value_begin, i_ - value_begin);
+    if (!at_end()) refuse("key \"" + std::string(key) + "\": unexpected text after the value");
+    return {key, value};
+  }
+
+ private:
+  [[noreturn]] void refuse(const std::string& why) const {
+    throw Error(ErrorCode::invalid_config, std::string(source_) + ":" + std::to_string(line_no_) + ": " + why);
+  }
+  void skip_blanks() {
+    while (i_ < line_.size() && (line_[i_] == ' ' || line_[i_] == '\t' || line_[i_] == '\r')) ++i_;
+  }
+  bool at_end() {
+    skip_blanks();
+    return i_ == line_.size() || line_[i_] == '#';  // a comment may hold anything
+  }
+  bool digit(std::size_t at) const { return std::isdigit(static_cast<unsigned char>(line_[at])) != 0; }
+  std::string_view take_key() {
+    const std::size_t begin = i_;
+    while (i_ < line_.size() && (std::isalnum(static_cast<unsigned char>(line_[i_])) || line_[i_] == '_' || line_[i_] == '-')) ++i_;
+    if (i_ == begin) refuse("expected a key (letters, digits, '_'), found '" + std::string(1, line_[i_]) + "'");
+    return line_.substr(begin, i_ - begin);
+  }
+  // A "string" or 'string' of plain ASCII, true, false, or an integer (digits, '_' between two).
+  void take_value(std::string_view key) {
+    const std::string k = "key \"" + std::string(key) + "\": ";
+    if (i_ < line_.size() && (line_[i_] == '"' || line_[i_] == '\'')) {
+      const char quote = line_[i_++];
+      while (i_ < line_.size() && line_[i_] != quote) {
+        const auto c = static_cast<unsigned char>(line_[i_]);
+        if (c < 0x20 || c >= 0x7F || c == '\\') refuse(k + "strings hold plain ASCII, no escapes");
+        ++i_;
+      }
+      if (i_ == line_.size()) refuse(k + "unterminated string");
+      ++i_;
+    } else if (line_.substr(i_, 4) == "true") {
+      i_ += 4;
+    } else if (line_.substr(i_, 5) == "false") {
+      i_ += 5;
+    } else {
+      if (i_ < line_.size() && (line_[i_] == '+' || line_[i_] == '-')) ++i_;
+      const std::size_t digits = i_;
+      while (i_ < line_.size() && (digit(i_) || (line_[i_] == '_' && i_ > digits && digit(i_ - 1)))) ++i_;
+      if (i_ == digits || line_[i_ - 1] == '_') refuse(k + "expected an integer, true, false or a \"string\"");
+      if (line_[digits] == '0' && i_ - digits > 1) refuse(k + "leading zeros");
+    }
+  }
+
+  std::string_view line_, source_;
+  std::size_t line_no_;
+  std::size_t i_ = 0;
+};
+
 std::string checked_toml(std::string_view text, std::string_view source) {
   std::string out;
   std::size_t line_no = 0;
   while (!text.empty()) {
     ++line_no;
     const std::size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
+    ConfigLine line(text.substr(0, nl), source, line_no);
     text = nl == std::string_view::npos ? std::string_view{} : text.substr(nl + 1);
-    auto refuse = [&](const std::string& why) {
-      throw Error(ErrorCode::invalid_config, std::string(source) + ":" + std::to_string(line_no) + ": " + why);
-    };
-    std::size_t i = 0;
-    auto skip_blanks = [&] {
-      while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
-    };
-    auto at_end = [&] {
-      skip_blanks();
-      return i == line.size() || line[i] == '#';  // a comment may hold anything
-    };
-    if (at_end()) continue;
-    const std::size_t key_begin = i;
-    while (i < line.size() && (std::isalnum(static_cast<unsigned char>(line[i])) || line[i] == '_' || line[i] == '-')) ++i;
-    if (i == key_begin) refuse("expected a key (letters, digits, '_'), found '" + std::string(1, line[i]) + "'");
-    const std::string_view key = line.substr(key_begin, i - key_begin);
-    skip_blanks();
-    if (i == line.size() || line[i] != '=') refuse("expected '=' after the key \"" + std::string(key) + "\"");
-    ++i;
-    skip_blanks();
-    const std::size_t value_begin = i;
-    if (i < line.size() && (line[i] == '"' || line[i] == '\'')) {
-      const char quote = line[i++];
-      while (i < line.size() && line[i] != quote) {
-        const auto c = static_cast<unsigned char>(line[i]);
-        if (c < 0x20 || c >= 0x7F || c == '\\') refuse("key \"" + std::string(key) + "\": strings hold plain ASCII, no escapes");
-        ++i;
-      }
-      if (i == line.size()) refuse("key \"" + std::string(key) + "\": unterminated string");
-      ++i;
-    } else if (line.substr(i, 4) == "true") {
-      i += 4;
-    } else if (line.substr(i, 5) == "false") {
-      i += 5;
-    } else {
-      if (i < line.size() && (line[i] == '+' || line[i] == '-')) ++i;
-      const std::size_t digits = i;
-      while (i < line.size() && (std::isdigit(static_cast<unsigned char>(line[i])) ||
-                                 (line[i] == '_' && i > digits && std::isdigit(static_cast<unsigned char>(line[i - 1])))))
-        ++i;
-      if (i == digits || line[i - 1] == '_')
-        refuse("key \"" + std::string(key) + "\": expected an integer, true, false or a \"string\"");
-      if (line[digits] == '0' && i - digits > 1) refuse("key \"" + std::string(key) + "\": leading zeros");
-    }
-    const std::string_view value = line.substr(value_begin, i - value_begin);
-    if (!at_end()) refuse("key \"" + std::string(key) + "\": unexpected text after the value");
+    if (line.empty()) continue;
+    const auto [key, value] = line.key_value();
     out.append(key).append(" = ").append(value).append("\n");
   }
   return out;

@@ -594,6 +594,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   struct StatsSums;
   void add_stats(StatsSums& x) const;
   void add_class_stats(StatsSums& x) const;
+  void fill_counts(const StatsSums& x, Stats& s) const;
+  void fill_latencies(const StatsSums& x, Stats& s) const;
+  void fill_device_model(Stats& s) const;
   std::shared_ptr<ShardGroup> shard_group_;  // see shard_group()
   // The wake-up protocol. Producers read these (they change only when the strand goes idle):
   // a push at a position >= wake_pos_ (the strand needs it: first request of a batch, the batch

@@ -92,6 +92,20 @@ Stats ExecutorCore::stats() const {
   if (shard_group_)
     for (const auto& shard : shard_group_->others) shard->add_stats(x);
   Stats s;
+  fill_counts(x, s);
+  fill_latencies(x, s);
+  fill_device_model(s);
+  try {
+    const TransferTotals t = device_->transfers();  // a set's shards share its members: once
+    s.transfers = {t.uploads, t.downloads, t.bytes_up, t.bytes_down, t.dispatches, t.submissions};
+  } catch (...) {
+  }
+  s.devices = device_stats_of(*device_, s, x.dispatched);  // src/executor/device_stats.cpp
+  return s;
+}
+
+// Requests by outcome, batches, flushes and the strand's runs.
+void ExecutorCore::fill_counts(const StatsSums& x, Stats& s) const {
   s.submitted = x.submitted + x.lanes;
   s.rejected = x.rejected;
   s.shed = x.shed;
@@ -112,8 +126,6 @@ Stats ExecutorCore::stats() const {
   s.max_batch_size = config_.max_batch_size;
   s.mean_batch_size = s.batches ? static_cast<double>(x.dispatched) / static_cast<double>(s.batches) : 0.0;
   s.mean_fill = s.mean_batch_size / static_cast<double>(config_.max_batch_size);
-  s.queue_wait = x.qw.summary();
-  s.submit_latency = x.sl.summary();
   s.strand_runs = x.runs;
   s.timer_wakeups = x.timer_wakeups;
   s.strand_polls = x.polls;
@@ -121,27 +133,28 @@ Stats ExecutorCore::stats() const {
   s.caller_completions = x.caller_completions;
   s.express_batches = x.express;
   s.packed_batches = packed_batches_.load(std::memory_order_relaxed);
+}
+
+// The latency summaries, and end to end by priority level and by operation.
+void ExecutorCore::fill_latencies(const StatsSums& x, Stats& s) const {
+  s.queue_wait = x.qw.summary();
+  s.submit_latency = x.sl.summary();
   s.device_time = x.dt.summary();
   s.end_to_end = x.e2e.summary();
   for (std::size_t level = 0; level < config_.priority_levels; ++level)
     s.end_to_end_by_priority.push_back(latency_class(std::to_string(level), x.by_level[level]));
   for (std::size_t op = 0; op < kOpCount; ++op)
     if (x.by_op[op].count) s.end_to_end_by_op.push_back(latency_class(std::string(kOpTable[op].name), x.by_op[op]));
+}
+
+// What the cost model has learnt, and the batch bytes it allows under target_p99.
+void ExecutorCore::fill_device_model(Stats& s) const {
   s.cost_fixed = cost_.fixed();
   s.cost_ns_per_byte = cost_.ns_per_byte();
-  if (config_.target_p99.count() > 0) {
-    const auto budget = batch_time_budget(config_);
-    const std::size_t set = target_cap_.load(std::memory_order_relaxed);  // the strand's, with its arrival rate
-    const std::size_t cap = std::min(set ? set : cost_.byte_budget(budget, 1), config_.max_batch_bytes);
-    s.target_batch_bytes = cap;
-  }
-  try {
-    const TransferTotals t = device_->transfers();  // a set's shards share its members: once
-    s.transfers = {t.uploads, t.downloads, t.bytes_up, t.bytes_down, t.dispatches, t.submissions};
-  } catch (...) {
-  }
-  s.devices = device_stats_of(*device_, s, x.dispatched);  // src/executor/device_stats.cpp
-  return s;
+  if (config_.target_p99.count() == 0) return;
+  const auto budget = batch_time_budget(config_);
+  const std::size_t set = target_cap_.load(std::memory_order_relaxed);  // the strand's, with its arrival rate
+  s.target_batch_bytes = std::min(set ? set : cost_.byte_budget(budget, 1), config_.max_batch_bytes);
 }
 
 }  // namespace gpubatch::detail

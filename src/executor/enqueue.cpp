@@ -191,7 +191,7 @@ PushResult ExecutorCore::push_by_policy(BlockingMpscQueue<Pending>& queue, Pendi
 // caller's look at strand_awake_ (post_if_idle), against the strand's going idle.
 bool ExecutorCore::note_pushed(bool urgent, bool upper, const RequestCancel* cancel, std::size_t bytes) noexcept {
   if (urgent) urgent_.store(true, std::memory_order_relaxed);
-  if (upper) upper_pushed_.store(true, std::memory_order_relaxed);
+  if (upper) upper_pushed_.store(true, std::memory_order_release);  // after the push: pull_level reads it
   const bool cancelled = cancel && cancel->cancelled();
   if (cancelled) cancels_.store(true, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -296,6 +296,7 @@ bool caller_awaits_enabled() noexcept { return !env_is("GPUBATCH_CALLER_AWAITS",
 bool future_inline_enabled() noexcept { return !env_is("GPUBATCH_FUTURE_INLINE", "off"); }
 bool handler_inline_enabled() noexcept { return !env_is("GPUBATCH_HANDLER_INLINE", "off"); }
 bool express_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS", "off"); }
+bool upper_look_enabled() noexcept { return !env_is("GPUBATCH_UPPER_LOOK", "off"); }
 bool express_beside_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS_BESIDE", "off"); }
 bool packer_enabled(std::size_t priority_levels) noexcept {
   if (env_is("GPUBATCH_PACKER", "off")) return false;

@@ -145,6 +145,9 @@ bool express_enabled() noexcept;  // GPUBATCH_EXPRESS is not "off" (ExecutorCore
 // GPUBATCH_EXPRESS_BESIDE is not "off": an express batch is awaited beside the regular waiters
 // (ExecutorCore::completion_loop).
 bool express_beside_enabled() noexcept;
+// GPUBATCH_UPPER_LOOK is not "off": a long pull of level 0 looks for requests above it
+// (ExecutorCore::pull_level).
+bool upper_look_enabled() noexcept;
 // Whether an executor of `priority_levels` uses the packer (ExecutorCore::pack_elsewhere):
 // GPUBATCH_PACKER=off none, =levels only one with levels, else every one.
 bool packer_enabled(std::size_t priority_levels) noexcept;
@@ -280,6 +283,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void after_forming(bool urgent);
   bool finish_if_drained();
   bool pull(Clock::time_point now);
+  bool pull_level(std::size_t level, Clock::time_point now, std::uint64_t& n);
+  bool express_due(Clock::time_point now, std::uint64_t& n);
+  static constexpr std::uint64_t kUpperLook = 64;  // pull_level: requests between looks up
   void accept_into_forming(Pending&& p, Clock::time_point now);
   BatchFormer<Pending>::Decision decide(Clock::time_point now) const;
   void apply_latency_target(Clock::time_point now);
@@ -612,6 +618,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<std::uint32_t> express_inflight_{0};  // express batches in flight (express_busy)
   const std::uint32_t express_depth_ = express_depth();  // GPUBATCH_EXPRESS_DEPTH, else 2
   const bool express_on_ = express_enabled();  // GPUBATCH_EXPRESS is not "off"
+  const bool upper_look_ = upper_look_enabled();  // GPUBATCH_UPPER_LOOK is not "off"
   // Express batches awaited beside the regular waiters (completion_loop): not on a device of host
   // cores, where the poll would take a core the device's own threads need.
   const bool express_beside_ = express_beside_enabled() && !device_->runs_on_host_cpu();

@@ -91,7 +91,9 @@ class BatchFormer {
     bytes_ += item.bytes;
     earliest_deadline_ = std::min(earliest_deadline_, item.deadline);
     ++count_;
-    levels_[level_of(item)].items.push_back(std::move(item));
+    Level& l = levels_[level_of(item)];
+    l.bytes += item.bytes;
+    l.items.push_back(std::move(item));
   }
 
   std::size_t size() const noexcept { return count_; }
@@ -142,20 +144,9 @@ class BatchFormer {
   // for the executor's express batch; DESIGN.md "Priorities").
   void take(std::vector<Item>& out, time_point now, bool level0_only = false) {
     out.clear();
-    // The common case: one level whose every request fits the batch (a full batch by count
-    // included: the former takes at most max_batch_size), handed over whole without a move each.
-    // On the H100, 16 threads of 256-float relu, moving a full batch's 4,096 requests one by one
-    // was a fifth of the strand's time (perf, 2026-11-25).
-    if (levels_.size() == 1 && count_ <= limits_.max_batch_size && (bytes_ <= byte_limit_ || count_ == 1)) {
-      Level& l = levels_[0];
-      if (l.head != 0) l.items.erase(l.items.begin(), l.items.begin() + static_cast<std::ptrdiff_t>(l.head));
-      l.head = 0;
-      out.swap(l.items);
-      count_ = 0;
-      bytes_ = 0;
-      earliest_deadline_ = time_point::max();
-      return;
-    }
+    // The common case: the batch is all of level 0, in arrival order (one level; or the levels
+    // above are empty, or stay held for the express batch), and it fits: handed over whole.
+    if ((level0_only || upper_size() == 0) && take_whole_level0(out)) return;
     const std::size_t aged_quota = std::max<std::size_t>(1, limits_.max_batch_size / 4);
     std::size_t out_bytes = 0;
     bool stop = false;
@@ -183,6 +174,25 @@ class BatchFormer {
     for (std::size_t i = level0_only ? 1 : levels_.size(); i-- > 0 && !stop;) take_from(levels_[i], false);
     for (Level& l : levels_) l.compact();
     recompute_deadline();
+  }
+
+  // Level 0 whole into `out` (empty) when it fits the batch by count and bytes (a lone request
+  // larger than the byte limit too), without a move each: false when it does not fit. On the H100,
+  // 16 threads of 256-float relu, moving a full batch's 4,096 requests one by one was a fifth of
+  // the strand's time (perf, 2026-11-25); with priority levels every regular batch moved them so
+  // until the twelfth session of 2026-11-28. Aged requests of level 0 are at its front already.
+  bool take_whole_level0(std::vector<Item>& out) {
+    Level& l = levels_[0];
+    if (l.size() == 0 || l.size() > limits_.max_batch_size || (l.bytes > byte_limit_ && l.size() != 1)) return false;
+    if (l.head != 0) l.items.erase(l.items.begin(), l.items.begin() + static_cast<std::ptrdiff_t>(l.head));
+    l.head = 0;
+    out.swap(l.items);
+    count_ -= out.size();
+    bytes_ -= l.bytes;
+    l.bytes = 0;
+    if (count_ == 0) earliest_deadline_ = time_point::max();
+    else recompute_deadline();
+    return true;
   }
 
   // Moves the requests of levels above 0 into `out` (cleared first), the highest level first,
@@ -219,7 +229,9 @@ class BatchFormer {
       l.items.erase(l.items.begin() + static_cast<std::ptrdiff_t>(w), l.items.end());
       l.compact();
       count_ += l.size();
-      for (std::size_t r = l.head; r < l.items.size(); ++r) bytes_ += l.items[r].bytes;
+      l.bytes = 0;
+      for (std::size_t r = l.head; r < l.items.size(); ++r) l.bytes += l.items[r].bytes;
+      bytes_ += l.bytes;
     }
     recompute_deadline();
   }
@@ -242,6 +254,7 @@ class BatchFormer {
     for (Level& l : levels_) {
       l.items.clear();
       l.head = 0;
+      l.bytes = 0;
     }
     count_ = 0;
     bytes_ = 0;
@@ -254,6 +267,7 @@ class BatchFormer {
   struct Level {
     std::vector<Item> items;
     std::size_t head = 0;
+    std::size_t bytes = 0;  // of the held items
     std::size_t size() const noexcept { return items.size() - head; }
     Item& front() noexcept { return items[head]; }
     const Item& front() const noexcept { return items[head]; }
@@ -276,6 +290,7 @@ class BatchFormer {
     if (out.size() >= limits_.max_batch_size || (!out.empty() && out_bytes + it.bytes > byte_limit_)) return false;
     out_bytes += it.bytes;
     bytes_ -= it.bytes;
+    l.bytes -= it.bytes;
     --count_;
     out.push_back(std::move(it));
     ++l.head;

@@ -221,6 +221,70 @@ TEST(BatchFormer, Level0OnlyLeavesTheHigherLevelsHeld) {
   EXPECT_TRUE(f.empty());
 }
 
+// An item that counts its moves, to see which takes hand a level over whole.
+struct Counted {
+  static inline int moves = 0;
+  int id = 0;
+  T enqueued{};
+  T deadline = T::max();
+  std::size_t bytes = 8;
+  std::uint8_t priority = 0;
+  Counted() = default;
+  Counted(int i, std::uint8_t p, T d = T::max()) : id(i), enqueued(t0), deadline(d), priority(p) {}
+  Counted(Counted&& o) noexcept : id(o.id), enqueued(o.enqueued), deadline(o.deadline), bytes(o.bytes), priority(o.priority) { ++moves; }
+  Counted& operator=(Counted&& o) noexcept {
+    id = o.id, enqueued = o.enqueued, deadline = o.deadline, bytes = o.bytes, priority = o.priority;
+    ++moves;
+    return *this;
+  }
+};
+
+// With levels, a batch that is all of level 0 (the levels above empty, or held for the express
+// batch) is handed over whole, without a move each, as with one level; what stays held keeps its
+// bytes and earliest deadline. Level 0 past the batch's count or bytes goes request by request.
+TEST(BatchFormer, WithLevelsAWholeLevelZeroIsHandedOverWithoutAMove) {
+  const Former::Limits l = limits(4, 2);
+  detail::BatchFormer<Counted>::Limits cl;
+  cl.max_batch_size = l.max_batch_size;
+  cl.max_batch_bytes = l.max_batch_bytes;
+  cl.levels = l.levels;
+  detail::BatchFormer<Counted> f(cl);
+  std::vector<Counted> out;
+  out.reserve(16);
+  for (int i = 0; i < 4; ++i) f.offer(Counted(i, 0), t0);
+  Counted::moves = 0;
+  f.take(out, t0);
+  EXPECT_EQ(Counted::moves, 0) << "upper levels empty: level 0 whole";
+  ASSERT_EQ(out.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i].id, i);
+  EXPECT_TRUE(f.empty());
+  EXPECT_EQ(f.bytes(), 0u);
+  for (int i = 0; i < 3; ++i) f.offer(Counted(10 + i, 0), t0);
+  f.offer(Counted(99, 1, t0 + 7ms), t0);
+  Counted::moves = 0;
+  f.take(out, t0, true);
+  EXPECT_EQ(Counted::moves, 0) << "level 0 only: level 0 whole, the upper level held";
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].id, 10);
+  EXPECT_EQ(f.size(), 1u);
+  EXPECT_EQ(f.bytes(), 8u);
+  EXPECT_EQ(f.earliest_deadline(), t0 + 7ms);
+  f.take_upper(out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].id, 99);
+  EXPECT_EQ(f.earliest_deadline(), T::max());
+  for (int i = 0; i < 5; ++i) f.offer(Counted(20 + i, 0), t0);  // past max_batch_size 4
+  f.take(out, t0);
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[3].id, 23);
+  EXPECT_EQ(f.size(), 1u);
+  EXPECT_EQ(f.bytes(), 8u);
+  f.take(out, t0);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].id, 24);
+  EXPECT_EQ(f.bytes(), 0u);
+}
+
 TEST(BatchFormer, EachLevelHoldsABatchSoAHigherOneIsAlwaysInView) {
   Former f(limits(2, 2));
   f.offer({.id = 1, .enqueued = t0}, t0);

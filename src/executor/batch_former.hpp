@@ -187,6 +187,9 @@ class BatchFormer {
     if (l.head != 0) l.items.erase(l.items.begin(), l.items.begin() + static_cast<std::ptrdiff_t>(l.head));
     l.head = 0;
     out.swap(l.items);
+    // What came back may be small (an express batch's vector, or a new batch's): the level
+    // grows to as many again without reallocating and moving them on the way.
+    l.items.reserve(out.size());
     count_ -= out.size();
     bytes_ -= l.bytes;
     l.bytes = 0;

@@ -283,6 +283,15 @@ TEST(BatchFormer, WithLevelsAWholeLevelZeroIsHandedOverWithoutAMove) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].id, 24);
   EXPECT_EQ(f.bytes(), 0u);
+  // Taken into a vector without capacity (a new batch's), level 0 still grows to a batch's worth
+  // again without moving what it holds: one move an offer.
+  for (int i = 0; i < 4; ++i) f.offer(Counted(30 + i, 0), t0);
+  std::vector<Counted> fresh;
+  f.take(fresh, t0);
+  ASSERT_EQ(fresh.size(), 4u);
+  Counted::moves = 0;
+  for (int i = 0; i < 4; ++i) f.offer(Counted(40 + i, 0), t0);
+  EXPECT_EQ(Counted::moves, 4);
 }
 
 TEST(BatchFormer, EachLevelHoldsABatchSoAHigherOneIsAlwaysInView) {

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3416,6 +3416,18 @@ if on final11; then
   echo "   integration tests: exit $?, $(grep -E 'PASSED|FAILED' "$out/tests-integration.txt" | tr '\n' ' ')" | tee -a "$out/log.txt" >&2
   GPUBATCH_VALIDATION=0 timeout 300 "$run" gpubatch_tests > "$out/tests-core.txt" 2>&1
   echo "   core tests: exit $?, $(grep -E 'PASSED|FAILED' "$out/tests-core.txt" | tr '\n' ' ')" | tee -a "$out/log.txt" >&2
+fi
+
+# Two H200s (nvidia-h200-x2, twelfth session, call 13): the set's crowd with 32 callers (issue
+# 12's 8 M/s) and 16 (issue 11), this gpubatch-load against the float comparison's
+# (gpubatch-load-oldcheck, the same library), interleaved.
+if on x2crowd12; then
+  c32="--devices 0,1 --threads 32 --inflight 1024 --requests 16000000 --op relu --size 256 --host-probe"
+  for r in 1 2 3; do
+    load x2-c32-$r gpubatch-load $c32
+    [ "$r" != 3 ] && load x2-c32-oldcheck-$r gpubatch-load-oldcheck $c32
+  done
+  load x2-c16 gpubatch-load --devices 0,1 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256 --host-probe
 fi
 
 # Deadlines with large requests, gpubatch-mix's bit-for-bit check against the float comparison

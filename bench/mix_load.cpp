@@ -113,8 +113,9 @@ struct Samples {
   std::vector<double> deadline_late_us, queue_full_late_us;
   // deadline_late_us by where the request failed, read from its message: 0 in the call (its
   // deadline came while it waited for room in the queue), 1 the deadline watch, 2 the strand,
-  // 3 refused at the call by deadline admission (negative: before its deadline).
-  std::vector<double> late_by_path[4];
+  // 3 refused at the call by deadline admission (negative: before its deadline); the strand's own
+  // split by what its message says of the watch: 4 it did not hold the request yet, 5 it was behind.
+  std::vector<double> late_by_path[6];
   std::uint64_t ok = 0, deadline_errors = 0, queue_full = 0, other_errors = 0, mismatches = 0, lost = 0;
   std::uint64_t finished_after_deadline = 0;  // ran (submitted before its deadline), resolved late
   std::string first_error;
@@ -128,7 +129,7 @@ struct Samples {
     }
     deadline_late_us.insert(deadline_late_us.end(), o.deadline_late_us.begin(), o.deadline_late_us.end());
     queue_full_late_us.insert(queue_full_late_us.end(), o.queue_full_late_us.begin(), o.queue_full_late_us.end());
-    for (int i = 0; i < 4; ++i) late_by_path[i].insert(late_by_path[i].end(), o.late_by_path[i].begin(), o.late_by_path[i].end());
+    for (int i = 0; i < 6; ++i) late_by_path[i].insert(late_by_path[i].end(), o.late_by_path[i].begin(), o.late_by_path[i].end());
     ok += o.ok, deadline_errors += o.deadline_errors, queue_full += o.queue_full;
     other_errors += o.other_errors, mismatches += o.mismatches, lost += o.lost;
     finished_after_deadline += o.finished_after_deadline;
@@ -166,10 +167,12 @@ void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
   } else if (*s.code == ErrorCode::deadline_exceeded) {
     ++out.deadline_errors;
     out.deadline_late_us.push_back(us(s.finished - s.deadline));
-    const int path = s.what.find("room in the queue") != std::string::npos        ? 0
-                     : s.what.find("before it was submitted") != std::string::npos   ? 1
-                     : s.what.find("refused at submission") != std::string::npos     ? 3
-                                                                                     : 2;
+    const int path = s.what.find("room in the queue") != std::string::npos                ? 0
+                     : s.what.find("before it was submitted") != std::string::npos           ? 1
+                     : s.what.find("refused at submission") != std::string::npos             ? 3
+                     : s.what.find("the deadline watch did not hold it") != std::string::npos ? 4
+                     : s.what.find("the deadline watch was behind") != std::string::npos      ? 5
+                                                                                             : 2;
     out.late_by_path[path].push_back(out.deadline_late_us.back());
   } else if (*s.code == ErrorCode::queue_full) {
     ++out.queue_full;
@@ -380,7 +383,8 @@ int main(int argc, char** argv) {
        << ", \"deadline_late_us\": " << dist(all.deadline_late_us)
        << ", \"deadline_late_by_path_us\": {\"call\": " << dist(all.late_by_path[0])
        << ", \"watch\": " << dist(all.late_by_path[1]) << ", \"strand\": " << dist(all.late_by_path[2])
-       << ", \"admission\": " << dist(all.late_by_path[3]) << "}, \"shed\": " << stats.shed
+       << ", \"admission\": " << dist(all.late_by_path[3]) << ", \"strand_unwatched\": " << dist(all.late_by_path[4])
+       << ", \"strand_watch_behind\": " << dist(all.late_by_path[5]) << "}, \"shed\": " << stats.shed
        << ", \"finished_after_deadline\": " << all.finished_after_deadline << ", \"queue_full\": " << all.queue_full
        << ", \"queue_full_late_us\": " << dist(all.queue_full_late_us) << ", \"other_errors\": " << all.other_errors
        << ", \"mean_batch_size\": " << stats.mean_batch_size << ", \"batches\": " << stats.batches
@@ -407,10 +411,12 @@ int main(int argc, char** argv) {
                   (unsigned long long)all.queue_full, percentile(all.queue_full_late_us, .99), verified ? "yes" : "NO",
                   (unsigned long long)all.lost);
       if (all.deadline_errors)
-        std::printf("  by path, count late p99 us: call %zu %.0f, watch %zu %.0f, strand %zu %.0f, admission %zu %.0f\n",
+        std::printf("  by path, count late p99 us: call %zu %.0f, watch %zu %.0f, strand %zu %.0f, admission %zu %.0f, "
+                    "strand (not yet watched) %zu %.0f, strand (watch behind) %zu %.0f\n",
                     all.late_by_path[0].size(), percentile(all.late_by_path[0], .99), all.late_by_path[1].size(),
                     percentile(all.late_by_path[1], .99), all.late_by_path[2].size(), percentile(all.late_by_path[2], .99),
-                    all.late_by_path[3].size(), percentile(all.late_by_path[3], .99));
+                    all.late_by_path[3].size(), percentile(all.late_by_path[3], .99), all.late_by_path[4].size(),
+                    percentile(all.late_by_path[4], .99), all.late_by_path[5].size(), percentile(all.late_by_path[5], .99));
     }
     if (!all.first_error.empty() && !verified) std::cerr << "first error: " << all.first_error << "\n";
     return verified ? 0 : 1;

@@ -198,15 +198,19 @@ class DeadlineWatch {
         c = next;
       }
     }
-    // Moves the inbox into the heap.
+    // Moves the inbox into the heap, but for cells already taken (their requests submitted, or
+    // refused at the push that followed the add): those would only wait in the heap for a sweep.
     void take_inbox() {
       for (ExpiryCell* c = inbox.exchange(nullptr, std::memory_order_seq_cst); c;) {
         ExpiryCell* next = c->next;
         c->next = nullptr;
-        heap.push_back({ticks(c->deadline), std::move(c->self)});
-        std::push_heap(heap.begin(), heap.end(), later);
-        ++since_sweep;
+        std::shared_ptr<ExpiryCell> own = std::move(c->self);
         ++drained;
+        if (own->pending()) {
+          heap.push_back({ticks(c->deadline), std::move(own)});
+          std::push_heap(heap.begin(), heap.end(), later);
+          ++since_sweep;
+        }
         c = next;
       }
       drop_taken_if_many();

@@ -154,9 +154,18 @@ void ExecutorCore::queue_request(Request&& request, Completion&& completion, std
   auto& queue = level_queue(priority);
   std::uint64_t pos = 0;
   bool deadline_first = false;  // the wait for room ended at the request's own deadline
+  // The watch holds the cell before the push, so that a request in the queue is always watched:
+  // handed over after the push, a caller preempted in between left its request unwatched, and
+  // the strand, finding it expired, failed it itself, as late as the strand came to it (on the
+  // H200 with 1 % of 1,000,000-float requests in the load, 22-23 such errors 1.2 ms late at p50,
+  // 2.7-3.1 ms at p99, where the watch's own were 27-138 us; BENCHMARKS.md, twelfth session of
+  // 2026-11-28). A refused push takes the cell back (refuse_unqueued).
+  // GPUBATCH_WATCH_BEFORE_PUSH=off hands it over after the push, as before.
+  const bool watch = expiry && deadline_watch_on_;
+  if (watch && watch_before_push_) watch_deadline(std::move(expiry));
   const PushResult r = push_by_policy(queue, std::move(p), deadline, now, pos, deadline_first);
   if (r != PushResult::ok) return refuse_unqueued(p, r, deadline_first);  // p still owns it all
-  if (expiry && deadline_watch_on_) watch_deadline(std::move(expiry));
+  if (watch && !watch_before_push_) watch_deadline(std::move(expiry));
   const bool must_wake = note_pushed(deadline != Clock::time_point::max(), priority != 0, cancel, bytes);
   if (must_wake || pos >= wake_pos_.load(std::memory_order_relaxed))
     post_if_idle(future_call || handler_call ? InlineAsk{&queue, pos, future_call} : InlineAsk{});
@@ -198,8 +207,14 @@ bool ExecutorCore::note_pushed(bool urgent, bool upper, const RequestCancel* can
   return urgent || upper || cancelled || bytes > big_request_bytes_;
 }
 
-// A refused push moved nothing: `p` still owns the request and its completion.
+// A refused push moved nothing: `p` still owns the request and its completion. The watch may
+// hold its cell already and have failed it at its deadline while the caller waited for room;
+// then it counts as rejected, as it would have been here, and nothing else is left to do.
 void ExecutorCore::refuse_unqueued(Pending& p, PushResult r, bool deadline_first) noexcept {
+  if (p.expiry && !p.expiry->take()) {
+    watch_expired_unqueued_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   Completion& completion = completion_of(p);
   try {
     if (r == PushResult::closed) {

@@ -297,6 +297,7 @@ bool future_inline_enabled() noexcept { return !env_is("GPUBATCH_FUTURE_INLINE",
 bool handler_inline_enabled() noexcept { return !env_is("GPUBATCH_HANDLER_INLINE", "off"); }
 bool express_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS", "off"); }
 bool upper_look_enabled() noexcept { return !env_is("GPUBATCH_UPPER_LOOK", "off"); }
+bool watch_before_push_enabled() noexcept { return !env_is("GPUBATCH_WATCH_BEFORE_PUSH", "off"); }
 bool express_beside_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS_BESIDE", "off"); }
 bool packer_enabled(std::size_t priority_levels) noexcept {
   if (env_is("GPUBATCH_PACKER", "off")) return false;

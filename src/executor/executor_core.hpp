@@ -148,6 +148,9 @@ bool express_beside_enabled() noexcept;
 // GPUBATCH_UPPER_LOOK is not "off": a long pull of level 0 looks for requests above it
 // (ExecutorCore::pull_level).
 bool upper_look_enabled() noexcept;
+// GPUBATCH_WATCH_BEFORE_PUSH is not "off": a request's deadline goes to the watch before its push
+// (ExecutorCore::queue_request); "off" hands it over after, as before (side-by-side runs).
+bool watch_before_push_enabled() noexcept;
 // Whether an executor of `priority_levels` uses the packer (ExecutorCore::pack_elsewhere):
 // GPUBATCH_PACKER=off none, =levels only one with levels, else every one.
 bool packer_enabled(std::size_t priority_levels) noexcept;
@@ -305,6 +308,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
                     std::atomic<std::uint64_t>& counter) noexcept;
   void on_deadline(ExpiryCell& cell) noexcept;  // the deadline watch's thread
   bool leave_to_watch(Pending& p) noexcept;       // an expired request the watch will fail
+  std::string strand_expiry_text(const Pending& p, const char* where) const;  // when it will not
   void spread_expiry(std::size_t n, const std::function<void(std::size_t)>& each);
   void start_expiry_thread() noexcept;  // the watch's thread and its helpers, first thing
   void watch_deadline(std::shared_ptr<ExpiryCell> cell) noexcept;
@@ -619,6 +623,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   const std::uint32_t express_depth_ = express_depth();  // GPUBATCH_EXPRESS_DEPTH, else 2
   const bool express_on_ = express_enabled();  // GPUBATCH_EXPRESS is not "off"
   const bool upper_look_ = upper_look_enabled();  // GPUBATCH_UPPER_LOOK is not "off"
+  const bool watch_before_push_ = watch_before_push_enabled();  // GPUBATCH_WATCH_BEFORE_PUSH
   // Express batches awaited beside the regular waiters (completion_loop): not on a device of host
   // cores, where the poll would take a core the device's own threads need.
   const bool express_beside_ = express_beside_enabled() && !device_->runs_on_host_cpu();
@@ -766,6 +771,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   HelperPool expiry_helpers_;
   DeadlineWatch deadline_watch_;  // its thread runs on_deadline()
   std::atomic<std::uint64_t> watch_expired_{0};  // requests the deadline watch failed
+  // Of those, requests whose callers were still waiting for room in the queue: they count as
+  // rejected (never submitted), not as expired (refuse_unqueued).
+  std::atomic<std::uint64_t> watch_expired_unqueued_{0};
   std::atomic<std::int64_t> watch_lag_ns_{0};    // how late the watch's latest expiry began
   alignas(kCacheLine) std::atomic<std::uint64_t> rejected_{0};
   std::atomic<std::uint64_t> shed_{0};  // of rejected_: refused by deadline admission

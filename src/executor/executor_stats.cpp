@@ -48,10 +48,13 @@ std::uint64_t ExecutorCore::pushed_all_levels() const noexcept {
 void ExecutorCore::add_stats(StatsSums& x) const {
   const auto load = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   x.submitted += pushed_all_levels();
-  x.rejected += load(rejected_);
+  // The watch counts its expiry a moment after the caller that waited for room sees it (on_deadline,
+  // refuse_unqueued): the difference saturates rather than wrap in that moment.
+  const std::uint64_t unqueued = load(watch_expired_unqueued_), watched = load(watch_expired_);
+  x.rejected += load(rejected_) + unqueued;
   x.shed += load(shed_);
   x.handler_exceptions += load(handler_exceptions_);
-  x.expired += load(strand_stats_.expired) + load(watch_expired_);
+  x.expired += load(strand_stats_.expired) + (watched > unqueued ? watched - unqueued : 0);
   x.cancelled += load(strand_stats_.cancelled);
   x.dispatched += load(strand_stats_.dispatched);
   x.batches += load(strand_stats_.batches);

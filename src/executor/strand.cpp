@@ -269,9 +269,7 @@ void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
   }
   if (p.deadline <= now) {
     if (leave_to_watch(p)) return;
-    fail_pending(p, ErrorCode::deadline_exceeded,
-                 describe(p.request) + ": its deadline passed while it waited in the queue",
-                 strand_stats_.expired);
+    fail_pending(p, ErrorCode::deadline_exceeded, strand_expiry_text(p, "in the queue"), strand_stats_.expired);
     return;
   }
   taken_bytes_ += p.bytes;
@@ -286,9 +284,7 @@ void ExecutorCore::expire_forming(Clock::time_point now) {
     if (gone(p)) return true;
     if (p.deadline > now) return false;
     if (leave_to_watch(p)) return true;
-    fail_pending(p, ErrorCode::deadline_exceeded,
-                 describe(p.request) + ": its deadline passed while it waited for its batch",
-                 strand_stats_.expired);
+    fail_pending(p, ErrorCode::deadline_exceeded, strand_expiry_text(p, "for its batch"), strand_stats_.expired);
     return true;
   });
 }
@@ -316,9 +312,7 @@ void ExecutorCore::scan_level_deadlines(std::size_t level, Clock::time_point now
     }
     if (p->deadline <= now) {
       if (!leave_to_watch(*p))
-        fail_pending(*p, ErrorCode::deadline_exceeded,
-                     describe(p->request) + ": its deadline passed while it waited in the queue",
-                     strand_stats_.expired);
+        fail_pending(*p, ErrorCode::deadline_exceeded, strand_expiry_text(*p, "in the queue"), strand_stats_.expired);
       p->resolved = true;
     } else {
       earliest = std::min(earliest, p->deadline);
@@ -457,6 +451,16 @@ bool ExecutorCore::leave_to_watch(Pending& p) noexcept {
   unresolved_batches_.fetch_add(1, std::memory_order_seq_cst);  // before the watch can see it left
   if (!p.expiry->leave()) unresolved_batches_.fetch_sub(1, std::memory_order_seq_cst);  // expired already
   return true;
+}
+
+// The strand's own deadline error for `p` (leave_to_watch() said no), saying why the watch did
+// not fail it, for whoever reads a late error: no watch, not yet watched, or the watch behind.
+std::string ExecutorCore::strand_expiry_text(const Pending& p, const char* where) const {
+  std::string why = describe(p.request) + ": its deadline passed while it waited " + where;
+  if (!strand_leaves_expiry_ || !deadline_watch_on_) return why;
+  if (!p.expiry || !p.expiry->watched.load(std::memory_order_acquire))
+    return why + " (the deadline watch did not hold it yet)";
+  return why + " (the deadline watch was behind)";
 }
 
 // Hands a request's deadline to the watch. Without a thread for it, the strand's sweeps still

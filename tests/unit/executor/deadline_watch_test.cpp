@@ -448,6 +448,72 @@ TEST(PromptDeadline, ALaggingWatchIsNotLeftMore) {
   EXPECT_EQ(executor.stats().expired, 3u);
 }
 
+// A jammed executor (device paused, one slot, batches of 2, a queue of 4) for requests with
+// deadlines that meet a full queue: the watch holds each request's deadline from before its push.
+std::unique_ptr<BatchExecutor> jammed(FakeDevice& device, const std::shared_ptr<FakeDevice>& shared,
+                                      OverflowPolicy policy, std::vector<std::future<std::vector<float>>>& held) {
+  BatchConfig c = BatchConfig::balanced();
+  c.max_batch_size = 2;
+  c.max_wait = std::chrono::microseconds(1000);
+  c.queue_capacity = 4;
+  c.max_inflight_batches = 1;
+  c.overflow = policy;
+  c.deadline_admission = false;  // every request meets the queue
+  auto executor = std::make_unique<BatchExecutor>(shared, c);
+  auto gpu = executor->handle();
+  device.pause();
+  for (int i = 0; i < 8; ++i) held.push_back(gpu.relu({float(i)}));  // the device, strand and queue full
+  EXPECT_TRUE(device.wait_for_batches(1));
+  return executor;
+}
+
+// A push refused at once (overflow = reject) takes back the cell the watch already holds: the
+// request fails once, with queue_full, and its deadline passing later fails nothing.
+TEST(PromptDeadline, ARefusedRequestIsNotExpiredLater) {
+  auto device = std::make_shared<FakeDevice>();
+  std::vector<std::future<std::vector<float>>> held;
+  auto executor = jammed(*device, device, OverflowPolicy::reject, held);
+  auto gpu = executor->handle();
+  const std::uint64_t before = executor->stats().rejected;  // some of the jam's own may be refused
+  std::vector<std::future<std::vector<float>>> refused;
+  for (int i = 0; i < 16; ++i) {
+    auto f = gpu.relu({1.0f}, SubmitOptions::within(5ms));
+    if (ready(f)) refused.push_back(std::move(f));
+    else held.push_back(std::move(f));
+  }
+  ASSERT_FALSE(refused.empty());
+  for (auto& f : refused) EXPECT_EQ(error_code(f), ErrorCode::queue_full);
+  std::this_thread::sleep_for(30ms);  // every deadline has passed, with the watch running
+  const Stats s = executor->stats();
+  EXPECT_EQ(s.rejected - before, refused.size());
+  EXPECT_LE(s.expired, held.size() - 8) << "only the accepted ones with a deadline may expire";
+  device->resume();
+  for (auto& f : held) ASSERT_TRUE(ready_within(f, 30s));
+  executor->shutdown();
+  EXPECT_EQ(executor->stats().rejected - before, refused.size());
+}
+
+// A caller that waits for room (overflow = block) past its request's deadline: the request fails
+// once with deadline_exceeded, by the watch or by the call's own end of waiting, whichever comes
+// first, and the counts say so once.
+TEST(PromptDeadline, ARequestWaitingForRoomFailsOnceAtItsDeadline) {
+  auto device = std::make_shared<FakeDevice>();
+  std::vector<std::future<std::vector<float>>> held;
+  auto executor = jammed(*device, device, OverflowPolicy::block, held);
+  auto gpu = executor->handle();
+  const auto start = Clock::now();
+  auto f = gpu.relu({1.0f}, SubmitOptions::within(20ms));  // blocks for room until its deadline
+  ASSERT_TRUE(ready_within(f, 30s));
+  EXPECT_GE(Clock::now() - start, 20ms);
+  EXPECT_EQ(error_code(f), ErrorCode::deadline_exceeded);
+  std::this_thread::sleep_for(20ms);
+  const Stats s = executor->stats();
+  EXPECT_EQ(s.expired + s.rejected, 1u);
+  device->resume();
+  for (auto& h : held) EXPECT_EQ(h.get().size(), 1u);
+  executor->shutdown();
+}
+
 TEST(PromptDeadline, TheStrandLeavesAnExpiredRequestToTheWatch) { the_strand_finds_an_expired_request(false); }
 TEST(PromptDeadline, WithStrandExpiresOnTheStrandFailsItItself) { the_strand_finds_an_expired_request(true); }
 

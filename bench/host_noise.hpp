@@ -5,8 +5,11 @@
 // BENCHMARKS.md third session of 2026-11-27), and, with --host-probe, how late a thread of the
 // load generator's own process woke from 100 us sleeps while the run lasted. A p99 of 20 ms beside
 // a probe that woke 15 ms late is the machine's; one beside a probe that never woke 1 ms late is
-// the executor's. gpubatch-stall-probe is the same probe in a process of its own.
+// the executor's. gpubatch-stall-probe is the same probe in a process of its own. The process's
+// page faults and involuntary context switches over the run say what the stalls may be: memory
+// mapped and unmapped under every thread (faults), or more runnable threads than cores (switches).
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,17 +63,17 @@ struct HostNoise {
   std::size_t wakeups = 0, stalls_over_1ms = 0;
   double late_p99_us = 0, late_max_us = 0;
   double probe_cpu_s = 0;  // the probe thread's own CPU time (to leave out of the run's)
+  long minor_faults = 0, major_faults = 0, involuntary_switches = 0;  // the process's, over the run
 
   std::string json() const {
-    char buf[256];
-    if (!probed) {
-      std::snprintf(buf, sizeof buf, "{\"steal_ms\": %.1f}", steal_ms);
-    } else {
-      std::snprintf(buf, sizeof buf,
-                    "{\"steal_ms\": %.1f, \"probe_wakeups\": %zu, \"probe_late_p99_us\": %.1f, "
-                    "\"probe_late_max_us\": %.1f, \"probe_stalls_over_1ms\": %zu}",
-                    steal_ms, wakeups, late_p99_us, late_max_us, stalls_over_1ms);
-    }
+    char buf[384];
+    int n = std::snprintf(buf, sizeof buf, "{\"steal_ms\": %.1f, \"minor_faults\": %ld, \"major_faults\": %ld, "
+                          "\"involuntary_switches\": %ld", steal_ms, minor_faults, major_faults, involuntary_switches);
+    if (probed)
+      n += std::snprintf(buf + n, sizeof buf - std::size_t(n),
+                         ", \"probe_wakeups\": %zu, \"probe_late_p99_us\": %.1f, \"probe_late_max_us\": %.1f, "
+                         "\"probe_stalls_over_1ms\": %zu", wakeups, late_p99_us, late_max_us, stalls_over_1ms);
+    std::snprintf(buf + n, sizeof buf - std::size_t(n), "}");
     return buf;
   }
 };
@@ -81,6 +84,7 @@ class HostNoiseProbe {
  public:
   explicit HostNoiseProbe(bool probe, std::chrono::microseconds period = std::chrono::microseconds(100))
       : steal0_(steal_ticks()) {
+    getrusage(RUSAGE_SELF, &usage0_);
     if (probe) thread_ = std::thread([this, period] { run(period); });
   }
   HostNoiseProbe(const HostNoiseProbe&) = delete;
@@ -91,6 +95,11 @@ class HostNoiseProbe {
     if (!stopped_) {
       stopped_ = true;
       result_.steal_ms = ticks_to_ms(steal_ticks() - steal0_);
+      rusage u{};
+      getrusage(RUSAGE_SELF, &u);
+      result_.minor_faults = u.ru_minflt - usage0_.ru_minflt;
+      result_.major_faults = u.ru_majflt - usage0_.ru_majflt;
+      result_.involuntary_switches = u.ru_nivcsw - usage0_.ru_nivcsw;
       done_.store(true, std::memory_order_relaxed);
       if (thread_.joinable()) {
         thread_.join();
@@ -125,6 +134,7 @@ class HostNoiseProbe {
   }
 
   const long long steal0_;
+  rusage usage0_{};
   std::atomic<bool> done_{false};
   bool stopped_ = false;
   std::vector<double> late_us_;

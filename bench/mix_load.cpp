@@ -114,8 +114,12 @@ struct Samples {
   // deadline_late_us by where the request failed, read from its message: 0 in the call (its
   // deadline came while it waited for room in the queue), 1 the deadline watch, 2 the strand,
   // 3 refused at the call by deadline admission (negative: before its deadline); the strand's own
-  // split by what its message says of the watch: 4 it did not hold the request yet, 5 it was behind.
-  std::vector<double> late_by_path[6];
+  // split by what its message says of the watch: 4 it did not hold the request yet, 5 it was behind;
+  // 6 passed already when the call looked at the clock (the caller's thread descheduled between
+  // the generator's clock read and the library's).
+  static constexpr int kPaths = 7;
+  std::vector<double> late_by_path[kPaths];
+  std::string sample_by_path[kPaths];  // the first message of each path, for whoever reads the JSON
   std::uint64_t ok = 0, deadline_errors = 0, queue_full = 0, other_errors = 0, mismatches = 0, lost = 0;
   std::uint64_t finished_after_deadline = 0;  // ran (submitted before its deadline), resolved late
   std::string first_error;
@@ -129,13 +133,27 @@ struct Samples {
     }
     deadline_late_us.insert(deadline_late_us.end(), o.deadline_late_us.begin(), o.deadline_late_us.end());
     queue_full_late_us.insert(queue_full_late_us.end(), o.queue_full_late_us.begin(), o.queue_full_late_us.end());
-    for (int i = 0; i < 6; ++i) late_by_path[i].insert(late_by_path[i].end(), o.late_by_path[i].begin(), o.late_by_path[i].end());
+    for (int i = 0; i < kPaths; ++i) {
+      late_by_path[i].insert(late_by_path[i].end(), o.late_by_path[i].begin(), o.late_by_path[i].end());
+      if (sample_by_path[i].empty()) sample_by_path[i] = o.sample_by_path[i];
+    }
     ok += o.ok, deadline_errors += o.deadline_errors, queue_full += o.queue_full;
     other_errors += o.other_errors, mismatches += o.mismatches, lost += o.lost;
     finished_after_deadline += o.finished_after_deadline;
     if (first_error.empty()) first_error = o.first_error;
   }
 };
+
+// `s` as the inside of a JSON string: quotes and backslashes escaped, control characters dropped.
+std::string json_text(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
 
 double us(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
@@ -172,8 +190,10 @@ void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
                      : s.what.find("refused at submission") != std::string::npos             ? 3
                      : s.what.find("the deadline watch did not hold it") != std::string::npos ? 4
                      : s.what.find("the deadline watch was behind") != std::string::npos      ? 5
+                     : s.what.find("had passed when it was submitted") != std::string::npos   ? 6
                                                                                              : 2;
     out.late_by_path[path].push_back(out.deadline_late_us.back());
+    if (out.sample_by_path[path].empty()) out.sample_by_path[path] = s.what;
   } else if (*s.code == ErrorCode::queue_full) {
     ++out.queue_full;
     out.queue_full_late_us.push_back(us(s.finished - (s.called + std::chrono::microseconds(o.block_for_us))));
@@ -222,12 +242,17 @@ void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, uns
     s->input = pick(rng);
     SubmitOptions opt;
     opt.priority = s->high ? 1 : 0;
+    // The input is copied before the clock is read and moved into the call, so that a deadline
+    // counts from the library's call, not from the sender's own copy: a 1,000,000-float copy into
+    // fresh memory took the whole 2 ms deadline now and then on the H200, and the library, finding
+    // the deadline already passed, refused it at the call (path 6), 1.2 ms late at p50
+    // (BENCHMARKS.md, 2026-11-29).
+    std::vector<float> x = s->is_large ? pool.large[s->input] : pool.small[s->input];
     s->called = Clock::now();
     if (o.deadline_us > 0 && u(rng) < o.deadline_fraction)
       s->deadline = opt.deadline = s->called + std::chrono::microseconds(o.deadline_us);
     pending.push_back(s);
-    const auto& input = s->is_large ? pool.large[s->input] : pool.small[s->input];
-    gpu.relu(input, opt, [s, mode = o.read_errors_later ? 1 : o.rethrow_in_handler ? 2 : 0](std::exception_ptr e, std::vector<float> v) {
+    gpu.relu(std::move(x), opt, [s, mode = o.read_errors_later ? 1 : o.rethrow_in_handler ? 2 : 0](std::exception_ptr e, std::vector<float> v) {
       s->finished = Clock::now();
       if (e) {
         // By default as a user would with gpubatch::error_code_of: the code read at once (no
@@ -384,7 +409,14 @@ int main(int argc, char** argv) {
        << ", \"deadline_late_by_path_us\": {\"call\": " << dist(all.late_by_path[0])
        << ", \"watch\": " << dist(all.late_by_path[1]) << ", \"strand\": " << dist(all.late_by_path[2])
        << ", \"admission\": " << dist(all.late_by_path[3]) << ", \"strand_unwatched\": " << dist(all.late_by_path[4])
-       << ", \"strand_watch_behind\": " << dist(all.late_by_path[5]) << "}, \"shed\": " << stats.shed
+       << ", \"strand_watch_behind\": " << dist(all.late_by_path[5])
+       << ", \"at_call\": " << dist(all.late_by_path[6]) << "}, \"deadline_sample_by_path\": ["
+       << [&] {
+            std::string list;
+            for (int i = 0; i < Samples::kPaths; ++i) list += std::string(i ? ", " : "") + "\"" + json_text(all.sample_by_path[i]) + "\"";
+            return list;
+          }()
+       << "], \"shed\": " << stats.shed
        << ", \"finished_after_deadline\": " << all.finished_after_deadline << ", \"queue_full\": " << all.queue_full
        << ", \"queue_full_late_us\": " << dist(all.queue_full_late_us) << ", \"other_errors\": " << all.other_errors
        << ", \"mean_batch_size\": " << stats.mean_batch_size << ", \"batches\": " << stats.batches

@@ -155,12 +155,12 @@ void ExecutorCore::queue_request(Request&& request, Completion&& completion, std
   std::uint64_t pos = 0;
   bool deadline_first = false;  // the wait for room ended at the request's own deadline
   // The watch holds the cell before the push, so that a request in the queue is always watched:
-  // handed over after the push, a caller preempted in between left its request unwatched, and
-  // the strand, finding it expired, failed it itself, as late as the strand came to it (on the
-  // H200 with 1 % of 1,000,000-float requests in the load, 22-23 such errors 1.2 ms late at p50,
-  // 2.7-3.1 ms at p99, where the watch's own were 27-138 us; BENCHMARKS.md, twelfth session of
-  // 2026-11-28). A refused push takes the cell back (refuse_unqueued).
-  // GPUBATCH_WATCH_BEFORE_PUSH=off hands it over after the push, as before.
+  // handed over after the push, a caller preempted in between would leave its request unwatched,
+  // and the strand, finding it expired, would fail it as late as it came to it. (The late errors
+  // first blamed on that window were the load generator's own: a 1,000,000-float input copied
+  // after its clock read outlasted the 2 ms deadline, and the call refused it; no strand error of
+  // that window was seen in 30 H200 runs either way, BENCHMARKS.md 2026-11-29.) A refused push
+  // takes the cell back (refuse_unqueued). GPUBATCH_WATCH_BEFORE_PUSH=off hands it over after.
   const bool watch = expiry && deadline_watch_on_;
   if (watch && watch_before_push_) watch_deadline(std::move(expiry));
   const PushResult r = push_by_policy(queue, std::move(p), deadline, now, pos, deadline_first);

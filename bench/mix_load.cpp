@@ -98,6 +98,7 @@ struct Slot {
   Clock::time_point scheduled, called, deadline = Clock::time_point::max(), finished;
   bool high = false, is_large = false;
   int input = 0;
+  int quarter = 0;  // which quarter of its sender's schedule it was sent in
   std::vector<float> values;
   std::optional<ErrorCode> code;
   std::string what;
@@ -120,6 +121,10 @@ struct Samples {
   static constexpr int kPaths = 7;
   std::vector<double> late_by_path[kPaths];
   std::string sample_by_path[kPaths];  // the first message of each path, for whoever reads the JSON
+  // Successful requests' latency by the quarter of the run they were sent in: a tail from a
+  // transient at the start (the first quarter alone) and a standing queue (every quarter) read
+  // differently.
+  std::vector<double> by_quarter_us[4];
   std::uint64_t ok = 0, deadline_errors = 0, queue_full = 0, other_errors = 0, mismatches = 0, lost = 0;
   std::uint64_t finished_after_deadline = 0;  // ran (submitted before its deadline), resolved late
   std::string first_error;
@@ -141,6 +146,7 @@ struct Samples {
     other_errors += o.other_errors, mismatches += o.mismatches, lost += o.lost;
     finished_after_deadline += o.finished_after_deadline;
     if (first_error.empty()) first_error = o.first_error;
+    for (int q = 0; q < 4; ++q) by_quarter_us[q].insert(by_quarter_us[q].end(), o.by_quarter_us[q].begin(), o.by_quarter_us[q].end());
   }
 };
 
@@ -179,6 +185,7 @@ void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
     }
     ++out.ok;
     out.latency_us[s.high][s.is_large].push_back(us(s.finished - s.scheduled));
+    out.by_quarter_us[s.quarter].push_back(out.latency_us[s.high][s.is_large].back());
     out.lag_us[s.high].push_back(us(s.called - s.scheduled));
     out.from_call_us[s.high].push_back(us(s.finished - s.called));
     if (s.finished > s.deadline) ++out.finished_after_deadline;
@@ -217,10 +224,13 @@ void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, uns
   out.latency_us[high][1].reserve(static_cast<std::size_t>(double(count) * o.large * 2) + 64);
   out.lag_us[high].reserve(count);
   out.from_call_us[high].reserve(count);
+  for (auto& q : out.by_quarter_us) q.reserve(count / 4 + 64);  // nothing grows while the clock runs
   if (o.deadline_us > 0) out.deadline_late_us.reserve(static_cast<std::size_t>(double(count) * o.deadline_fraction) + 64);
   if (o.block_for_us > 0) out.queue_full_late_us.reserve(count);
   const auto interval = std::chrono::duration<double>(1.0 / rate);
   auto next = Clock::now();
+  const auto begin = next;
+  const double quarter_s = double(count) / rate / 4.0;
   auto reap = [&] {
     while (!pending.empty() && pending.front()->done.load(std::memory_order_acquire)) {
       record(o, pool, *pending.front(), out);
@@ -235,6 +245,7 @@ void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, uns
     }
     auto s = std::make_shared<Slot>();
     s->scheduled = next;
+    s->quarter = std::min(3, static_cast<int>(std::chrono::duration<double>(next - begin).count() / quarter_s));
     next = std::chrono::time_point_cast<Clock::duration>(next + interval);
     ++sent;
     s->high = high;
@@ -402,7 +413,9 @@ int main(int argc, char** argv) {
        << ", \"completed_per_s\": " << double(all.ok) / seconds << ", \"ok\": " << all.ok
        << ", \"latency_us\": {\"all\": " << dist([&] { auto v = high; v.insert(v.end(), low.begin(), low.end()); return v; }())
        << ", \"high\": " << dist(high) << ", \"low\": " << dist(low) << ", \"small\": " << dist(small)
-       << ", \"large\": " << dist(large) << "}, \"send_lag_us\": {\"high\": " << dist(all.lag_us[1])
+       << ", \"large\": " << dist(large) << "}, \"latency_by_quarter_us\": [" << dist(all.by_quarter_us[0]) << ", "
+       << dist(all.by_quarter_us[1]) << ", " << dist(all.by_quarter_us[2]) << ", " << dist(all.by_quarter_us[3])
+       << "], \"send_lag_us\": {\"high\": " << dist(all.lag_us[1])
        << ", \"low\": " << dist(all.lag_us[0]) << "}, \"from_call_us\": {\"high\": " << dist(all.from_call_us[1])
        << ", \"low\": " << dist(all.from_call_us[0]) << "}, \"deadline_exceeded\": " << all.deadline_errors
        << ", \"deadline_late_us\": " << dist(all.deadline_late_us)
@@ -419,7 +432,7 @@ int main(int argc, char** argv) {
        << "], \"shed\": " << stats.shed
        << ", \"finished_after_deadline\": " << all.finished_after_deadline << ", \"queue_full\": " << all.queue_full
        << ", \"queue_full_late_us\": " << dist(all.queue_full_late_us) << ", \"other_errors\": " << all.other_errors
-       << ", \"mean_batch_size\": " << stats.mean_batch_size << ", \"batches\": " << stats.batches
+       << ", \"mean_batch_size\": " << stats.mean_batch_size << ", \"batches\": " << stats.batches << ", \"express_batches\": " << stats.express_batches
        << ", \"target_batch_bytes\": " << stats.target_batch_bytes << ", \"executor_e2e_p99_us\": {";
     // The executor's own view (acceptance to resolution, per level): the gap to latency_us is
     // the time a request spent before the call returned (a blocked push, a late sender).

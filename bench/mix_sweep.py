@@ -3,6 +3,8 @@
 
   bench/mix_sweep.py priority --rates 2000,8000,16000 --out bench/results/mix.jsonl --plot docs/img/mix-priority.png
   bench/mix_sweep.py deadline --rates 2000,8000 --deadline-us 2000 --out ... --plot ...
+  bench/mix_sweep.py priority --bin ".gpu/run.sh gpubatch-mix" --extra "--device 0" ...  (GPU machine)
+  bench/mix_sweep.py priority --replot bench/results/mix.jsonl --plot docs/img/mix-priority.png
 
 `priority`: 10 % of requests at priority 1, the rest at 0; plots p50/p99 of each level against the
 offered rate, beside the high level's p99 on an idle executor (the first, lowest rate).
@@ -12,12 +14,13 @@ Every run verifies its results against the CPU reference (gpubatch-mix exits non
 """
 import argparse
 import json
+import shlex
 import subprocess
 import sys
 
 
 def run(binary, args):
-    cmd = [binary, "--json"] + args
+    cmd = shlex.split(binary) + ["--json"] + args
     print("+", " ".join(cmd), file=sys.stderr)
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if out.returncode != 0:
@@ -56,16 +59,23 @@ def plot(results, scenario, path):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("scenario", choices=["priority", "deadline"])
-    p.add_argument("--bin", default="build/release/bench/gpubatch-mix")
-    p.add_argument("--rates", required=True, help="comma-separated offered rates, lowest first")
+    p.add_argument("--bin", default="build/release/bench/gpubatch-mix", help="the binary, or a command that runs it")
+    p.add_argument("--rates", help="comma-separated offered rates, lowest first")
+    p.add_argument("--replot", help="plot (and tabulate) the runs of this scenario in a results file instead")
     p.add_argument("--seconds", type=float, default=2.0, help="length of each run")
     p.add_argument("--threads", type=int, default=16)
     p.add_argument("--deadline-us", type=int, default=2000)
     p.add_argument("--large-size", type=int, default=1000000)
     p.add_argument("--extra", default="", help="more gpubatch-mix flags")
-    p.add_argument("--out", required=True)
+    p.add_argument("--out")
     p.add_argument("--plot")
     a = p.parse_args()
+    if a.replot:
+        results = [r for r in map(json.loads, open(a.replot)) if r.get("scenario") == a.scenario]
+        report(results, a.scenario, a.plot)
+        return
+    if not a.rates or not a.out:
+        p.error("--rates and --out are needed to run a sweep")
     results = []
     for rate in [float(x) for x in a.rates.split(",")]:
         args = ["--rate", str(rate), "--requests", str(max(1000, int(rate * a.seconds))), "--threads", str(a.threads)]
@@ -79,13 +89,17 @@ def main():
         results.append(r)
         with open(a.out, "a") as f:
             f.write(json.dumps(r) + "\n")
+    report(results, a.scenario, a.plot)
+
+
+def report(results, scenario, plot_path):
     print(f"{'offered':>9} {'ok/s':>9} {'hi p50':>8} {'hi p99':>8} {'lo p99':>8} {'small p99':>9} {'late p99':>9} {'verified':>8}")
     for r in results:
         l = r["latency_us"]
         print(f"{r['offered_rate']:>9.0f} {r['completed_per_s']:>9.0f} {l['high']['p50']:>8.0f} {l['high']['p99']:>8.0f} "
               f"{l['low']['p99']:>8.0f} {l['small']['p99']:>9.0f} {r['deadline_late_us']['p99']:>9.0f} {str(r['verified']):>8}")
-    if a.plot:
-        plot(results, a.scenario, a.plot)
+    if plot_path:
+        plot(results, scenario, plot_path)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3435,6 +3435,70 @@ fi
 # The watch holding a deadline before the push (this build), after it (same binary with
 # GPUBATCH_WATCH_BEFORE_PUSH=off) and the previous build (gpubatch-mix-prev, 9ce3e3a), interleaved,
 # three rounds at 100k/s and two at 300k/s (2026-11-29, call 1).
+# Which part of the express path holds level 0 back at 500,000-1,000,000/s (call 6): the
+# default against the express slot off, express batches awaited behind the regular ones, and
+# one express slot.
+if on expr13; then
+  mix="--device 0 --threads 16 --size 256 --host-probe --high 0.1"
+  for R in 500000 1000000; do
+    load ex-$R gpubatch-mix $mix --rate $R --requests $((2 * R))
+    load ex-$R-off env GPUBATCH_EXPRESS=off -- gpubatch-mix $mix --rate $R --requests $((2 * R))
+    load ex-$R-behind env GPUBATCH_EXPRESS_BESIDE=off -- gpubatch-mix $mix --rate $R --requests $((2 * R))
+    load ex-$R-depth1 env GPUBATCH_EXPRESS_DEPTH=1 -- gpubatch-mix $mix --rate $R --requests $((2 * R))
+  done
+  load ex-idle gpubatch-mix $mix --rate 10000 --requests 30000
+  load ex-idle-off env GPUBATCH_EXPRESS=off -- gpubatch-mix $mix --rate 10000 --requests 30000
+fi
+
+# Where the low level's p99 at 500,000/s of the priority mix came from (call 5): each quarter of
+# the run apart (latency_by_quarter_us), two levels against one, 2 s against 6 s.
+if on prioq13; then
+  mix="--device 0 --threads 16 --size 256 --host-probe"
+  for r in 1 2; do
+    load pq-500k-$r gpubatch-mix $mix --high 0.1 --rate 500000 --requests 1000000
+    load pq-500k-one-$r gpubatch-mix $mix --rate 500000 --requests 1000000
+  done
+  load pq-500k-long gpubatch-mix $mix --high 0.1 --rate 500000 --requests 3000000
+  load pq-500k-one-long gpubatch-mix $mix --rate 500000 --requests 3000000
+  for R in 1000000 2000000; do
+    load pq-$R gpubatch-mix $mix --high 0.1 --rate $R --requests $((2 * R))
+    load pq-$R-one gpubatch-mix $mix --rate $R --requests $((2 * R))
+  done
+fi
+
+# 2026-11-29's final code (call 4): issue 14's sweeps with their plots (bench/mix_sweep.py: a
+# priority mix, 10 % at level 1, and a deadline mix, 10 % of 1,000,000 floats, every request on a
+# 2 ms deadline), then the lone caller in every mode, the crowd and the deadline load with large
+# requests beside the previous build (gpubatch-load-prev / gpubatch-mix-prev, 9ce3e3a), then the
+# GPU test binaries.
+if on final13; then
+  for sc in priority deadline; do
+    rates=10000,500000,1000000,2000000,3000000; [ $sc = deadline ] && rates=1000,5000,10000,20000,40000
+    timeout 200 python3 bench/mix_sweep.py $sc --bin "$run gpubatch-mix" --extra "--device 0 --host-probe" \
+      --rates $rates --seconds 2 --out "$out/sweeps.jsonl" >> "$out/log.txt" 2>&1
+    echo "   sweep $sc: exit $?" | tee -a "$out/log.txt" >&2
+  done
+  lone="--device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  crowd="--device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000"
+  dl="--device 0 --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --host-probe --rate 100000 --requests 300000"
+  for r in 1 2; do
+    load f13-lone-$r gpubatch-load $lone --idle-ms 1000
+    load f13-lone-prev-$r gpubatch-load-prev $lone
+    load f13-crowd-$r gpubatch-load $crowd
+    load f13-crowd-prev-$r gpubatch-load-prev $crowd
+    load f13-dl-$r gpubatch-mix $dl
+    load f13-dl-prev-$r gpubatch-mix-prev $dl
+  done
+  load f13-lone-unbatched gpubatch-load --unbatched $lone
+  load f13-lone-sync gpubatch-load --sync $lone
+  load f13-lone-realtime gpubatch-load --preset realtime $lone --idle-ms 1000
+  load f13-crowd-realtime gpubatch-load --preset realtime $crowd
+  GPUBATCH_VALIDATION=0 timeout 240 "$run" gpubatch_integration_tests > "$out/tests-integration.txt" 2>&1
+  echo "   integration tests: exit $?, $(grep -E 'PASSED|FAILED' "$out/tests-integration.txt" | tr '\n' ' ')" | tee -a "$out/log.txt" >&2
+  GPUBATCH_VALIDATION=0 timeout 240 "$run" gpubatch_tests > "$out/tests-core.txt" 2>&1
+  echo "   core tests: exit $?, $(grep -E 'PASSED|FAILED' "$out/tests-core.txt" | tr '\n' ' ')" | tee -a "$out/log.txt" >&2
+fi
+
 # Where the process-wide stalls of the deadline load come from (call 3): the default, glibc's
 # allocator kept off mmap/munmap for the 4 MB vectors (its tunables), and no large requests at all.
 if on dlstall13; then

@@ -118,6 +118,14 @@ class BatchFormer {
     return t;
   }
 
+  // The earliest arrival among the requests held above level 0 (time_point::max() when none).
+  time_point oldest_upper() const noexcept {
+    auto t = time_point::max();
+    for (std::size_t l = 1; l < levels_.size(); ++l)
+      if (levels_[l].size()) t = std::min(t, levels_[l].front().enqueued);
+    return t;
+  }
+
   Decision decide(time_point now, const Input& in) const {
     Decision d;
     if (empty()) return d;

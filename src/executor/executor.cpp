@@ -317,6 +317,14 @@ std::uint32_t express_depth() noexcept {
   return static_cast<std::uint32_t>(std::clamp(n, 1L, 8L));
 }
 
+// GPUBATCH_EXPRESS_HOLD_US: how long a request above level 0 waits for a regular slot, every slot
+// taken, before it goes in an express batch (ExecutorCore::express_ready); 0 at once, as before.
+std::chrono::microseconds express_hold() noexcept {
+  const char* v = std::getenv("GPUBATCH_EXPRESS_HOLD_US");
+  if (v == nullptr || *v == 0) return std::chrono::microseconds(100);
+  return std::chrono::microseconds(std::clamp(std::strtol(v, nullptr, 10), 0L, 1000000L));
+}
+
 namespace {
 BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {
   BatchFormer<Pending>::Limits l;

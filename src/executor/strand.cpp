@@ -167,7 +167,7 @@ void ExecutorCore::form_and_flush(bool cancels) {
       expire_forming(now);
       scan_queue_deadlines(now, true);
     }
-    if (express_ready()) {  // levels above 0 go at once, in their own slot
+    if (express_ready(now)) {  // levels above 0 go now, in their own slot
       flush(FlushReason::idle, now, true);
       now = Clock::now();
       continue;
@@ -258,7 +258,7 @@ bool ExecutorCore::express_due(Clock::time_point now, std::uint64_t& n) {
   if (express_busy() || !upper_pushed_.load(std::memory_order_acquire)) return false;
   upper_pushed_.store(false, std::memory_order_relaxed);
   for (std::size_t level = level_count(); level-- > 1;) pull_level(level, now, n);
-  return express_ready();
+  return express_ready(now);
 }
 
 void ExecutorCore::accept_into_forming(Pending&& p, Clock::time_point now) {
@@ -557,6 +557,7 @@ void ExecutorCore::schedule_timer(Clock::time_point now) {
   }
   if (const auto d = next_deadline(); d != Clock::time_point::max())
     target = std::min(target, std::max(d, last_sweep_ + kSweepInterval));
+  target = std::min(target, std::max(express_hold_ends(), now));  // the hold at full slots ends
   if (target == timer_target_) return;
   timer_target_ = target;
   if (target == Clock::time_point::max()) {

@@ -132,6 +132,45 @@ TEST(Priority, HigherLevelsGoAtOnceInAnExpressBatchBesideFullSlots) {
             std::string::npos);
 }
 
+// Every regular slot taken and few level-0 requests held, a high request waits the express hold
+// (GPUBATCH_EXPRESS_HOLD_US) for a regular slot: when one frees first it rides at the head of the
+// regular batch and no express batch goes; when none does, the express batch goes once the hold
+// has passed, not before.
+TEST(Priority, AtFullSlotsAHighRequestWaitsTheHoldForARegularSlotFirst) {
+  EnvGuard hold("GPUBATCH_EXPRESS_HOLD_US", "60000");
+  {
+    auto device = std::make_shared<FakeDevice>();
+    BatchExecutor executor(device, two_levels(4));
+    auto gpu = executor.handle();
+    device->hold(1000.0f);
+    auto first = gpu.relu({1000.0f});  // the only regular slot, held
+    ASSERT_TRUE(device->wait_for_batches(1));
+    auto high_one = gpu.relu({50.0f}, high());
+    EXPECT_FALSE(device->wait_for_batches(2, 20ms)) << "an express batch went within the hold";
+    device->release(1000.0f);  // the regular slot frees before the hold ends
+    ASSERT_TRUE(ready_within(high_one, 30s));
+    EXPECT_EQ(high_one.get(), std::vector<float>{50.0f});
+    EXPECT_EQ(first.get(), std::vector<float>{1000.0f});
+    EXPECT_EQ(executor.stats().express_batches, 0u) << "it rode in the regular batch";
+  }
+  {
+    auto device = std::make_shared<FakeDevice>();
+    BatchExecutor executor(device, two_levels(4));
+    auto gpu = executor.handle();
+    device->pause();
+    auto first = gpu.relu({1000.0f});  // the only regular slot, paused
+    ASSERT_TRUE(device->wait_for_batches(1));
+    const auto start = Clock::now();
+    auto high_one = gpu.relu({50.0f}, high());
+    ASSERT_TRUE(device->wait_for_batches(2)) << "the express batch never went";
+    EXPECT_GE(Clock::now() - start, 60ms) << "the express batch went before the hold ended";
+    EXPECT_EQ(executor.stats().express_batches, 1u);
+    device->resume();
+    EXPECT_EQ(high_one.get(), std::vector<float>{50.0f});
+    EXPECT_EQ(first.get(), std::vector<float>{1000.0f});
+  }
+}
+
 // Two express batches go at once by default (GPUBATCH_EXPRESS_DEPTH): the next one does not wait
 // for the round trip of the one on the device; a third waits for one of them.
 TEST(Priority, TwoExpressBatchesGoAtOnceAndAThirdWaits) {

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3435,6 +3435,65 @@ fi
 # The watch holding a deadline before the push (this build), after it (same binary with
 # GPUBATCH_WATCH_BEFORE_PUSH=off) and the previous build (gpubatch-mix-prev, 9ce3e3a), interleaved,
 # three rounds at 100k/s and two at 300k/s (2026-11-29, call 1).
+# The express hold's final form (also beside a crowd) against GPUBATCH_EXPRESS_HOLD_US=0 (the
+# previous behaviour), interleaved (call 9).
+if on hold13c; then
+  mix="--device 0 --threads 16 --size 256 --host-probe --high 0.1"
+  for r in 1 2 3; do
+    for R in 500000 1000000; do
+      load hc-$R-$r gpubatch-mix $mix --rate $R --requests $((2 * R))
+      load hc-$R-h0-$r env GPUBATCH_EXPRESS_HOLD_US=0 -- gpubatch-mix $mix --rate $R --requests $((2 * R))
+    done
+  done
+  for r in 1 2; do
+    load hc-3000000-$r gpubatch-mix $mix --rate 3000000 --requests 6000000
+    load hc-3000000-h0-$r env GPUBATCH_EXPRESS_HOLD_US=0 -- gpubatch-mix $mix --rate 3000000 --requests 6000000
+    load hc-idle-$r gpubatch-mix $mix --rate 10000 --requests 30000
+    load hc-idle-h0-$r env GPUBATCH_EXPRESS_HOLD_US=0 -- gpubatch-mix $mix --rate 10000 --requests 30000
+  done
+  load hc-1000000-one gpubatch-mix --device 0 --threads 16 --size 256 --host-probe --rate 1000000 --requests 2000000
+fi
+
+# What else holds level 0 back at 1,000,000/s with two levels (call 8): the hold also beside a
+# crowd (an experiment), the express slot off, no upper look, no packer, and one level.
+if on hold13b; then
+  mix="--device 0 --threads 16 --size 256 --host-probe --rate 1000000 --requests 2000000"
+  for r in 1 2; do
+    load hb-$r gpubatch-mix $mix --high 0.1
+    load hb-crowd-$r env GPUBATCH_EXPRESS_HOLD_CROWD=1 -- gpubatch-mix $mix --high 0.1
+    load hb-noexpr-$r env GPUBATCH_EXPRESS=off -- gpubatch-mix $mix --high 0.1
+    load hb-nolook-$r env GPUBATCH_UPPER_LOOK=off -- gpubatch-mix $mix --high 0.1
+    load hb-nopack-$r env GPUBATCH_PACKER=off -- gpubatch-mix $mix --high 0.1
+    load hb-one-$r gpubatch-mix $mix
+  done
+  m3="--device 0 --threads 16 --size 256 --host-probe --high 0.1 --rate 3000000 --requests 6000000"
+  load hb-crowd-3m env GPUBATCH_EXPRESS_HOLD_CROWD=1 -- gpubatch-mix $m3
+  load hb-3m gpubatch-mix $m3
+fi
+
+# The express hold (GPUBATCH_EXPRESS_HOLD_US, 100 us by default) against 0 (the previous
+# behaviour: an express batch at once whenever every slot is taken), interleaved (call 7).
+if on hold13; then
+  mix="--device 0 --threads 16 --size 256 --host-probe --high 0.1"
+  for r in 1 2 3; do
+    for R in 500000 1000000; do
+      load ho-$R-$r gpubatch-mix $mix --rate $R --requests $((2 * R))
+      load ho-$R-h0-$r env GPUBATCH_EXPRESS_HOLD_US=0 -- gpubatch-mix $mix --rate $R --requests $((2 * R))
+    done
+  done
+  for r in 1 2; do
+    for R in 2000000 3000000; do
+      load ho-$R-$r gpubatch-mix $mix --rate $R --requests $((2 * R))
+      load ho-$R-h0-$r env GPUBATCH_EXPRESS_HOLD_US=0 -- gpubatch-mix $mix --rate $R --requests $((2 * R))
+    done
+    load ho-idle-$r gpubatch-mix $mix --rate 10000 --requests 30000
+    load ho-idle-h0-$r env GPUBATCH_EXPRESS_HOLD_US=0 -- gpubatch-mix $mix --rate 10000 --requests 30000
+    for h in 50 200; do
+      load ho-1000000-h$h-$r env GPUBATCH_EXPRESS_HOLD_US=$h -- gpubatch-mix $mix --rate 1000000 --requests 2000000
+    done
+  done
+fi
+
 # Which part of the express path holds level 0 back at 500,000-1,000,000/s (call 6): the
 # default against the express slot off, express batches awaited behind the regular ones, and
 # one express slot.

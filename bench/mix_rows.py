@@ -15,4 +15,6 @@ for l in open(sys.argv[1]):
       'behind %5d/%6.0f'%(bp['strand_watch_behind']['count'],bp['strand_watch_behind']['p99']),
       'atcall %5d/%6.0f'%(bp['at_call']['count'],bp['at_call']['p99']),
       'small %7.0f/%8.0f'%(j['latency_us']['small']['p50'],j['latency_us']['small']['p99']),
-      'e2e %6.0f'%j['executor_e2e_p99_us']['0'],'probe %5.0f'%j['host'].get('probe_late_p99_us',0),'v',j['verified'])
+      'e2e %6.0f'%j['executor_e2e_p99_us']['0'],
+      'q99 '+'/'.join('%.0f'%q['p99'] for q in j.get('latency_by_quarter_us', [])),  # since 2026-11-29
+      'expr %d'%j.get('express_batches', 0),'probe %5.0f'%j['host'].get('probe_late_p99_us',0),'v',j['verified'])

@@ -200,6 +200,23 @@ TEST(BatchFormer, TakeUpperLeavesLevelZeroAndKeepsOrderAndLimits) {
   EXPECT_TRUE(g.empty());
 }
 
+// The earliest arrival above level 0 (the express hold counts from it): level 0 does not count,
+// every higher level does, and none held is time_point::max().
+TEST(BatchFormer, OldestUpperIsTheEarliestArrivalAboveLevelZero) {
+  Former f(limits(8, 3));
+  EXPECT_EQ(f.oldest_upper(), T::max());
+  f.offer({.id = 1, .enqueued = t0, .priority = 0}, t0);
+  EXPECT_EQ(f.oldest_upper(), T::max()) << "level 0 alone";
+  f.offer({.id = 2, .enqueued = t0 + 3ms, .priority = 2}, t0 + 3ms);
+  f.offer({.id = 3, .enqueued = t0 + 2ms, .priority = 1}, t0 + 3ms);
+  f.offer({.id = 4, .enqueued = t0 + 1ms, .priority = 2}, t0 + 3ms);  // behind 2 in its level
+  EXPECT_EQ(f.oldest_upper(), t0 + 2ms) << "each level's first, the earliest of them";
+  EXPECT_EQ(f.oldest(), t0);
+  std::vector<Item> out;
+  f.take_upper(out);
+  EXPECT_EQ(f.oldest_upper(), T::max());
+}
+
 // A regular batch of level 0 alone (the express batch in flight will take the higher levels):
 // the higher levels stay held, aged or not, in their order, and the limits still apply.
 TEST(BatchFormer, Level0OnlyLeavesTheHigherLevelsHeld) {

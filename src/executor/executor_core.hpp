@@ -353,20 +353,16 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     return express_inflight_.load(std::memory_order_seq_cst) >= express_depth_;
   }
   // Even where it helps, the requests above level 0 wait express_hold_ (100 us) first, and go at
-  // the head of the next regular batch if that comes sooner: an express batch for every arrival took the device's queue from level 0.
-  // On the H200, 16 threads with 10 % at level 1, interleaved against no hold: level 0's p99
-  // 0.26-0.48 ms against 3.2-17.7 at 500,000/s, 0.49-0.51 ms (9.1 in a round with host stalls)
-  // against 4.7-9.4 at 1,000,000/s (one level: 0.49), the high level's p99 0.25-0.32 against
-  // 0.68-0.84 and 0.37-1.9 against 1.2-2.8 ms, with 0.2-4 % of the express batches; at 3 M/s the
-  // high level's p99 5.3 and 10.2 ms against 4.4 and 6.4 (BENCHMARKS.md, 2026-11-29, call 9).
-  bool express_ready(Clock::time_point now) const noexcept {
-    if (!express_on_ || level_count() < 2 || express_busy()) return false;
-    const std::size_t upper = former_.upper_size();
-    if (upper == 0) return false;
-    const bool pays = !slot_free() || former_.size() - upper >= kExpressBeside;
-    return pays && now - former_.oldest_upper() >= express_hold_;
-  }
-  // When express_ready() will say yes by the hold alone, if nothing else changes (else max).
+  // the head of the next regular batch if that comes sooner: an express batch for every arrival
+  // took the device's queue from level 0. On the H200, 16 threads with 10 % at level 1,
+  // interleaved against no hold: level 0's p99 0.26-0.48 ms against 3.2-17.7 at 500,000/s,
+  // 0.49-0.51 ms (9.1 in a round with host stalls) against 4.7-9.4 at 1,000,000/s (one level:
+  // 0.49), the high level's p99 0.25-0.32 against 0.68-0.84 and 0.37-1.9 against 1.2-2.8 ms, with
+  // 0.2-4 % of the express batches; at 3 M/s the high level's p99 5.3 and 10.2 ms against 4.4 and
+  // 6.4 (BENCHMARKS.md, 2026-11-29, call 9).
+  bool express_ready(Clock::time_point now) const noexcept { return express_hold_ends() <= now; }
+  // When an express batch is due (the strand's timer wakes it then): its hold's end, where one
+  // pays and the express slot is free; else time_point::max().
   Clock::time_point express_hold_ends() const noexcept {
     const std::size_t upper = former_.upper_size();
     if (!express_on_ || level_count() < 2 || express_busy() || upper == 0) return Clock::time_point::max();

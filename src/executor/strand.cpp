@@ -557,7 +557,7 @@ void ExecutorCore::schedule_timer(Clock::time_point now) {
   }
   if (const auto d = next_deadline(); d != Clock::time_point::max())
     target = std::min(target, std::max(d, last_sweep_ + kSweepInterval));
-  target = std::min(target, std::max(express_hold_ends(), now));  // the hold at full slots ends
+  target = std::min(target, std::max(express_hold_ends(), now));  // an express batch due
   if (target == timer_target_) return;
   timer_target_ = target;
   if (target == Clock::time_point::max()) {

@@ -66,8 +66,10 @@ void Allocation::flush() const {
 
 MemoryPool::MemoryPool(detail::GpuContext& context) : context_(context) {
   non_coherent_atom_ = context.limits().nonCoherentAtomSize;
-  for (auto kind : {MemoryKind::device_local, MemoryKind::upload, MemoryKind::readback, MemoryKind::staging})
+  for (auto kind : {MemoryKind::device_local, MemoryKind::upload, MemoryKind::readback, MemoryKind::staging,
+                    MemoryKind::upload_near})
     types_[static_cast<int>(kind)] = memory_type(kind);
+  near_upload_ = types_[static_cast<int>(MemoryKind::upload_near)] != types_[static_cast<int>(MemoryKind::upload)];
   if (context.transfer_family() != context.queue_family())
     families_ = {context.queue_family(), context.transfer_family()};
 }
@@ -85,7 +87,17 @@ std::uint32_t MemoryPool::memory_type(MemoryKind kind) const {
 // Preference lists: the first memory type that has every flag of an entry wins.
 std::optional<std::uint32_t> MemoryPool::find_type(MemoryKind kind, std::uint32_t allowed) const {
   std::vector<std::pair<VkMemoryPropertyFlags, VkMemoryPropertyFlags>> wanted;  // (must have, must not)
+  const auto& props = context_.memory_properties();
   switch (kind) {
+    case MemoryKind::upload_near:  // device-local host-visible over a large heap, else as upload
+      for (std::uint32_t i = 0; i < props.memoryTypeCount; ++i) {
+        const auto& t = props.memoryTypes[i];
+        const VkMemoryPropertyFlags must = kDeviceLocal | kHostVisible | kCoherent;
+        if ((allowed & (1u << i)) && (t.propertyFlags & must) == must && !(t.propertyFlags & kCached) &&
+            props.memoryHeaps[t.heapIndex].size >= kNearHeapBytes)
+          return i;
+      }
+      return find_type(MemoryKind::upload, allowed);
     case MemoryKind::device_local:
       wanted = {{kDeviceLocal, kHostVisible}, {kDeviceLocal, 0}, {0, 0}};
       break;
@@ -100,7 +112,6 @@ std::optional<std::uint32_t> MemoryPool::find_type(MemoryKind kind, std::uint32_
                 {kHostVisible | kCached, 0}, {kHostVisible, 0}};
       break;
   }
-  const auto& props = context_.memory_properties();
   for (auto [must, must_not] : wanted)
     for (std::uint32_t i = 0; i < props.memoryTypeCount; ++i) {
       const auto flags = props.memoryTypes[i].propertyFlags;

@@ -27,8 +27,16 @@ enum class MemoryKind {
   // writes: the CPU fills it with ordinary cached stores (write-combined memory takes one thread's
   // memcpy at ~6 GB/s on the H200) and vkCmdCopyBuffer moves it. HostBuffers live here too.
   staging,
+  // Device-local memory the host maps (resizable BAR), for small direct-path batches' tables and
+  // inputs: the CPU's writes to it are posted (write-combined) and the kernels' reads are local,
+  // where reads of system memory cross the bus. On the H200 a lone 256-float relu's submit and
+  // spin took 14.13-14.32 us p50 with the input there against 14.73-15.25 us in system memory
+  // (bench/probes/bar-input). Where the device has no such memory over a large heap (at least
+  // kNearHeapBytes: a 256 MiB BAR is the driver's to use) it is the upload kind's type
+  // (MemoryPool::has_near_upload() says which).
+  upload_near,
 };
-inline constexpr int kMemoryKinds = 4;
+inline constexpr int kMemoryKinds = 5;
 
 // Every block's buffer has these (storage, copies both ways, device address), imported host
 // memory's too: the context checks that the device can import host memory into such a buffer.
@@ -103,6 +111,9 @@ class MemoryPool {
   Allocation import_host(void* pointer, VkDeviceSize bytes);
   // The pool's own blocks of `kind` (imported memory is the caller's: not counted).
   MemoryStats stats(MemoryKind kind) const;
+  // MemoryKind::upload_near is device-local memory of its own, not the upload kind's type.
+  bool has_near_upload() const noexcept { return near_upload_; }
+  static constexpr VkDeviceSize kNearHeapBytes = 1ull << 30;
 
  private:
   friend class Allocation;
@@ -129,6 +140,7 @@ class MemoryPool {
   // and the compute family (no ownership transfers; see DESIGN.md "Large requests").
   std::vector<std::uint32_t> families_;
   VkDeviceSize non_coherent_atom_ = 1;
+  bool near_upload_ = false;
 };
 
 // Makes `a` hold at least `bytes`, growing with headroom (x1.5, at least 64 KiB) so that a frame

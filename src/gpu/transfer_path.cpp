@@ -72,6 +72,17 @@ SplitRule split_rule(const detail::GpuContext& ctx, const DeviceOptions& options
 
 std::uint64_t cached_upload_bytes() { return env_bytes("GPUBATCH_CACHED_UPLOAD_BYTES").value_or(256 * 1024); }
 
+std::uint64_t near_upload_bytes() {
+  const auto bytes = env_bytes("GPUBATCH_NEAR_UPLOAD_BYTES");
+  return !bytes ? 64 * 1024 : *bytes == kNever ? 0 : *bytes;
+}
+
+UploadPlace upload_place(std::uint64_t upload_bytes, const PathRules& rules, bool has_near) {
+  if (upload_bytes >= rules.cached_upload_bytes) return UploadPlace::cached;
+  if (has_near && upload_bytes <= rules.near_upload_bytes) return UploadPlace::near;
+  return UploadPlace::write_combined;
+}
+
 std::vector<VkBufferCopy> staged_regions(std::size_t total, std::span<const BufferCopy> holes,
                                          VkDeviceSize src_base, VkDeviceSize dst_base) {
   std::vector<const BufferCopy*> sorted;

@@ -43,6 +43,12 @@ CopyEngineRule copy_engine_rule(const detail::GpuContext& ctx, const DeviceOptio
 // GPUBATCH_CACHED_UPLOAD_BYTES (bytes, or "never"), else 256 KiB.
 std::uint64_t cached_upload_bytes();
 
+// Direct-path batches whose upload holds at most this many bytes (and fewer than
+// cached_upload_bytes()) are packed into device-local memory the host maps (MemoryKind::
+// upload_near), where the device has it: a lone caller's kernels then read their input without
+// a round trip across the bus. GPUBATCH_NEAR_UPLOAD_BYTES (bytes, or "off"), else 64 KiB.
+std::uint64_t near_upload_bytes();
+
 // How copy-engine batches return results: false, copied back by vkCmdCopyBuffer after the
 // kernels (the default); true, written by the kernels straight into host memory (readback or the
 // caller's HostBuffer) over the bus, so the compute queue runs no copy. GPUBATCH_COPY_RESULTS =
@@ -79,10 +85,15 @@ struct PathRules {
   CopyEngineRule copy_engine;
   bool results_by_kernel = false;            // copy_results_by_kernel()
   std::uint64_t cached_upload_bytes = 0;     // cached_upload_bytes()
+  std::uint64_t near_upload_bytes = 0;       // near_upload_bytes()
   bool ew_vector = false;                    // ew_vector_kernels()
   bool upload_wait_on_host = false;          // upload_wait_on_host()
   SplitRule split;                           // split_rule()
 };
+
+// Where a direct-path batch's tables and inputs go (`has_near`: MemoryPool::has_near_upload()).
+enum class UploadPlace { near, write_combined, cached };
+UploadPlace upload_place(std::uint64_t upload_bytes, const PathRules& rules, bool has_near);
 
 // One extra region copied by the GPU: from a caller's HostBuffer into device memory, or back.
 struct BufferCopy {

@@ -112,6 +112,7 @@ struct Frame {
   VkQueryPool timestamps = VK_NULL_HANDLE;
   Allocation upload, readback, scratch;
   Allocation upload_cached;           // large direct-path batches' tables and inputs (cached_upload_bytes())
+  Allocation upload_near;             // small ones', in device-local memory the host maps (near_upload_bytes())
   TransferFrame transfer;             // the copy-engine path's staging, device memory, commands
   plan::BatchPlan plan;               // what the batch is: groups, layout, output slots
   std::vector<GroupKernels> kernels;  // by plan group
@@ -340,8 +341,9 @@ struct Staging {
 // (large batches whose kernels prefer device memory, by default): the CPU packs host-cached
 // staging, the GPU copies it to device memory, kernels work there (the tables' addresses are
 // device addresses) and the results are copied back into readback. Direct (the rest): kernels
-// read what the CPU packed where it lies, write-combined memory for small batches, host-cached
-// from rules.cached_upload_bytes, and write results into readback.
+// read what the CPU packed where it lies: device-local memory the host maps up to
+// rules.near_upload_bytes (where the device has it), write-combined memory above, host-cached from
+// rules.cached_upload_bytes; they write results into readback.
 Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const PathRules& rules) {
   const plan::ByteLayout& l = frame.plan.layout();
   if (l.upload_bytes > ctx.max_allocation_bytes() || l.output_bytes > ctx.max_allocation_bytes())
@@ -361,12 +363,18 @@ Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const PathRules& r
     st.up = frame.transfer.host();
     st.up_addr = frame.transfer.input_address();
   } else {
-    const bool cached = l.upload_bytes >= rules.cached_upload_bytes;
-    Allocation& up = cached ? frame.upload_cached : frame.upload;
-    ensure(up, pool, cached ? MemoryKind::staging : MemoryKind::upload, l.upload_bytes);
+    const UploadPlace place = upload_place(l.upload_bytes, rules, pool.has_near_upload());
+    Allocation& up = place == UploadPlace::cached ? frame.upload_cached
+                     : place == UploadPlace::near ? frame.upload_near
+                                                  : frame.upload;
+    ensure(up, pool,
+           place == UploadPlace::cached ? MemoryKind::staging
+           : place == UploadPlace::near ? MemoryKind::upload_near
+                                        : MemoryKind::upload,
+           l.upload_bytes);
     st.up = up.mapped();
     st.up_addr = up.address();
-    if (cached) st.cached = &up;
+    if (place == UploadPlace::cached) st.cached = &up;
   }
   st.down_addr = st.copy_engine && !st.results_by_kernel ? frame.transfer.output_address() : frame.readback.address();
   return st;
@@ -607,7 +615,7 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
     : identity_(std::move(identity)) {
   auto context = identity_->context();
   rules_ = {copy_engine_rule(*context, identity_->options()), copy_results_by_kernel(), cached_upload_bytes(),
-            ew_vector_kernels(context->info().type == "cpu"), upload_wait_on_host(),
+            near_upload_bytes(), ew_vector_kernels(context->info().type == "cpu"), upload_wait_on_host(),
             split_rule(*context, identity_->options())};
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.

@@ -209,6 +209,48 @@ TEST(CopyEngine, CachedUploadLineKeepsResultsAndBadValuesAreTyped) {
   ::unsetenv("GPUBATCH_CACHED_UPLOAD_BYTES");
 }
 
+// Small direct-path batches pack into device-local memory the host maps, where the device has
+// it over a large heap; the rest as before. The rule alone:
+TEST(CopyEngine, UploadPlaceFollowsTheTwoLines) {
+  gpu::PathRules rules;
+  rules.cached_upload_bytes = 256 * 1024;
+  rules.near_upload_bytes = 64 * 1024;
+  using gpu::UploadPlace;
+  EXPECT_EQ(gpu::upload_place(1024, rules, true), UploadPlace::near);
+  EXPECT_EQ(gpu::upload_place(64 * 1024, rules, true), UploadPlace::near) << "the line is inclusive";
+  EXPECT_EQ(gpu::upload_place(64 * 1024 + 1, rules, true), UploadPlace::write_combined);
+  EXPECT_EQ(gpu::upload_place(1024, rules, false), UploadPlace::write_combined) << "no such memory";
+  EXPECT_EQ(gpu::upload_place(256 * 1024, rules, true), UploadPlace::cached);
+  rules.near_upload_bytes = 0;  // GPUBATCH_NEAR_UPLOAD_BYTES=off
+  EXPECT_EQ(gpu::upload_place(1024, rules, true), UploadPlace::write_combined);
+  rules.near_upload_bytes = 1 << 20;  // past the cached line: the cached line wins
+  EXPECT_EQ(gpu::upload_place(300 * 1024, rules, true), UploadPlace::cached);
+}
+
+// Results are the same with the near line on, moved and off, batch after batch in one frame
+// (a lone caller's recorded command buffer reused over near memory); a bad value is typed.
+TEST(CopyEngine, NearUploadLineKeepsResultsAndBadValuesAreTyped) {
+  for (const char* line : {"off", "65536", "4096"}) {
+    ::setenv("GPUBATCH_NEAR_UPLOAD_BYTES", line, 1);
+    Device device = open_with_threshold(std::numeric_limits<std::uint64_t>::max());
+    std::mt19937 rng(29);
+    for (int b = 0; b < 4; ++b) {
+      std::vector<Request> requests;
+      for (int i = 0; i < 1 + b % 3; ++i) requests.push_back(random_op(rng, 1 + rng() % (b < 2 ? 256 : 9000)));
+      auto batch = device.batch_device()->submit(pointers_to(requests));
+      EXPECT_TRUE(all_match(*batch, requests)) << "GPUBATCH_NEAR_UPLOAD_BYTES=" << line << ", batch " << b;
+    }
+  }
+  ::setenv("GPUBATCH_NEAR_UPLOAD_BYTES", "near", 1);
+  try {
+    Device device;
+    ADD_FAILURE() << "a bad GPUBATCH_NEAR_UPLOAD_BYTES was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_config);
+  }
+  ::unsetenv("GPUBATCH_NEAR_UPLOAD_BYTES");
+}
+
 // GPUBATCH_UPLOAD_WAIT=host (a diagnostic): the host waits for each upload and the compute
 // submission waits on no semaphore; results are the same. A bad value is a typed error.
 TEST(CopyEngine, UploadWaitOnTheHostKeepsResultsAndBadValuesAreTyped) {

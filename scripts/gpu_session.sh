@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3428,6 +3428,48 @@ if on x2crowd12; then
     [ "$r" != 3 ] && load x2-c32-oldcheck-$r gpubatch-load-oldcheck $c32
   done
   load x2-c16 gpubatch-load --devices 0,1 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256 --host-probe
+fi
+
+# Small batches' input in device-local host-visible memory (near upload, default) against
+# GPUBATCH_NEAR_UPLOAD_BYTES=off in the same binary, interleaved: the lone caller at 1, 16 and
+# 64 KiB, Device::run, the crowd and the open loop at 1 M/s (twentieth session, call 2).
+if on near20; then
+  for r in 1 2 3; do
+    for n in 256 4096 16384; do
+      lone="--device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size $n"
+      load nr-lone-$n-$r gpubatch-load $lone
+      load nr-lone-$n-off-$r env GPUBATCH_NEAR_UPLOAD_BYTES=off -- gpubatch-load $lone
+    done
+    lone="--device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+    load nr-unb-$r gpubatch-load $lone --unbatched
+    load nr-unb-off-$r env GPUBATCH_NEAR_UPLOAD_BYTES=off -- gpubatch-load $lone --unbatched
+  done
+  for r in 1 2; do
+    crowd="--device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000"
+    load nr-crowd-$r gpubatch-load $crowd
+    load nr-crowd-off-$r env GPUBATCH_NEAR_UPLOAD_BYTES=off -- gpubatch-load $crowd
+    open="--device 0 --threads 16 --op relu --size 256 --rate 1000000 --requests 3000000"
+    load nr-open-$r gpubatch-load $open
+    load nr-open-off-$r env GPUBATCH_NEAR_UPLOAD_BYTES=off -- gpubatch-load $open
+  done
+fi
+
+# The levels above 0 sent ahead of a regular batch beside a large crowd (express split, default)
+# against GPUBATCH_EXPRESS_SPLIT=off in the same binary, interleaved: the priority mix at 3 M/s,
+# 1 M/s and 500,000/s, and idle (twentieth session, call 2).
+if on split20; then
+  mix="--device 0 --threads 16 --size 256 --host-probe --high 0.1"
+  for r in 1 2 3; do
+    load sp-3m-$r gpubatch-mix $mix --rate 3000000 --requests 6000000
+    load sp-3m-off-$r env GPUBATCH_EXPRESS_SPLIT=off -- gpubatch-mix $mix --rate 3000000 --requests 6000000
+  done
+  for r in 1 2; do
+    for R in 1000000 500000; do
+      load sp-$R-$r gpubatch-mix $mix --rate $R --requests $((2 * R))
+      load sp-$R-off-$r env GPUBATCH_EXPRESS_SPLIT=off -- gpubatch-mix $mix --rate $R --requests $((2 * R))
+    done
+    load sp-idle-$r gpubatch-mix $mix --rate 10000 --requests 30000
+  done
 fi
 
 # A lone request's input in BAR memory against system memory, with and without the kernel's done

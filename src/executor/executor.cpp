@@ -325,6 +325,13 @@ std::chrono::microseconds express_hold() noexcept {
   return std::chrono::microseconds(std::clamp(std::strtol(v, nullptr, 10), 0L, 1000000L));
 }
 
+std::size_t express_split() noexcept {
+  const char* v = std::getenv("GPUBATCH_EXPRESS_SPLIT");
+  if (v == nullptr || *v == 0) return 1024;
+  if (std::string_view(v) == "off") return 0;
+  return static_cast<std::size_t>(std::clamp(std::strtol(v, nullptr, 10), 0L, 1L << 30));
+}
+
 namespace {
 BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {
   BatchFormer<Pending>::Limits l;

@@ -181,6 +181,7 @@ void ExecutorCore::form_and_flush(bool cancels) {
       blocked_on_slot_ = true;
       break;
     }
+    if (express_splits()) flush(FlushReason::idle, now, true);  // the levels above 0 go ahead of it
     flush(*decision.reason, now, false, upper_waits_for_express());
     now = Clock::now();
   }

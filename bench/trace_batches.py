@@ -14,6 +14,7 @@ path = sys.argv[1]
 slowest = int(sys.argv[sys.argv.index("--slowest") + 1]) if "--slowest" in sys.argv else 5
 batches = load_batches(path)
 rows = defaultdict(list)
+upper = defaultdict(int)
 for bid, b in batches.items():
     if not complete(b):
         continue
@@ -21,7 +22,11 @@ for bid, b in batches.items():
     t["total"] = b["completion"][1] - b["formation"][0]
     if b.get("gpu") is not None:
         t["gpu"] = b["gpu"]  # the GPU's own time (GPUBATCH_GPU_TIMESTAMPS=on), inside "device"
-    rows[b["reason"]].append((bid, b["requests"], t))
+    # Regular batches that carried requests above priority level 0 apart ("upper" in the trace
+    # since the twentieth session of 2026-11-29): where a high-priority request rode.
+    key = b["reason"] if b["reason"] == "express" or not b.get("upper") else b["reason"] + "+upper"
+    rows[key].append((bid, b["requests"], t))
+    upper[key] += b.get("upper", 0)
 
 
 def pct(v, p):
@@ -30,7 +35,8 @@ def pct(v, p):
 
 
 for reason, rs in sorted(rows.items()):
-    print(f"{reason}: {len(rs)} batches, mean {sum(r[1] for r in rs) / len(rs):.1f} requests")
+    print(f"{reason}: {len(rs)} batches, mean {sum(r[1] for r in rs) / len(rs):.1f} requests"
+          + (f", {upper[reason]} of them above level 0" if upper[reason] else ""))
     for s in stages + ("total",):
         v = [r[2][s] for r in rs]
         print(f"  {s:11s} p50 {pct(v, .5):9.1f}  p99 {pct(v, .99):9.1f}  max {max(v):9.1f} us")

@@ -26,7 +26,7 @@ def load_batches(path, events=None):
     for e in events:
         if e.get("ph") == "X" and e.get("name") == "submit":
             a = e["args"]
-            batches[a["batch"]].update(reason=a["reason"], requests=a["requests"],
+            batches[a["batch"]].update(reason=a["reason"], requests=a["requests"], upper=a.get("upper", 0),
                                        submit=(e["ts"], e["ts"] + e["dur"]), gpu=a.get("gpu_us"))
         elif e.get("ph") in ("b", "e") and e.get("name") in ("formation", "device", "completion"):
             batches[e["id"]].setdefault(e["name"], [None, None])[0 if e["ph"] == "b" else 1] = e["ts"]

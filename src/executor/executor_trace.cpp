@@ -33,7 +33,10 @@ void ExecutorCore::record_trace(const Batch& b) {
   span.reason = b.express ? "express" : reason_name(b.reason);  // express: DESIGN.md "Priorities"
   span.failed = b.error != nullptr;
   span.oldest_arrival = b.items.front().enqueued;
-  for (const Pending& p : b.items) span.oldest_arrival = std::min(span.oldest_arrival, p.enqueued);
+  for (const Pending& p : b.items) {
+    span.oldest_arrival = std::min(span.oldest_arrival, p.enqueued);
+    span.upper += p.priority > 0 ? 1 : 0;
+  }
   span.submit_begin = b.submitted;
   span.submit_end = b.submit_returned;
   span.device_done = b.done;

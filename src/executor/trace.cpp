@@ -98,8 +98,9 @@ void TraceRecorder::batch(const BatchSpan& s) {
     return;
   }
   char args[192];
-  int n = std::snprintf(args, sizeof args, R"("batch":%llu,"requests":%zu,"reason":"%s","failed":%s)",
-                        static_cast<unsigned long long>(s.id), s.requests, s.reason, s.failed ? "true" : "false");
+  int n = std::snprintf(args, sizeof args, R"("batch":%llu,"requests":%zu,"upper":%zu,"reason":"%s","failed":%s)",
+                        static_cast<unsigned long long>(s.id), s.requests, s.upper, s.reason,
+                        s.failed ? "true" : "false");
   if (s.gpu_us >= 0 && n > 0 && static_cast<std::size_t>(n) < sizeof args)
     std::snprintf(args + n, sizeof args - n, R"(,"gpu_us":%.3f)", s.gpu_us);
   char buf[320];

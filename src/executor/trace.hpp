@@ -29,6 +29,7 @@ class TraceRecorder {
   struct BatchSpan {
     std::uint64_t id = 0;
     std::size_t requests = 0;
+    std::size_t upper = 0;  // of them, requests above priority level 0
     const char* reason = "";
     bool failed = false;
     Clock::time_point oldest_arrival, submit_begin, submit_end, device_done, resolved;

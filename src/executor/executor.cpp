@@ -332,8 +332,6 @@ std::size_t express_split() noexcept {
   return static_cast<std::size_t>(std::clamp(std::strtol(v, nullptr, 10), 0L, 1L << 30));
 }
 
-bool express_crowd_hold() noexcept { return env_is("GPUBATCH_EXPRESS_CROWD_HOLD", "on"); }
-
 namespace {
 BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {
   BatchFormer<Pending>::Limits l;

@@ -161,7 +161,6 @@ std::chrono::microseconds express_hold() noexcept;  // GPUBATCH_EXPRESS_HOLD_US,
 // GPUBATCH_EXPRESS_SPLIT: level-0 requests held beside which a regular batch leaves the levels
 // above 0 to an express batch sent ahead of it (ExecutorCore::express_splits); "off" or 0 never.
 std::size_t express_split() noexcept;
-bool express_crowd_hold() noexcept;  // GPUBATCH_EXPRESS_CROWD_HOLD is "on": the hold beside a crowd too
 bool lanes_busy_batches_only() noexcept;  // GPUBATCH_LANES_BUSY=batches (ExecutorCore::lanes_busy)
 bool lanes_for_host_buffers() noexcept;   // GPUBATCH_LANES_FOR_HOST_BUFFERS=on (ExecutorCore::lanes_for)
 bool strand_spin_enabled() noexcept;  // GPUBATCH_STRAND_SPIN=on (ExecutorCore::linger)
@@ -364,19 +363,19 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // 0.49), the high level's p99 0.25-0.32 against 0.68-0.84 and 0.37-1.9 against 1.2-2.8 ms, with
   // 0.2-4 % of the express batches; at 3 M/s the high level's p99 5.3 and 10.2 ms against 4.4 and
   // 6.4 (BENCHMARKS.md, 2026-11-29, call 9).
+  // The hold stays beside a crowd too, where express_splits() means no regular batch carries
+  // them: without it there (the twentieth session of 2026-11-29, call 4, interleaved, 3 M/s) the
+  // express batches rose from 9,100-10,500 to 13,000-13,500 a run, their formation p50 fell from
+  // 405 to 279 us, but the high level's p99 rose from 4.3-5.4 to 5.1-12.7 ms and level 0's from
+  // 19-42 to 64-86 ms.
   bool express_ready(Clock::time_point now) const noexcept { return express_hold_ends() <= now; }
   // When an express batch is due (the strand's timer wakes it then): its hold's end, where one
   // pays and the express slot is free; else time_point::max().
-  // Beside a crowd of express_split_ level-0 requests there is no hold: no regular batch would
-  // carry them (express_splits), so the hold only delayed them, and a strand woken by their push
-  // then slept again until its timer ended the hold (GPUBATCH_EXPRESS_CROWD_HOLD=on keeps it).
   Clock::time_point express_hold_ends() const noexcept {
     const std::size_t upper = former_.upper_size();
     if (!express_on_ || level_count() < 2 || express_busy() || upper == 0) return Clock::time_point::max();
-    const std::size_t level0 = former_.size() - upper;
-    if (slot_free() && level0 < kExpressBeside) return Clock::time_point::max();
-    const bool crowd = express_split_ != 0 && level0 >= express_split_ && !express_crowd_hold_;
-    return former_.oldest_upper() + (crowd ? Clock::duration::zero() : express_hold_);
+    if (slot_free() && former_.size() - upper < kExpressBeside) return Clock::time_point::max();
+    return former_.oldest_upper() + express_hold_;
   }
   // A regular batch about to go beside a large crowd (express_split_ level-0 requests, 1,024 by
   // default) sends the levels above 0 ahead of it in an express batch, before the hold ends: at
@@ -656,7 +655,6 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   const std::uint32_t express_depth_ = express_depth();  // GPUBATCH_EXPRESS_DEPTH, else 2
   const Clock::duration express_hold_ = express_hold();  // GPUBATCH_EXPRESS_HOLD_US, else 100 us
   const std::size_t express_split_ = express_split();    // GPUBATCH_EXPRESS_SPLIT, else 1024
-  const bool express_crowd_hold_ = express_crowd_hold();  // GPUBATCH_EXPRESS_CROWD_HOLD=on
   const bool express_on_ = express_enabled();  // GPUBATCH_EXPRESS is not "off"
   const bool upper_look_ = upper_look_enabled();  // GPUBATCH_UPPER_LOOK is not "off"
   const bool watch_before_push_ = watch_before_push_enabled();  // GPUBATCH_WATCH_BEFORE_PUSH

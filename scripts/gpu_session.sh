@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3428,6 +3428,86 @@ if on x2crowd12; then
     [ "$r" != 3 ] && load x2-c32-oldcheck-$r gpubatch-load-oldcheck $c32
   done
   load x2-c16 gpubatch-load --devices 0,1 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256 --host-probe
+fi
+
+# A lone batch's own near line (every one below the cached line, default) against
+# GPUBATCH_NEAR_LONE_BYTES=off (the 64 KiB line for all), interleaved (twentieth session, call 9):
+# lone callers of 1, 64 and 240 KiB, and the open loop at 1 M/s (batches of many: unchanged).
+if on nearlone20; then
+  for r in 1 2 3; do
+    for n in 256 16384 60000; do
+      lone="--device 0 --threads 1 --inflight 1 --requests 10000 --op relu --size $n"
+      load nn-lone-$n-$r gpubatch-load $lone
+      load nn-lone-$n-off-$r env GPUBATCH_NEAR_LONE_BYTES=off -- gpubatch-load $lone
+    done
+    open="--device 0 --threads 16 --op relu --size 256 --rate 1000000 --requests 3000000"
+    load nn-open-$r gpubatch-load $open
+    load nn-open-off-$r env GPUBATCH_NEAR_LONE_BYTES=off -- gpubatch-load $open
+  done
+  load nn-unb-60000 gpubatch-load --device 0 --threads 1 --inflight 1 --requests 10000 --op relu --size 60000 --unbatched
+  load nn-unb-60000-off env GPUBATCH_NEAR_LONE_BYTES=off -- gpubatch-load --device 0 --threads 1 --inflight 1 --requests 10000 --op relu --size 60000 --unbatched
+fi
+
+# The open loop's p99 at 1 M/s with the near line at 256 KiB against 64 KiB, more rounds
+# (twentieth session, call 8), interleaved, alternating which goes first.
+if on nearline20c; then
+  open="--device 0 --threads 16 --op relu --size 256 --rate 1000000 --requests 3000000"
+  mix="--device 0 --threads 16 --size 256 --host-probe --rate 1000000 --requests 3000000"
+  for r in 1 2 3 4; do
+    if [ $((r % 2)) = 1 ]; then
+      load nc-open-$r gpubatch-load $open
+      load nc-open-256k-$r env GPUBATCH_NEAR_UPLOAD_BYTES=262143 -- gpubatch-load $open
+      load nc-mix-$r gpubatch-mix $mix
+      load nc-mix-256k-$r env GPUBATCH_NEAR_UPLOAD_BYTES=262143 -- gpubatch-mix $mix
+    else
+      load nc-open-256k-$r env GPUBATCH_NEAR_UPLOAD_BYTES=262143 -- gpubatch-load $open
+      load nc-open-$r gpubatch-load $open
+      load nc-mix-256k-$r env GPUBATCH_NEAR_UPLOAD_BYTES=262143 -- gpubatch-mix $mix
+      load nc-mix-$r gpubatch-mix $mix
+    fi
+  done
+fi
+
+# The near line at 256 KiB against the default 64 KiB, more rounds (twentieth session, call 7):
+# lone callers of 64 and 240 KiB and the open loop at 1 M/s, interleaved, with the quarters' p99.
+if on nearline20b; then
+  for r in 1 2 3; do
+    for n in 16384 60000; do
+      lone="--device 0 --threads 1 --inflight 1 --requests 10000 --op relu --size $n"
+      load nb-lone-$n-$r gpubatch-load $lone
+      load nb-lone-$n-256k-$r env GPUBATCH_NEAR_UPLOAD_BYTES=262143 -- gpubatch-load $lone
+    done
+    open="--device 0 --threads 16 --op relu --size 256 --rate 1000000 --requests 3000000"
+    load nb-open-$r gpubatch-load $open
+    load nb-open-256k-$r env GPUBATCH_NEAR_UPLOAD_BYTES=262143 -- gpubatch-load $open
+    mix="--device 0 --threads 16 --size 256 --host-probe --rate 1000000 --requests 3000000"
+    load nb-mix-$r gpubatch-mix $mix
+    load nb-mix-256k-$r env GPUBATCH_NEAR_UPLOAD_BYTES=262143 -- gpubatch-mix $mix
+  done
+fi
+
+# Where the near line should fall (twentieth session, call 6): the default 64 KiB against
+# 256 KiB (GPUBATCH_NEAR_UPLOAD_BYTES=262143, just under the cached line) and off, interleaved:
+# lone callers of 32-240 KiB, 16 callers of 64 KiB requests, the open loop at 1 and 2 M/s.
+if on nearline20; then
+  for r in 1 2; do
+    for n in 8192 16384 32768 60000; do
+      lone="--device 0 --threads 1 --inflight 1 --requests 10000 --op relu --size $n"
+      load nl-lone-$n-$r gpubatch-load $lone
+      load nl-lone-$n-256k-$r env GPUBATCH_NEAR_UPLOAD_BYTES=262143 -- gpubatch-load $lone
+      load nl-lone-$n-off-$r env GPUBATCH_NEAR_UPLOAD_BYTES=off -- gpubatch-load $lone
+    done
+    mid="--device 0 --threads 16 --inflight 8 --requests 200000 --op relu --size 16384"
+    load nl-mid-$r gpubatch-load $mid
+    load nl-mid-256k-$r env GPUBATCH_NEAR_UPLOAD_BYTES=262143 -- gpubatch-load $mid
+    load nl-mid-off-$r env GPUBATCH_NEAR_UPLOAD_BYTES=off -- gpubatch-load $mid
+    for R in 1000000 2000000; do
+      open="--device 0 --threads 16 --op relu --size 256 --rate $R --requests $((2 * R))"
+      load nl-open-$R-$r gpubatch-load $open
+      load nl-open-$R-256k-$r env GPUBATCH_NEAR_UPLOAD_BYTES=262143 -- gpubatch-load $open
+      load nl-open-$R-off-$r env GPUBATCH_NEAR_UPLOAD_BYTES=off -- gpubatch-load $open
+    done
+  done
 fi
 
 # The session's final build against 0118f06 (gpubatch-load-prev), interleaved, with the shared

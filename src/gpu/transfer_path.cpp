@@ -77,10 +77,17 @@ std::uint64_t near_upload_bytes() {
   return !bytes ? 64 * 1024 : *bytes == kNever ? 0 : *bytes;
 }
 
-UploadPlace upload_place(std::uint64_t upload_bytes, const PathRules& rules, bool has_near) {
+std::uint64_t near_lone_bytes() {
+  const auto bytes = env_bytes("GPUBATCH_NEAR_LONE_BYTES");
+  return !bytes ? kNever : *bytes == kNever ? 0 : *bytes;
+}
+
+UploadPlace upload_place(std::uint64_t upload_bytes, std::size_t requests, const PathRules& rules, bool has_near) {
   if (upload_bytes >= rules.cached_upload_bytes) return UploadPlace::cached;
-  if (has_near && upload_bytes <= rules.near_upload_bytes) return UploadPlace::near;
-  return UploadPlace::write_combined;
+  if (!has_near || rules.near_upload_bytes == 0) return UploadPlace::write_combined;
+  const std::uint64_t line = requests <= kNearLoneRequests ? std::max(rules.near_upload_bytes, rules.near_lone_bytes)
+                                                           : rules.near_upload_bytes;
+  return upload_bytes <= line ? UploadPlace::near : UploadPlace::write_combined;
 }
 
 std::vector<VkBufferCopy> staged_regions(std::size_t total, std::span<const BufferCopy> holes,

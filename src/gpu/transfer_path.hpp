@@ -46,8 +46,17 @@ std::uint64_t cached_upload_bytes();
 // Direct-path batches whose upload holds at most this many bytes (and fewer than
 // cached_upload_bytes()) are packed into device-local memory the host maps (MemoryKind::
 // upload_near), where the device has it: a lone caller's kernels then read their input without
-// a round trip across the bus. GPUBATCH_NEAR_UPLOAD_BYTES (bytes, or "off"), else 64 KiB.
+// a round trip across the bus. GPUBATCH_NEAR_UPLOAD_BYTES (bytes, or "off": no batch), else 64 KiB.
 std::uint64_t near_upload_bytes();
+// The same line for a lone batch (at most kNearLoneRequests requests), where only its own
+// latency is at stake: GPUBATCH_NEAR_LONE_BYTES (bytes, or "off": the line above), else every
+// such batch below cached_upload_bytes(). On the H200 a lone caller of 64 KiB and 240 KiB gained
+// 2-4 and 7-9 us at p50 from it; batches of many requests at 1 M/s offered gained at p50 too
+// (about 40 us of 175) but their p99 was 0.88-2.9 ms in most runs where the 64 KiB line had
+// 0.49-0.78 ms outside the episodes both had (BENCHMARKS.md, twentieth session of 2026-11-29),
+// so that line stays at 64 KiB.
+std::uint64_t near_lone_bytes();
+inline constexpr std::size_t kNearLoneRequests = 2;
 
 // How copy-engine batches return results: false, copied back by vkCmdCopyBuffer after the
 // kernels (the default); true, written by the kernels straight into host memory (readback or the
@@ -86,6 +95,7 @@ struct PathRules {
   bool results_by_kernel = false;            // copy_results_by_kernel()
   std::uint64_t cached_upload_bytes = 0;     // cached_upload_bytes()
   std::uint64_t near_upload_bytes = 0;       // near_upload_bytes()
+  std::uint64_t near_lone_bytes = 0;         // near_lone_bytes()
   bool ew_vector = false;                    // ew_vector_kernels()
   bool upload_wait_on_host = false;          // upload_wait_on_host()
   SplitRule split;                           // split_rule()
@@ -93,7 +103,7 @@ struct PathRules {
 
 // Where a direct-path batch's tables and inputs go (`has_near`: MemoryPool::has_near_upload()).
 enum class UploadPlace { near, write_combined, cached };
-UploadPlace upload_place(std::uint64_t upload_bytes, const PathRules& rules, bool has_near);
+UploadPlace upload_place(std::uint64_t upload_bytes, std::size_t requests, const PathRules& rules, bool has_near);
 
 // One extra region copied by the GPU: from a caller's HostBuffer into device memory, or back.
 struct BufferCopy {

@@ -342,8 +342,9 @@ struct Staging {
 // staging, the GPU copies it to device memory, kernels work there (the tables' addresses are
 // device addresses) and the results are copied back into readback. Direct (the rest): kernels
 // read what the CPU packed where it lies: device-local memory the host maps up to
-// rules.near_upload_bytes (where the device has it), write-combined memory above, host-cached from
-// rules.cached_upload_bytes; they write results into readback.
+// rules.near_upload_bytes (a lone batch's up to near_lone_bytes; where the device has such
+// memory), write-combined memory above, host-cached from rules.cached_upload_bytes; they write
+// results into readback.
 Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const PathRules& rules) {
   const plan::ByteLayout& l = frame.plan.layout();
   if (l.upload_bytes > ctx.max_allocation_bytes() || l.output_bytes > ctx.max_allocation_bytes())
@@ -363,7 +364,8 @@ Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const PathRules& r
     st.up = frame.transfer.host();
     st.up_addr = frame.transfer.input_address();
   } else {
-    const UploadPlace place = upload_place(l.upload_bytes, rules, pool.has_near_upload());
+    const UploadPlace place =
+        upload_place(l.upload_bytes, frame.plan.outputs().size(), rules, pool.has_near_upload());
     Allocation& up = place == UploadPlace::cached ? frame.upload_cached
                      : place == UploadPlace::near ? frame.upload_near
                                                   : frame.upload;
@@ -615,7 +617,7 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
     : identity_(std::move(identity)) {
   auto context = identity_->context();
   rules_ = {copy_engine_rule(*context, identity_->options()), copy_results_by_kernel(), cached_upload_bytes(),
-            near_upload_bytes(), ew_vector_kernels(context->info().type == "cpu"), upload_wait_on_host(),
+            near_upload_bytes(), near_lone_bytes(), ew_vector_kernels(context->info().type == "cpu"), upload_wait_on_host(),
             split_rule(*context, identity_->options())};
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.

@@ -210,21 +210,30 @@ TEST(CopyEngine, CachedUploadLineKeepsResultsAndBadValuesAreTyped) {
 }
 
 // Small direct-path batches pack into device-local memory the host maps, where the device has
-// it over a large heap; the rest as before. The rule alone:
-TEST(CopyEngine, UploadPlaceFollowsTheTwoLines) {
+// it over a large heap; a lone batch (at most two requests) up to its own line; the rest as
+// before. The rule alone:
+TEST(CopyEngine, UploadPlaceFollowsTheLines) {
   gpu::PathRules rules;
   rules.cached_upload_bytes = 256 * 1024;
   rules.near_upload_bytes = 64 * 1024;
+  rules.near_lone_bytes = std::numeric_limits<std::uint64_t>::max();  // the default: below the cached line
   using gpu::UploadPlace;
-  EXPECT_EQ(gpu::upload_place(1024, rules, true), UploadPlace::near);
-  EXPECT_EQ(gpu::upload_place(64 * 1024, rules, true), UploadPlace::near) << "the line is inclusive";
-  EXPECT_EQ(gpu::upload_place(64 * 1024 + 1, rules, true), UploadPlace::write_combined);
-  EXPECT_EQ(gpu::upload_place(1024, rules, false), UploadPlace::write_combined) << "no such memory";
-  EXPECT_EQ(gpu::upload_place(256 * 1024, rules, true), UploadPlace::cached);
-  rules.near_upload_bytes = 0;  // GPUBATCH_NEAR_UPLOAD_BYTES=off
-  EXPECT_EQ(gpu::upload_place(1024, rules, true), UploadPlace::write_combined);
-  rules.near_upload_bytes = 1 << 20;  // past the cached line: the cached line wins
-  EXPECT_EQ(gpu::upload_place(300 * 1024, rules, true), UploadPlace::cached);
+  const std::size_t many = 3, lone = gpu::kNearLoneRequests;
+  EXPECT_EQ(gpu::upload_place(1024, many, rules, true), UploadPlace::near);
+  EXPECT_EQ(gpu::upload_place(64 * 1024, many, rules, true), UploadPlace::near) << "the line is inclusive";
+  EXPECT_EQ(gpu::upload_place(64 * 1024 + 1, many, rules, true), UploadPlace::write_combined);
+  EXPECT_EQ(gpu::upload_place(64 * 1024 + 1, lone, rules, true), UploadPlace::near) << "a lone batch's line";
+  EXPECT_EQ(gpu::upload_place(256 * 1024 - 1, 1, rules, true), UploadPlace::near);
+  EXPECT_EQ(gpu::upload_place(256 * 1024, 1, rules, true), UploadPlace::cached) << "the cached line first";
+  EXPECT_EQ(gpu::upload_place(1024, 1, rules, false), UploadPlace::write_combined) << "no such memory";
+  EXPECT_EQ(gpu::upload_place(256 * 1024, many, rules, true), UploadPlace::cached);
+  rules.near_lone_bytes = 0;  // GPUBATCH_NEAR_LONE_BYTES=off: the general line for lone batches too
+  EXPECT_EQ(gpu::upload_place(64 * 1024 + 1, 1, rules, true), UploadPlace::write_combined);
+  EXPECT_EQ(gpu::upload_place(64 * 1024, 1, rules, true), UploadPlace::near);
+  rules.near_lone_bytes = std::numeric_limits<std::uint64_t>::max();
+  rules.near_upload_bytes = 0;  // GPUBATCH_NEAR_UPLOAD_BYTES=off: no batch at all
+  EXPECT_EQ(gpu::upload_place(1024, 1, rules, true), UploadPlace::write_combined);
+  EXPECT_EQ(gpu::upload_place(1024, many, rules, true), UploadPlace::write_combined);
 }
 
 // Results are the same with the near line on, moved and off, batch after batch in one frame
@@ -232,6 +241,7 @@ TEST(CopyEngine, UploadPlaceFollowsTheTwoLines) {
 TEST(CopyEngine, NearUploadLineKeepsResultsAndBadValuesAreTyped) {
   for (const char* line : {"off", "65536", "4096"}) {
     ::setenv("GPUBATCH_NEAR_UPLOAD_BYTES", line, 1);
+    ::setenv("GPUBATCH_NEAR_LONE_BYTES", line[0] == '4' ? "off" : "100000", 1);
     Device device = open_with_threshold(std::numeric_limits<std::uint64_t>::max());
     std::mt19937 rng(29);
     for (int b = 0; b < 4; ++b) {
@@ -241,14 +251,17 @@ TEST(CopyEngine, NearUploadLineKeepsResultsAndBadValuesAreTyped) {
       EXPECT_TRUE(all_match(*batch, requests)) << "GPUBATCH_NEAR_UPLOAD_BYTES=" << line << ", batch " << b;
     }
   }
-  ::setenv("GPUBATCH_NEAR_UPLOAD_BYTES", "near", 1);
-  try {
-    Device device;
-    ADD_FAILURE() << "a bad GPUBATCH_NEAR_UPLOAD_BYTES was accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::invalid_config);
+  ::unsetenv("GPUBATCH_NEAR_LONE_BYTES");
+  for (const char* name : {"GPUBATCH_NEAR_UPLOAD_BYTES", "GPUBATCH_NEAR_LONE_BYTES"}) {
+    ::setenv(name, "near", 1);
+    try {
+      Device device;
+      ADD_FAILURE() << "a bad " << name << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_config);
+    }
+    ::unsetenv(name);
   }
-  ::unsetenv("GPUBATCH_NEAR_UPLOAD_BYTES");
 }
 
 // GPUBATCH_UPLOAD_WAIT=host (a diagnostic): the host waits for each upload and the compute

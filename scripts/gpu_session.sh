@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3428,6 +3428,49 @@ if on x2crowd12; then
     [ "$r" != 3 ] && load x2-c32-oldcheck-$r gpubatch-load-oldcheck $c32
   done
   load x2-c16 gpubatch-load --devices 0,1 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256 --host-probe
+fi
+
+# Batches from the cached line on in device memory the host maps (GPUBATCH_NEAR_BIG, on in this
+# build) against host-cached memory (off, the previous behaviour), interleaved (twentieth session,
+# call 11): the crowd, 16 callers of 16,384, 65,536 and 262,144 floats, the open loop at 1 M/s.
+if on nearbig20; then
+  for r in 1 2 3; do
+    crowd="--device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000"
+    load nb-crowd-$r gpubatch-load $crowd
+    load nb-crowd-off-$r env GPUBATCH_NEAR_BIG=off -- gpubatch-load $crowd
+    mid="--device 0 --threads 16 --inflight 8 --requests 200000 --op relu --size 16384"
+    load nb-mid-$r gpubatch-load $mid
+    load nb-mid-off-$r env GPUBATCH_NEAR_BIG=off -- gpubatch-load $mid
+    big="--device 0 --threads 16 --inflight 8 --requests 50000 --op relu --size 65536"
+    load nb-big-$r gpubatch-load $big
+    load nb-big-off-$r env GPUBATCH_NEAR_BIG=off -- gpubatch-load $big
+    mb="--device 0 --threads 16 --inflight 4 --requests 12000 --op relu --size 262144"
+    load nb-1m-$r gpubatch-load $mb
+    load nb-1m-off-$r env GPUBATCH_NEAR_BIG=off -- gpubatch-load $mb
+  done
+  for r in 1 2; do
+    open="--device 0 --threads 16 --op relu --size 256 --rate 1000000 --requests 3000000"
+    load nb-open-$r gpubatch-load $open
+    load nb-open-off-$r env GPUBATCH_NEAR_BIG=off -- gpubatch-load $open
+  done
+fi
+
+# Every direct-path batch in device memory the host maps (an experiment: GPUBATCH_NEAR_UPLOAD_BYTES
+# huge, GPUBATCH_CACHED_UPLOAD_BYTES=never) against the defaults, interleaved (twentieth session,
+# call 10): the crowd, 16 callers of 16,384 and 65,536 floats.
+if on nearall20; then
+  all="GPUBATCH_NEAR_UPLOAD_BYTES=4000000000 GPUBATCH_CACHED_UPLOAD_BYTES=never"
+  for r in 1 2 3; do
+    crowd="--device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000"
+    load na-crowd-$r gpubatch-load $crowd
+    load na-crowd-all-$r env $all -- gpubatch-load $crowd
+    mid="--device 0 --threads 16 --inflight 8 --requests 200000 --op relu --size 16384"
+    load na-mid-$r gpubatch-load $mid
+    load na-mid-all-$r env $all -- gpubatch-load $mid
+    big="--device 0 --threads 16 --inflight 8 --requests 50000 --op relu --size 65536"
+    load na-big-$r gpubatch-load $big
+    load na-big-all-$r env $all -- gpubatch-load $big
+  done
 fi
 
 # A lone batch's own near line (every one below the cached line, default) against

@@ -82,8 +82,11 @@ std::uint64_t near_lone_bytes() {
   return !bytes ? kNever : *bytes == kNever ? 0 : *bytes;
 }
 
+bool near_big() { return env_switch("GPUBATCH_NEAR_BIG", true, "on", "off"); }
+
 UploadPlace upload_place(std::uint64_t upload_bytes, std::size_t requests, const PathRules& rules, bool has_near) {
-  if (upload_bytes >= rules.cached_upload_bytes) return UploadPlace::cached;
+  if (upload_bytes >= rules.cached_upload_bytes)
+    return has_near && rules.near_big && rules.near_upload_bytes != 0 ? UploadPlace::near : UploadPlace::cached;
   if (!has_near || rules.near_upload_bytes == 0) return UploadPlace::write_combined;
   const std::uint64_t line = requests <= kNearLoneRequests ? std::max(rules.near_upload_bytes, rules.near_lone_bytes)
                                                            : rules.near_upload_bytes;

@@ -57,6 +57,9 @@ std::uint64_t near_upload_bytes();
 // so that line stays at 64 KiB.
 std::uint64_t near_lone_bytes();
 inline constexpr std::size_t kNearLoneRequests = 2;
+// Batches from cached_upload_bytes() on go to device-local memory the host maps too, where the
+// device has it, instead of host-cached memory: GPUBATCH_NEAR_BIG (on/off), else on.
+bool near_big();
 
 // How copy-engine batches return results: false, copied back by vkCmdCopyBuffer after the
 // kernels (the default); true, written by the kernels straight into host memory (readback or the
@@ -96,6 +99,7 @@ struct PathRules {
   std::uint64_t cached_upload_bytes = 0;     // cached_upload_bytes()
   std::uint64_t near_upload_bytes = 0;       // near_upload_bytes()
   std::uint64_t near_lone_bytes = 0;         // near_lone_bytes()
+  bool near_big = false;                     // near_big()
   bool ew_vector = false;                    // ew_vector_kernels()
   bool upload_wait_on_host = false;          // upload_wait_on_host()
   SplitRule split;                           // split_rule()

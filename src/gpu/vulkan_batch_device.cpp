@@ -617,7 +617,7 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
     : identity_(std::move(identity)) {
   auto context = identity_->context();
   rules_ = {copy_engine_rule(*context, identity_->options()), copy_results_by_kernel(), cached_upload_bytes(),
-            near_upload_bytes(), near_lone_bytes(), ew_vector_kernels(context->info().type == "cpu"), upload_wait_on_host(),
+            near_upload_bytes(), near_lone_bytes(), near_big(), ew_vector_kernels(context->info().type == "cpu"), upload_wait_on_host(),
             split_rule(*context, identity_->options())};
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.

@@ -230,8 +230,14 @@ TEST(CopyEngine, UploadPlaceFollowsTheLines) {
   rules.near_lone_bytes = 0;  // GPUBATCH_NEAR_LONE_BYTES=off: the general line for lone batches too
   EXPECT_EQ(gpu::upload_place(64 * 1024 + 1, 1, rules, true), UploadPlace::write_combined);
   EXPECT_EQ(gpu::upload_place(64 * 1024, 1, rules, true), UploadPlace::near);
+  rules.near_big = true;  // GPUBATCH_NEAR_BIG (the default): past the cached line too
+  EXPECT_EQ(gpu::upload_place(256 * 1024, many, rules, true), UploadPlace::near);
+  EXPECT_EQ(gpu::upload_place(64 << 20, 1, rules, true), UploadPlace::near);
+  EXPECT_EQ(gpu::upload_place(256 * 1024, many, rules, false), UploadPlace::cached) << "no such memory";
+  EXPECT_EQ(gpu::upload_place(100 * 1024, many, rules, true), UploadPlace::write_combined) << "between the lines";
   rules.near_lone_bytes = std::numeric_limits<std::uint64_t>::max();
   rules.near_upload_bytes = 0;  // GPUBATCH_NEAR_UPLOAD_BYTES=off: no batch at all
+  EXPECT_EQ(gpu::upload_place(256 * 1024, many, rules, true), UploadPlace::cached);
   EXPECT_EQ(gpu::upload_place(1024, 1, rules, true), UploadPlace::write_combined);
   EXPECT_EQ(gpu::upload_place(1024, many, rules, true), UploadPlace::write_combined);
 }
@@ -242,17 +248,20 @@ TEST(CopyEngine, NearUploadLineKeepsResultsAndBadValuesAreTyped) {
   for (const char* line : {"off", "65536", "4096"}) {
     ::setenv("GPUBATCH_NEAR_UPLOAD_BYTES", line, 1);
     ::setenv("GPUBATCH_NEAR_LONE_BYTES", line[0] == '4' ? "off" : "100000", 1);
+    ::setenv("GPUBATCH_NEAR_BIG", line[0] == '6' ? "off" : "on", 1);
     Device device = open_with_threshold(std::numeric_limits<std::uint64_t>::max());
     std::mt19937 rng(29);
     for (int b = 0; b < 4; ++b) {
       std::vector<Request> requests;
-      for (int i = 0; i < 1 + b % 3; ++i) requests.push_back(random_op(rng, 1 + rng() % (b < 2 ? 256 : 9000)));
+      // Batches 0-1 small, 2 of a few thousand floats, 3 past the cached line (256 KiB).
+      const std::size_t most = b < 2 ? 256 : b == 2 ? 9000 : 120000;
+      for (int i = 0; i < 1 + b % 3; ++i) requests.push_back(random_op(rng, 1 + rng() % most));
       auto batch = device.batch_device()->submit(pointers_to(requests));
       EXPECT_TRUE(all_match(*batch, requests)) << "GPUBATCH_NEAR_UPLOAD_BYTES=" << line << ", batch " << b;
     }
   }
   ::unsetenv("GPUBATCH_NEAR_LONE_BYTES");
-  for (const char* name : {"GPUBATCH_NEAR_UPLOAD_BYTES", "GPUBATCH_NEAR_LONE_BYTES"}) {
+  for (const char* name : {"GPUBATCH_NEAR_UPLOAD_BYTES", "GPUBATCH_NEAR_LONE_BYTES", "GPUBATCH_NEAR_BIG"}) {
     ::setenv(name, "near", 1);
     try {
       Device device;

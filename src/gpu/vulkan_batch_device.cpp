@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -113,6 +114,7 @@ struct Frame {
   Allocation upload, readback, scratch;
   Allocation upload_cached;           // large direct-path batches' tables and inputs (cached_upload_bytes())
   Allocation upload_near;             // small ones', in device-local memory the host maps (near_upload_bytes())
+  bool near_refused = false;          // the device's heap had no room for upload_near (reserve_near)
   TransferFrame transfer;             // the copy-engine path's staging, device memory, commands
   plan::BatchPlan plan;               // what the batch is: groups, layout, output slots
   std::vector<GroupKernels> kernels;  // by plan group
@@ -337,14 +339,50 @@ struct Staging {
   const Allocation* cached = nullptr;  // direct path from host-cached memory: flush after packing
 };
 
+// The device's own heap full: a near frame that could not grow packs into system memory from
+// then on, as it would on a device without such memory (one failed vkAllocateMemory of a block
+// per frame, not one per batch).
+bool reserve_near(Frame& frame, MemoryPool& pool, std::size_t bytes) {
+  if (frame.near_refused) return false;
+  try {
+    ensure(frame.upload_near, pool, MemoryKind::upload_near, bytes);
+    return true;
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::out_of_memory) throw;
+    frame.near_refused = true;
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      spdlog::warn("gpubatch: no room in device memory for a batch's inputs ({}); this frame packs into system "
+                   "memory from now on",
+                   e.what());
+    return false;
+  }
+}
+
+// The direct path's upload memory for the planned batch (upload_place; see reserve_memory).
+void reserve_direct(Frame& frame, MemoryPool& pool, const PathRules& rules, Staging& st) {
+  const plan::ByteLayout& l = frame.plan.layout();
+  UploadPlace place = upload_place(l.upload_bytes, frame.plan.outputs().size(), rules, pool.has_near_upload());
+  if (place == UploadPlace::near && !reserve_near(frame, pool, l.upload_bytes))
+    place = l.upload_bytes >= rules.cached_upload_bytes ? UploadPlace::cached : UploadPlace::write_combined;
+  Allocation& up = place == UploadPlace::cached ? frame.upload_cached
+                   : place == UploadPlace::near ? frame.upload_near
+                                                : frame.upload;
+  if (place != UploadPlace::near)
+    ensure(up, pool, place == UploadPlace::cached ? MemoryKind::staging : MemoryKind::upload, l.upload_bytes);
+  st.up = up.mapped();
+  st.up_addr = up.address();
+  if (place == UploadPlace::cached) st.cached = &up;
+}
+
 // The frame's memory for the planned batch (DESIGN.md "Large requests"). Through the copy engine
 // (large batches whose kernels prefer device memory, by default): the CPU packs host-cached
 // staging, the GPU copies it to device memory, kernels work there (the tables' addresses are
 // device addresses) and the results are copied back into readback. Direct (the rest): kernels
 // read what the CPU packed where it lies: device-local memory the host maps up to
 // rules.near_upload_bytes (a lone batch's up to near_lone_bytes; where the device has such
-// memory), write-combined memory above, host-cached from rules.cached_upload_bytes; they write
-// results into readback.
+// memory), write-combined memory above, from rules.cached_upload_bytes device-local memory the
+// host maps again (rules.near_big) or host-cached memory; they write results into readback.
 Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const PathRules& rules) {
   const plan::ByteLayout& l = frame.plan.layout();
   if (l.upload_bytes > ctx.max_allocation_bytes() || l.output_bytes > ctx.max_allocation_bytes())
@@ -357,27 +395,15 @@ Staging reserve_memory(detail::GpuContext& ctx, Frame& frame, const PathRules& r
   Staging st;
   st.copy_engine = rules.copy_engine.takes(l.upload_bytes, frame.plan.prefers_device_memory());
   st.results_by_kernel = st.copy_engine && rules.results_by_kernel;
-  ensure(frame.readback, pool, MemoryKind::readback, l.output_bytes);
-  if (l.scratch_floats > 0) ensure(frame.scratch, pool, MemoryKind::device_local, l.scratch_floats * 4);
   if (st.copy_engine) {
     frame.transfer.prepare(ctx, l.upload_bytes, st.results_by_kernel ? 0 : l.output_bytes);
     st.up = frame.transfer.host();
     st.up_addr = frame.transfer.input_address();
   } else {
-    const UploadPlace place =
-        upload_place(l.upload_bytes, frame.plan.outputs().size(), rules, pool.has_near_upload());
-    Allocation& up = place == UploadPlace::cached ? frame.upload_cached
-                     : place == UploadPlace::near ? frame.upload_near
-                                                  : frame.upload;
-    ensure(up, pool,
-           place == UploadPlace::cached ? MemoryKind::staging
-           : place == UploadPlace::near ? MemoryKind::upload_near
-                                        : MemoryKind::upload,
-           l.upload_bytes);
-    st.up = up.mapped();
-    st.up_addr = up.address();
-    if (place == UploadPlace::cached) st.cached = &up;
+    reserve_direct(frame, pool, rules, st);
   }
+  ensure(frame.readback, pool, MemoryKind::readback, l.output_bytes);
+  if (l.scratch_floats > 0) ensure(frame.scratch, pool, MemoryKind::device_local, l.scratch_floats * 4);
   st.down_addr = st.copy_engine && !st.results_by_kernel ? frame.transfer.output_address() : frame.readback.address();
   return st;
 }

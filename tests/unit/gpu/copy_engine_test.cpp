@@ -245,6 +245,7 @@ TEST(CopyEngine, UploadPlaceFollowsTheLines) {
 // Results are the same with the near line on, moved and off, batch after batch in one frame
 // (a lone caller's recorded command buffer reused over near memory); a bad value is typed.
 TEST(CopyEngine, NearUploadLineKeepsResultsAndBadValuesAreTyped) {
+  ::setenv("GPUBATCH_NEAR_MEMORY", "separate", 1);  // near frames of their own on lavapipe too
   for (const char* line : {"off", "65536", "4096"}) {
     ::setenv("GPUBATCH_NEAR_UPLOAD_BYTES", line, 1);
     ::setenv("GPUBATCH_NEAR_LONE_BYTES", line[0] == '4' ? "off" : "100000", 1);
@@ -261,7 +262,9 @@ TEST(CopyEngine, NearUploadLineKeepsResultsAndBadValuesAreTyped) {
     }
   }
   ::unsetenv("GPUBATCH_NEAR_LONE_BYTES");
-  for (const char* name : {"GPUBATCH_NEAR_UPLOAD_BYTES", "GPUBATCH_NEAR_LONE_BYTES", "GPUBATCH_NEAR_BIG"}) {
+  ::unsetenv("GPUBATCH_NEAR_MEMORY");
+  for (const char* name :
+       {"GPUBATCH_NEAR_UPLOAD_BYTES", "GPUBATCH_NEAR_LONE_BYTES", "GPUBATCH_NEAR_BIG", "GPUBATCH_NEAR_MEMORY"}) {
     ::setenv(name, "near", 1);
     try {
       Device device;
@@ -271,6 +274,25 @@ TEST(CopyEngine, NearUploadLineKeepsResultsAndBadValuesAreTyped) {
     }
     ::unsetenv(name);
   }
+}
+
+// A device whose own heap has no room for a near frame: the batch packs into system memory and
+// succeeds; that frame does not try again (one refused allocation, not one per batch).
+TEST(CopyEngine, ANearFrameTheDeviceHasNoRoomForFallsBackToSystemMemory) {
+  ::setenv("GPUBATCH_NEAR_MEMORY", "separate", 1);
+  Device device = open_with_threshold(std::numeric_limits<std::uint64_t>::max());
+  ::unsetenv("GPUBATCH_NEAR_MEMORY");
+  std::mt19937 rng(31);
+  const auto before = gpu::FaultInjector::fired(gpu::Fault::device_out_of_memory);
+  gpu::FaultInjector::arm(gpu::Fault::device_out_of_memory);  // the batch's first allocation: its near frame
+  for (int b = 0; b < 3; ++b) {
+    std::vector<Request> requests{random_op(rng, 1 + rng() % 4000)};
+    auto batch = device.batch_device()->submit(pointers_to(requests));
+    EXPECT_TRUE(all_match(*batch, requests)) << "batch " << b;
+    EXPECT_EQ(gpu::FaultInjector::fired(gpu::Fault::device_out_of_memory), before + 1) << "batch " << b;
+    if (b == 0) gpu::FaultInjector::arm(gpu::Fault::device_out_of_memory);  // would hit a retried near frame
+  }
+  gpu::FaultInjector::disarm_all();
 }
 
 // GPUBATCH_UPLOAD_WAIT=host (a diagnostic): the host waits for each upload and the compute

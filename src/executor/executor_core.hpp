@@ -372,11 +372,15 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // When an express batch is due (the strand's timer wakes it then): its hold's end, where one
   // pays and the express slot is free; else time_point::max().
   Clock::time_point express_hold_ends() const noexcept {
-    const std::size_t upper = former_.upper_size();
-    if (!express_on_ || level_count() < 2 || express_busy() || upper == 0) return Clock::time_point::max();
-    if (slot_free() && former_.size() - upper < kExpressBeside) return Clock::time_point::max();
+    if (!express_slot_for_upper()) return Clock::time_point::max();
+    if (slot_free() && level0_held() < kExpressBeside) return Clock::time_point::max();
     return former_.oldest_upper() + express_hold_;
   }
+  // Requests above level 0 are held and an express slot is free for them.
+  bool express_slot_for_upper() const noexcept {
+    return express_on_ && level_count() > 1 && !express_busy() && former_.upper_size() > 0;
+  }
+  std::size_t level0_held() const noexcept { return former_.size() - former_.upper_size(); }
   // A regular batch about to go beside a large crowd (express_split_ level-0 requests, 1,024 by
   // default) sends the levels above 0 ahead of it in an express batch, before the hold ends: at
   // its head they would wait for the whole batch's pack (thousands of requests: on the H200 at
@@ -384,9 +388,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // completion. Such batches come a few hundred times a second, so the express batches they
   // bring do not take the queue from level 0 as one per arrival did.
   bool express_splits() const noexcept {
-    const std::size_t upper = former_.upper_size();
-    if (!express_on_ || express_split_ == 0 || level_count() < 2 || express_busy() || upper == 0) return false;
-    return former_.size() - upper >= express_split_;
+    return express_split_ != 0 && express_slot_for_upper() && level0_held() >= express_split_;
   }
   // A regular batch leaves the levels above 0 to the express batch in flight when it would carry
   // them behind a crowd (kExpressBeside level-0 requests or more): such a batch's pack, run and
@@ -396,7 +398,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // batch is as quick, and they ride in it as before.
   bool upper_waits_for_express() const noexcept {
     if (!express_on_ || level_count() < 2 || !express_busy()) return false;
-    return former_.size() - former_.upper_size() >= kExpressBeside;
+    return level0_held() >= kExpressBeside;
   }
   // The strand's state its last look needs (run_strand), read while it still holds the strand.
   struct StrandLook {

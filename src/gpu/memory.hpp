@@ -27,8 +27,8 @@ enum class MemoryKind {
   // writes: the CPU fills it with ordinary cached stores (write-combined memory takes one thread's
   // memcpy at ~6 GB/s on the H200) and vkCmdCopyBuffer moves it. HostBuffers live here too.
   staging,
-  // Device-local memory the host maps (resizable BAR), for small direct-path batches' tables and
-  // inputs: the CPU's writes to it are posted (write-combined) and the kernels' reads are local,
+  // Device-local memory the host maps (resizable BAR), for direct-path batches' tables and inputs
+  // (small, lone and large ones: upload_place in transfer_path.hpp): the CPU's writes to it are posted (write-combined) and the kernels' reads are local,
   // where reads of system memory cross the bus. On the H200 a lone 256-float relu's submit and
   // spin took 14.13-14.32 us p50 with the input there against 14.73-15.25 us in system memory
   // (bench/probes/bar-input). Where the device has no such memory over a large heap (at least

@@ -72,15 +72,16 @@ SplitRule split_rule(const detail::GpuContext& ctx, const DeviceOptions& options
 
 std::uint64_t cached_upload_bytes() { return env_bytes("GPUBATCH_CACHED_UPLOAD_BYTES").value_or(256 * 1024); }
 
-std::uint64_t near_upload_bytes() {
-  const auto bytes = env_bytes("GPUBATCH_NEAR_UPLOAD_BYTES");
-  return !bytes ? 64 * 1024 : *bytes == kNever ? 0 : *bytes;
+namespace {
+// A line up to which something is done: `name` in bytes, "off" (or "never") for none, else `unset`.
+std::uint64_t env_line(const char* name, std::uint64_t unset) {
+  const auto bytes = env_bytes(name);
+  return !bytes ? unset : *bytes == kNever ? 0 : *bytes;
 }
+}  // namespace
 
-std::uint64_t near_lone_bytes() {
-  const auto bytes = env_bytes("GPUBATCH_NEAR_LONE_BYTES");
-  return !bytes ? kNever : *bytes == kNever ? 0 : *bytes;
-}
+std::uint64_t near_upload_bytes() { return env_line("GPUBATCH_NEAR_UPLOAD_BYTES", 64 * 1024); }
+std::uint64_t near_lone_bytes() { return env_line("GPUBATCH_NEAR_LONE_BYTES", kNever); }
 
 bool near_big() { return env_switch("GPUBATCH_NEAR_BIG", true, "on", "off"); }
 

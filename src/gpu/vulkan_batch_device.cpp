@@ -113,7 +113,7 @@ struct Frame {
   VkQueryPool timestamps = VK_NULL_HANDLE;
   Allocation upload, readback, scratch;
   Allocation upload_cached;           // large direct-path batches' tables and inputs (cached_upload_bytes())
-  Allocation upload_near;             // small ones', in device-local memory the host maps (near_upload_bytes())
+  Allocation upload_near;             // small, lone and large ones', in device-local memory the host maps (upload_place)
   bool near_refused = false;          // the device's heap had no room for upload_near (reserve_near)
   TransferFrame transfer;             // the copy-engine path's staging, device memory, commands
   plan::BatchPlan plan;               // what the batch is: groups, layout, output slots
@@ -642,8 +642,14 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
                                      std::uint64_t max_request_bytes)
     : identity_(std::move(identity)) {
   auto context = identity_->context();
-  rules_ = {copy_engine_rule(*context, identity_->options()), copy_results_by_kernel(), cached_upload_bytes(),
-            near_upload_bytes(), near_lone_bytes(), near_big(), ew_vector_kernels(context->info().type == "cpu"), upload_wait_on_host(),
+  rules_ = {copy_engine_rule(*context, identity_->options()),
+            copy_results_by_kernel(),
+            cached_upload_bytes(),
+            near_upload_bytes(),
+            near_lone_bytes(),
+            near_big(),
+            ew_vector_kernels(context->info().type == "cpu"),
+            upload_wait_on_host(),
             split_rule(*context, identity_->options())};
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.

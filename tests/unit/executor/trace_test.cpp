@@ -102,6 +102,35 @@ TEST(Trace, EveryBatchAppearsWithItsFourSpansAndSampledQueueWaits) {
   std::filesystem::remove(path);
 }
 
+// Each batch's submit event counts its requests above priority level 0 ("upper"): over the
+// trace they add up to the requests sent above level 0.
+TEST(Trace, EachBatchCountsItsRequestsAboveLevelZero) {
+  const auto path = temp_file("gpubatch-trace-upper");
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = std::chrono::microseconds(100)});
+  BatchConfig config = BatchConfig::adaptive();
+  config.max_batch_size = 16;
+  config.priority_levels = 2;
+  BatchExecutor executor(device, config);
+  executor.start_trace(path, 1);
+  auto gpu = executor.handle();
+  std::vector<std::future<std::vector<float>>> futures;
+  for (int i = 0; i < 200; ++i)
+    futures.push_back(gpu.relu({float(i)}, SubmitOptions::with_priority(i % 5 == 0 ? 1 : 0)));
+  for (auto& f : futures) ASSERT_EQ(f.get().size(), 1u);
+  executor.shutdown();
+  std::uint64_t upper = 0, requests = 0;
+  const json::value trace = read_json(path);  // kept: the loop below walks into it
+  for (const auto& v : trace.at("traceEvents").as_array()) {
+    const auto& e = v.as_object();
+    if (e.at("ph").as_string() != "X" || e.at("name").as_string() != "submit") continue;
+    upper += e.at("args").at("upper").to_number<std::uint64_t>();
+    requests += e.at("args").at("requests").to_number<std::uint64_t>();
+  }
+  EXPECT_EQ(requests, 200u);
+  EXPECT_EQ(upper, 40u);
+  std::filesystem::remove(path);
+}
+
 // Events are kept in chunks of 1 MiB (a string that doubled stalled the completion thread that
 // grew it): a trace over several chunks is one well-formed file with every batch in it.
 TEST(Trace, ATraceOverSeveralChunksIsWhole) {

@@ -44,46 +44,7 @@ void apply_one(Segment s, uint k) {
   FloatsOut(s.dst).v[k] = APPLY(FloatsIn(s.a).v[k], b, s.p0, uintBitsToFloat(s.u0));
 }
 
-#if defined(GPUBATCH_STRIDED)
-// EW_STRIDE blocks per workgroup, invocation i taking element i of each (the recorder's
-// blocks_per_workgroup is EW_STRIDE): every load is a warp's 128 contiguous bytes, as in the
-// one-wide form, but EW_STRIDE of them are in flight per invocation before its first store, and
-// the segment is looked up once for them (again only where a block starts another segment). On
-// the direct path each load is a round trip across the bus, and the one-wide form's warp spent
-// part of its life on its table reads with no load across the bus in flight: HostBuffer batches
-// of relu moved 4 MiB each way in 125 us of GPU time, where a plain kernel without tables moved
-// it in about 100 (bench/probes/duplex, H200; DESIGN.md "Large requests").
-#define EW_STRIDE 4u
-
-void main() {
-  uint first = block_index() * EW_STRIDE;
-  if (first >= pc.block_count) return;
-  uint g0 = first * WORKGROUP_SIZE + gl_LocalInvocationID.x;
-  Segment s = SegmentTable(pc.segments).s[find_segment(first, g0)];
-  float a[EW_STRIDE], b[EW_STRIDE], p[EW_STRIDE], q[EW_STRIDE];
-  uvec2 dst[EW_STRIDE];
-  uint at[EW_STRIDE];
-  bool live[EW_STRIDE];
-  for (uint j = 0u; j < EW_STRIDE; ++j) {  // every load first
-    uint block = first + j;
-    uint g = g0 + j * WORKGROUP_SIZE;
-    live[j] = false;
-    if (block >= pc.block_count) continue;
-    if (g - s.start >= s.len) s = SegmentTable(pc.segments).s[find_segment(block, g)];
-    uint k = g - s.start;
-    if (k >= s.len) continue;  // past the last segment
-    live[j] = true;
-    a[j] = FloatsIn(s.a).v[k];
-    b[j] = ARITY == 2u ? FloatsIn(s.b).v[k] : 0.0;
-    p[j] = s.p0;
-    q[j] = uintBitsToFloat(s.u0);
-    dst[j] = s.dst;
-    at[j] = k;
-  }
-  for (uint j = 0u; j < EW_STRIDE; ++j)  // then every store
-    if (live[j]) FloatsOut(dst[j]).v[at[j]] = APPLY(a[j], b[j], p[j], q[j]);
-}
-#elif !defined(GPUBATCH_VECTOR)
+#ifndef GPUBATCH_VECTOR
 void main() {
   uint block = block_index();
   if (block >= pc.block_count) return;

@@ -120,14 +120,6 @@ bool upload_wait_on_host() { return env_switch("GPUBATCH_UPLOAD_WAIT", false, "h
 
 bool ew_vector_kernels(bool device_default) { return env_switch("GPUBATCH_EW_VECTOR", device_default, "on", "off"); }
 
-bool ew_strided_kernels(bool device_default) { return env_switch("GPUBATCH_EW_STRIDED", device_default, "on", "off"); }
-
-EwForm ew_form_of(bool host_cores) {
-  const bool strided = ew_strided_kernels(false);  // read first: a bad value is an error either way
-  if (ew_vector_kernels(host_cores)) return EwForm::vector;
-  return strided ? EwForm::strided : EwForm::one_wide;
-}
-
 void TransferFrame::destroy(VkDevice device) noexcept {
   if (pool_) vkDestroyCommandPool(device, pool_, nullptr);
   pool_ = VK_NULL_HANDLE;

@@ -76,18 +76,6 @@ bool copy_results_by_kernel();
 // an invalid_config Error.
 bool ew_vector_kernels(bool device_default);
 
-// Whether built-in element-wise kernels cover four blocks per workgroup, an element of each per
-// invocation, every load before any store (op_kernel.glsl's GPUBATCH_STRIDED): GPUBATCH_EW_STRIDED =
-// on | off; unset, `device_default`. The vector form wins where both are on. Anything else is an
-// invalid_config Error.
-bool ew_strided_kernels(bool device_default);
-
-// Which form of the built-in element-wise kernels a device runs (op_kernel.glsl): the vector form
-// where GPUBATCH_EW_VECTOR says so (unset: on a device of host cores, `host_cores`), else the
-// strided one where GPUBATCH_EW_STRIDED does (unset: off), else one element per invocation.
-enum class EwForm { one_wide, strided, vector };
-EwForm ew_form_of(bool host_cores);
-
 // GPUBATCH_UPLOAD_WAIT = host: the host waits for a batch's upload before it submits the batch's
 // compute (which then waits on no semaphore); unset or "device": the compute submission waits on
 // the upload timeline (the default). A diagnostic for RELIABILITY.md "A copy-engine batch that
@@ -112,7 +100,7 @@ struct PathRules {
   std::uint64_t near_upload_bytes = 0;       // near_upload_bytes()
   std::uint64_t near_lone_bytes = 0;         // near_lone_bytes()
   bool near_big = false;                     // near_big()
-  EwForm ew_form = EwForm::one_wide;         // ew_vector_kernels(), ew_strided_kernels()
+  bool ew_vector = false;                    // ew_vector_kernels()
   bool upload_wait_on_host = false;          // upload_wait_on_host()
   SplitRule split;                           // split_rule()
 };

@@ -48,7 +48,7 @@ using plan::SegmentRecord;
 struct GroupKernels {
   VkPipeline pipeline = VK_NULL_HANDLE;
   VkPipeline dot_final = VK_NULL_HANDLE;  // dot only
-  std::uint32_t blocks_per_workgroup = 1;  // a built-in element-wise kernel's _v4 form 16, _s4 form 4
+  std::uint32_t blocks_per_workgroup = 1;  // 16: a built-in element-wise kernel's _v4 form
 };
 
 // The fused kernel's shape for a chain: step i reads step i-1 (the first reads x, external input
@@ -272,7 +272,7 @@ std::exception_ptr foreign_on(const Request& request, const void* context) {
 
 // The kernel of a group whose representative is `rep`: a chain's fused kernel (compiled on a
 // cache miss), a custom kernel's, or a built-in's. Throws Error when it cannot be built.
-GroupKernels kernels_of(Kernels& kernels, const plan::Group& g, const Request& rep, EwForm ew_form) {
+GroupKernels kernels_of(Kernels& kernels, const plan::Group& g, const Request& rep, bool ew_vector) {
   GroupKernels k;
   switch (g.op) {
     case Op::chain: {
@@ -299,14 +299,9 @@ GroupKernels kernels_of(Kernels& kernels, const plan::Group& g, const Request& r
       // The four-wide form takes vec4 loads where a segment's data is 16-byte aligned (it checks,
       // and goes one element at a time where not); the plan aligns every input and output so.
       static_assert(plan::kDataAlignment % 16 == 0);
-      if (ew_form == EwForm::vector && op_info(g.op).kind == OpKind::ew) {
+      if (ew_vector && op_info(g.op).kind == OpKind::ew) {
         k.pipeline = kernels.get(std::string(plan::kernel_name(g.op)) + "_v4");
         k.blocks_per_workgroup = 16;
-        break;
-      }
-      if (ew_form == EwForm::strided && op_info(g.op).kind == OpKind::ew) {
-        k.pipeline = kernels.get(std::string(plan::kernel_name(g.op)) + "_s4");
-        k.blocks_per_workgroup = 4;  // op_kernel.glsl's EW_STRIDE
         break;
       }
       k.pipeline = kernels.get(plan::kernel_name(g.op));
@@ -319,7 +314,7 @@ GroupKernels kernels_of(Kernels& kernels, const plan::Group& g, const Request& r
 // generated kernel does not compile, a pipeline the driver refuses) gets Group::error: its own
 // requests fail (take_result throws), the rest of the batch runs.
 void resolve_kernels(Kernels& kernels, plan::BatchPlan& plan, std::span<const Request* const> requests,
-                     EwForm ew_form, std::vector<GroupKernels>& out) {
+                     bool ew_vector, std::vector<GroupKernels>& out) {
   const std::span<plan::Group> groups = plan.groups();
   out.assign(groups.size(), GroupKernels{});
   for (std::size_t gi = 0; gi < groups.size(); ++gi) {
@@ -327,7 +322,7 @@ void resolve_kernels(Kernels& kernels, plan::BatchPlan& plan, std::span<const Re
     if (g.error) continue;
     const Request& rep = *requests[g.representative];
     try {
-      out[gi] = kernels_of(kernels, g, rep, ew_form);
+      out[gi] = kernels_of(kernels, g, rep, ew_vector);
     } catch (const Error& e) {
       g.error = std::make_exception_ptr(Error(e.code(), describe_op(rep) + ": " + message_of(e)));
     }
@@ -653,7 +648,7 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
             near_upload_bytes(),
             near_lone_bytes(),
             near_big(),
-            ew_form_of(context->info().type == "cpu"),
+            ew_vector_kernels(context->info().type == "cpu"),
             upload_wait_on_host(),
             split_rule(*context, identity_->options())};
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
@@ -738,7 +733,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   //    only), then the block counts, byte layout and output slots of the groups that run.
   plan::BatchPlan& plan = frame->plan;
   plan.group(requests, &foreign_on, ctx);
-  resolve_kernels(ctx->kernels(), plan, requests, rules_.ew_form, frame->kernels);
+  resolve_kernels(ctx->kernels(), plan, requests, rules_.ew_vector, frame->kernels);
   plan.lay_out(requests);
   const Staging staging = reserve_memory(*ctx, *frame, rules_);
 

@@ -1,10 +1,8 @@
-// The built-in element-wise kernels in their three forms (shaders/op_kernel.glsl): one element per
-// invocation; sixteen as four vec4 loads (GPUBATCH_EW_VECTOR=on; unset, on for a device of host
-// cores), whose workgroup covers sixteen blocks and which falls back to one element at a time at a
-// segment's end, for a segment that starts off a multiple of four, and for memory that is not
-// 16-byte aligned; and four blocks per workgroup, an element of each per invocation
-// (GPUBATCH_EW_STRIDED=on), which looks a segment up again where a block starts another. Every
-// result is checked against the CPU reference, on both data paths.
+// The built-in element-wise kernels in both forms (shaders/op_kernel.glsl): one element per
+// invocation, and sixteen as four vec4 loads (GPUBATCH_EW_VECTOR=on; unset, on for a device of
+// host cores), whose workgroup covers sixteen blocks and which falls back to one element at a time
+// at a segment's end, for a segment that starts off a multiple of four, and for memory that is not 16-byte aligned. Every result is checked against
+// the CPU reference, on both data paths.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,40 +27,23 @@ using namespace gpubatch;
 
 namespace {
 
-// Sets an environment variable for the scope, then restores what was there.
-class EnvSetting {
+// Sets GPUBATCH_EW_VECTOR for the scope, then restores what was there.
+class VectorSetting {
  public:
-  EnvSetting(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
+  explicit VectorSetting(const char* value) {
+    if (const char* old = std::getenv("GPUBATCH_EW_VECTOR")) old_ = old;
+    ::setenv("GPUBATCH_EW_VECTOR", value, 1);
   }
-  ~EnvSetting() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
+  ~VectorSetting() {
+    if (old_) ::setenv("GPUBATCH_EW_VECTOR", old_->c_str(), 1);
+    else ::unsetenv("GPUBATCH_EW_VECTOR");
   }
-  EnvSetting(const EnvSetting&) = delete;
-  EnvSetting& operator=(const EnvSetting&) = delete;
+  VectorSetting(const VectorSetting&) = delete;
+  VectorSetting& operator=(const VectorSetting&) = delete;
 
  private:
-  const char* name_;
   std::optional<std::string> old_;
 };
-
-// GPUBATCH_EW_VECTOR alone (the vector form's switch, as before the strided form).
-struct VectorSetting {
-  explicit VectorSetting(const char* value) : vector("GPUBATCH_EW_VECTOR", value) {}
-  EnvSetting vector;
-};
-
-// A form by name: "vector", "strided" or "one".
-struct FormSetting {
-  explicit FormSetting(const std::string& form)
-      : vector("GPUBATCH_EW_VECTOR", form == "vector" ? "on" : "off"),
-        strided("GPUBATCH_EW_STRIDED", form == "strided" ? "on" : "off") {}
-  EnvSetting vector, strided;
-};
-// The kernel name's suffix each form builds.
-std::string suffix_of(const std::string& form) { return form == "vector" ? "_v4" : form == "strided" ? "_s4" : ""; }
 
 std::vector<const Request*> pointers_to(const std::vector<Request>& requests) {
   std::vector<const Request*> p;
@@ -90,7 +71,7 @@ std::vector<const Request*> pointers_to(const std::vector<Request>& requests) {
 constexpr std::size_t kLengths[] = {1,    2,    3,    4,    5,    7,    8,    15,   16,   17,   31,    33,
                                     255,  256,  257,  1000, 1023, 1024, 1025, 4096, 4099, 4108, 70000};
 
-using Param = std::tuple<const char*, std::uint64_t>;  // the form (FormSetting), copy-engine line
+using Param = std::tuple<const char*, std::uint64_t>;  // GPUBATCH_EW_VECTOR, copy-engine line
 
 class EwVector : public ::testing::TestWithParam<Param> {};
 
@@ -100,7 +81,7 @@ class EwVector : public ::testing::TestWithParam<Param> {};
 // off multiples of four, and several share a workgroup), then the same lengths each in a batch
 // of its own (one segment: the table-free path of find_segment).
 TEST_P(EwVector, EveryOpAtEveryEdgeLengthMatchesTheReference) {
-  FormSetting setting(std::get<0>(GetParam()));
+  VectorSetting setting(std::get<0>(GetParam()));
   Device device = open_with_threshold(std::get<1>(GetParam()));
   auto batch_device = device.batch_device();
   std::mt19937 rng(7);
@@ -115,16 +96,16 @@ TEST_P(EwVector, EveryOpAtEveryEdgeLengthMatchesTheReference) {
     ASSERT_TRUE(all_match(*batch_device->submit(pointers_to(lone)), lone)) << n << " floats alone";
   }
   // The form asked for is the one that ran: only it was built.
-  const std::string form = std::get<0>(GetParam());
+  const bool four = std::string(std::get<0>(GetParam())) == "on";
   auto& kernels = device.context()->kernels();
-  for (const char* other : {"vector", "strided", "one"})
-    EXPECT_EQ(kernels.has("add" + suffix_of(other)), form == other) << other;
+  EXPECT_EQ(kernels.has("add_v4"), four);
+  EXPECT_EQ(kernels.has("add"), !four);
 }
 
 // Host buffers read and written in place: aligned starts with lengths on and off multiples of
 // four, beside vector requests in the same batch.
 TEST_P(EwVector, HostBuffersInPlaceMatchTheReference) {
-  FormSetting setting(std::get<0>(GetParam()));
+  VectorSetting setting(std::get<0>(GetParam()));
   Device device = open_with_threshold(std::get<1>(GetParam()));
   std::mt19937 rng(11);
   std::vector<Request> requests;
@@ -152,31 +133,29 @@ TEST_P(EwVector, HostBuffersInPlaceMatchTheReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(FormsAndPaths, EwVector,
-                         ::testing::Combine(::testing::Values("vector", "strided", "one"), both_paths()),
+                         ::testing::Combine(::testing::Values("on", "off"), both_paths()),
                          [](const ::testing::TestParamInfo<Param>& info) {
-                           const std::string form = std::get<0>(info.param);
-                           return std::string(form == "vector" ? "FourWide" : form == "strided" ? "Strided" : "OneWide") +
+                           return std::string(std::strcmp(std::get<0>(info.param), "on") == 0 ? "FourWide" : "OneWide") +
                                   (std::get<1>(info.param) == 0 ? "CopyEngine" : "Direct");
                          });
 
-// Every form computes the same function: bit-identical results for the same batch.
-TEST(EwVectorForms, EveryFormAgreesBitForBit) {
+// Both forms compute the same function: bit-identical results for the same batch.
+TEST(EwVectorForms, FourWideAndOneWideAgreeBitForBit) {
   std::mt19937 rng(3);
   std::vector<Request> requests;
   for (Op op : elementwise_ops())
     for (std::size_t n : {std::size_t{4097}, std::size_t{8192}}) requests.push_back(sample_request(op, n, rng));
-  std::vector<Result> results[3];
-  const char* forms[3] = {"vector", "strided", "one"};
-  for (int f = 0; f < 3; ++f) {
-    FormSetting setting(forms[f]);
+  std::vector<Result> results[2];
+  const char* forms[2] = {"on", "off"};
+  for (int f = 0; f < 2; ++f) {
+    VectorSetting setting(forms[f]);
     Device device;
     ASSERT_TRUE(all_match(*device.batch_device()->submit(pointers_to(requests)), requests, &results[f]));
   }
-  for (int f = 1; f < 3; ++f)
-    for (std::size_t i = 0; i < requests.size(); ++i)
-      ASSERT_EQ(0, std::memcmp(results[0][i].values.data(), results[f][i].values.data(),
-                               results[0][i].values.size() * sizeof(float)))
-          << describe_op(requests[i]) << " differs between the vector and the " << forms[f] << " form";
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    ASSERT_EQ(0, std::memcmp(results[0][i].values.data(), results[1][i].values.data(),
+                             results[0][i].values.size() * sizeof(float)))
+        << describe_op(requests[i]) << " differs between the forms";
 }
 
 // Unset, the form follows the device: four-wide on host cores (lavapipe, whose per-lane loads are
@@ -195,18 +174,6 @@ TEST(EwVectorForms, TheDefaultFormFollowsTheDevice) {
     EXPECT_EQ(device.context()->kernels().has("add"), !host_cores) << device.info().type;
   }
   if (old) ::setenv("GPUBATCH_EW_VECTOR", old->c_str(), 1);
-}
-
-TEST(EwVectorForms, ABadStridedSettingIsATypedError) {
-  EnvSetting setting("GPUBATCH_EW_STRIDED", "sometimes");
-  try {
-    Device device;
-    device.batch_device();
-    ADD_FAILURE() << "GPUBATCH_EW_STRIDED=sometimes was accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::invalid_config);
-    EXPECT_NE(std::string(e.what()).find("GPUBATCH_EW_STRIDED"), std::string::npos) << e.what();
-  }
 }
 
 TEST(EwVectorForms, ABadSettingIsATypedError) {

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3432,6 +3432,137 @@ fi
 
 # The session's last build against 0118f06, the shared probe first, then the GPU test binaries
 # (twentieth session, call 12).
+# The bus both ways at once (twenty-first session, call 1): bench/probes/duplex (copies on every
+# queue arrangement, kernels reading and writing host memory) beside gpubatch-copy-rate and the
+# library's HostBuffer and vector loads at issue 12's sizes; the lone caller and the crowd as the
+# session's starting point.
+# The bus both ways by dispatch size (the probe at 64, 4 and 1 MiB a copy) and HostBuffer batches
+# past the 8 MiB cap (twenty-first session, call 2): do larger batches of HostBuffer requests
+# come nearer the probe's kernel? A trace with GPU timestamps for where the time goes.
+# Bytes per submission against the GPU's cost of one (the probe's fresh regions, four ways of
+# submitting eight dispatches), and the GPU's time of HostBuffer batches past the 8 MiB cap
+# (twenty-first session, call 3).
+# The element-wise kernels' wide form (GPUBATCH_EW_VECTOR=on: sixteen elements an invocation,
+# one segment lookup for them) against the one-wide default on GPUs, now that a HostBuffer
+# batch's tables sit in device memory (twenty-first session, call 4): HostBuffers at issue 12's
+# sizes, 8 MiB and 64 MiB batches, vectors, the crowd, the lone caller; two rounds interleaved.
+# The strided form of the element-wise kernels (GPUBATCH_EW_STRIDED=on: four blocks a
+# workgroup, every load before any store) against the one-wide default (twenty-first session,
+# call 5): HostBuffers at issue 12's sizes with 8 and 64 MiB batches, vectors, the crowd, the lone
+# caller; three rounds interleaved; the forms' tests on the GPU.
+# HostBuffer bytes weighing an eighth against max_batch_bytes against GPUBATCH_IN_PLACE_LIGHT=off
+# (in full, as before), interleaved (twenty-first session, call 6):
+# HostBuffers and vectors at issue 12's sizes, the crowd, the lone caller; GPU tests.
+if on inplace21; then
+  have gpubatch_integration_tests && timeout 300 "$run" gpubatch_integration_tests --gtest_filter='HostBufferExecutor.*:CopyEngineExecutor.*' > "$out/tests-inplace.txt" 2>&1
+  for r in 1 2 3; do
+    for s in 65536 1048576; do
+      n=$(( s == 65536 ? 50000 : 4000 ))
+      big="--device 0 --threads 16 --inflight 8 --requests $n --op relu --size $s"
+      load ip-$s-host-$r gpubatch-load $big --host-buffers
+      load ip-$s-host-off-$r env GPUBATCH_IN_PLACE_LIGHT=off -- gpubatch-load $big --host-buffers
+    done
+    crowd="--device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000"
+    load ip-crowd-$r gpubatch-load $crowd
+    load ip-crowd-off-$r env GPUBATCH_IN_PLACE_LIGHT=off -- gpubatch-load $crowd
+  done
+  big="--device 0 --threads 16 --inflight 8 --requests 50000 --op relu --size 65536"
+  load ip-65536-vec gpubatch-load $big
+  load ip-65536-vec-off env GPUBATCH_IN_PLACE_LIGHT=off -- gpubatch-load $big
+  have gpubatch-copy-rate && timeout 120 "$run" gpubatch-copy-rate --bytes 4194304,67108864 > "$out/copy-rate.jsonl" 2>&1
+  have duplex && timeout 300 "$run" duplex > "$out/duplex.txt" 2>&1
+fi
+
+if on strided21; then
+  have gpubatch_tests && timeout 300 "$run" gpubatch_tests --gtest_filter='*EwVector*' > "$out/tests-ew.txt" 2>&1
+  for r in 1 2 3; do
+    for s in 65536 1048576; do
+      n=$(( s == 65536 ? 50000 : 4000 ))
+      big="--device 0 --threads 16 --inflight 8 --requests $n --op relu --size $s"
+      load st-$s-host-$r gpubatch-load $big --host-buffers
+      load st-$s-host-s4-$r env GPUBATCH_EW_STRIDED=on -- gpubatch-load $big --host-buffers
+      load st-$s-host64m-$r env GPUBATCH_MAX_BATCH_BYTES=67108864 -- gpubatch-load $big --host-buffers
+      load st-$s-host64m-s4-$r env GPUBATCH_MAX_BATCH_BYTES=67108864 GPUBATCH_EW_STRIDED=on -- gpubatch-load $big --host-buffers
+      load st-$s-vec-$r gpubatch-load $big
+      load st-$s-vec-s4-$r env GPUBATCH_EW_STRIDED=on -- gpubatch-load $big
+    done
+    crowd="--device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000"
+    load st-crowd-$r gpubatch-load $crowd
+    load st-crowd-s4-$r env GPUBATCH_EW_STRIDED=on -- gpubatch-load $crowd
+    lone="--device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+    load st-lone-$r gpubatch-load $lone
+    load st-lone-s4-$r env GPUBATCH_EW_STRIDED=on -- gpubatch-load $lone
+  done
+fi
+
+if on wide21; then
+  for r in 1 2; do
+    for s in 65536 1048576; do
+      n=$(( s == 65536 ? 50000 : 4000 ))
+      big="--device 0 --threads 16 --inflight 8 --requests $n --op relu --size $s"
+      load w-$s-host-$r gpubatch-load $big --host-buffers
+      load w-$s-host-wide-$r env GPUBATCH_EW_VECTOR=on -- gpubatch-load $big --host-buffers
+      load w-$s-host64m-$r env GPUBATCH_MAX_BATCH_BYTES=67108864 -- gpubatch-load $big --host-buffers
+      load w-$s-host64m-wide-$r env GPUBATCH_MAX_BATCH_BYTES=67108864 GPUBATCH_EW_VECTOR=on -- gpubatch-load $big --host-buffers
+      load w-$s-vec-$r gpubatch-load $big
+      load w-$s-vec-wide-$r env GPUBATCH_EW_VECTOR=on -- gpubatch-load $big
+    done
+    crowd="--device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000"
+    load w-crowd-$r gpubatch-load $crowd
+    load w-crowd-wide-$r env GPUBATCH_EW_VECTOR=on -- gpubatch-load $crowd
+    lone="--device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+    load w-lone-$r gpubatch-load $lone
+    load w-lone-wide-$r env GPUBATCH_EW_VECTOR=on -- gpubatch-load $lone
+  done
+fi
+
+if on duplex21c; then
+  have duplex && timeout 300 "$run" duplex > "$out/duplex.txt" 2>&1
+  s=1048576
+  big="--device 0 --threads 16 --inflight 8 --requests 1000 --op relu --size $s --host-buffers"
+  load dc-$s-64m-trace env GPUBATCH_MAX_BATCH_BYTES=67108864 GPUBATCH_GPU_TIMESTAMPS=on GPUBATCH_TRACE=$out/trace-$s-64m.json -- gpubatch-load $big
+  load dc-$s-256m-trace env GPUBATCH_MAX_BATCH_BYTES=268435456 GPUBATCH_GPU_TIMESTAMPS=on GPUBATCH_TRACE=$out/trace-$s-256m.json -- gpubatch-load $big
+  big="--device 0 --threads 16 --inflight 32 --requests 4000 --op relu --size $s --host-buffers"
+  load dc-$s-256m-d32 env GPUBATCH_MAX_BATCH_BYTES=268435456 -- gpubatch-load $big
+  load dc-$s-d32 gpubatch-load $big
+fi
+
+if on duplex21b; then
+  for m in 64 4 1; do
+    have duplex && DUPLEX_MIB=$m timeout 300 "$run" duplex > "$out/duplex-$m.txt" 2>&1
+  done
+  for s in 65536 1048576; do
+    n=$(( s == 65536 ? 50000 : 4000 ))
+    big="--device 0 --threads 16 --inflight 8 --requests $n --op relu --size $s --host-buffers"
+    load db-$s gpubatch-load $big
+    load db-$s-32m env GPUBATCH_MAX_BATCH_BYTES=33554432 -- gpubatch-load $big
+    load db-$s-64m env GPUBATCH_MAX_BATCH_BYTES=67108864 -- gpubatch-load $big
+    load db-$s-32m-if8 env GPUBATCH_MAX_BATCH_BYTES=33554432 GPUBATCH_MAX_INFLIGHT_BATCHES=8 -- gpubatch-load $big
+    load db-$s-if8 env GPUBATCH_MAX_INFLIGHT_BATCHES=8 -- gpubatch-load $big
+    load db-$s-trace env GPUBATCH_GPU_TIMESTAMPS=on GPUBATCH_TRACE=$out/trace-$s.json -- gpubatch-load ${big/--requests $n/--requests $((n / 4))}
+  done
+fi
+
+if on duplex21; then
+  have duplex && timeout 300 "$run" duplex > "$out/duplex.txt" 2>&1
+  have gpubatch-copy-rate && timeout 120 "$run" gpubatch-copy-rate --bytes 4194304,67108864 > "$out/copy-rate.jsonl" 2>&1
+  have latency && timeout 120 "$run" latency > "$out/probe.txt" 2>&1
+  for s in 65536 1048576; do
+    n=$(( s == 65536 ? 50000 : 4000 ))
+    big="--device 0 --threads 16 --inflight 8 --requests $n --op relu --size $s"
+    load dx-$s-host gpubatch-load $big --host-buffers
+    load dx-$s-host-unbatched gpubatch-load --unbatched --device 0 --threads 16 --requests $n --op relu --size $s --host-buffers
+    load dx-$s-vec gpubatch-load $big
+  done
+  lone="--device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  crowd="--device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000"
+  for r in 1 2; do
+    load dx-lone-$r gpubatch-load $lone
+    load dx-unb-$r gpubatch-load $lone --unbatched
+    load dx-crowd-$r gpubatch-load $crowd
+  done
+fi
+
 if on final20c; then
   have latency && timeout 120 "$run" latency > "$out/probe.txt" 2>&1
   lone="--device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256"

@@ -20,7 +20,9 @@
 // it takes to serve the aged requests ahead of it, a quarter batch each) without letting an
 // overloaded executor, where everything has aged, forget the levels.
 //
-// Item needs: `enqueued`, `deadline` (time points), `bytes`, `priority` (its level), and moves.
+// Item needs: `enqueued`, `deadline` (time points), `bytes`, `priority` (its level), and moves;
+// it may have `in_place`, the part of its bytes read and written in place (weight_of below).
+// The former's bytes (bytes(), the limits) are weights.
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -34,6 +36,22 @@
 namespace gpubatch::detail {
 
 enum class FlushReason : std::uint8_t { size, deadline, idle, shutdown };
+
+// A byte read or written in place (a caller's HostBuffer) weighs an eighth of one copied through
+// staging against max_batch_bytes: it takes no staging memory and no CPU copy, and what it does
+// cost, the device's time, comes cheaper per byte in larger batches. Each submission costs the
+// GPU about 20-40 us of its own (bench/probes/duplex on the H200: relu from host to host memory in
+// 4 MiB submissions 31.5 GB/s each way, in 64 MiB ones 40.9), and with the 8 MiB limit a batch of
+// 1,048,576-float HostBuffer requests held one request. With 64 MiB of them a batch, 16 callers
+// from HostBuffers moved 33.9-35.5 GB/s against 30.1-31.7 at 1,048,576 floats and 34.8-35.1
+// against 32.2-32.4 at 65,536 (H200, three rounds; BENCHMARKS.md twenty-first session).
+inline constexpr std::size_t kInPlaceShare = 8;
+
+template <typename Item>
+std::size_t weight_of(const Item& item) noexcept {
+  if constexpr (requires { item.in_place; }) return item.bytes - item.in_place + item.in_place / kInPlaceShare;
+  else return item.bytes;
+}
 
 template <typename Item, typename Clock = std::chrono::steady_clock>
 class BatchFormer {
@@ -88,11 +106,11 @@ class BatchFormer {
 
   void offer(Item&& item, time_point now) {
     (void)now;
-    bytes_ += item.bytes;
+    bytes_ += weight_of(item);
     earliest_deadline_ = std::min(earliest_deadline_, item.deadline);
     ++count_;
     Level& l = levels_[level_of(item)];
-    l.bytes += item.bytes;
+    l.bytes += weight_of(item);
     l.items.push_back(std::move(item));
   }
 
@@ -241,7 +259,7 @@ class BatchFormer {
       l.compact();
       count_ += l.size();
       l.bytes = 0;
-      for (std::size_t r = l.head; r < l.items.size(); ++r) l.bytes += l.items[r].bytes;
+      for (std::size_t r = l.head; r < l.items.size(); ++r) l.bytes += weight_of(l.items[r]);
       bytes_ += l.bytes;
     }
     recompute_deadline();
@@ -298,10 +316,11 @@ class BatchFormer {
   // false when it did not fit: the batch is full.
   bool move_front(Level& l, std::vector<Item>& out, std::size_t& out_bytes) {
     Item& it = l.front();
-    if (out.size() >= limits_.max_batch_size || (!out.empty() && out_bytes + it.bytes > byte_limit_)) return false;
-    out_bytes += it.bytes;
-    bytes_ -= it.bytes;
-    l.bytes -= it.bytes;
+    const std::size_t weight = weight_of(it);
+    if (out.size() >= limits_.max_batch_size || (!out.empty() && out_bytes + weight > byte_limit_)) return false;
+    out_bytes += weight;
+    bytes_ -= weight;
+    l.bytes -= weight;
     --count_;
     out.push_back(std::move(it));
     ++l.head;

@@ -17,6 +17,16 @@
 
 namespace gpubatch::detail {
 
+namespace {
+// The bytes of `r` its HostBuffers hold (read or written in place, never copied by the CPU).
+std::size_t in_place_bytes(const Request& r) noexcept {
+  std::size_t floats = 0;
+  for (const auto* m : {r.host_a.get(), r.host_b.get(), r.host_result.get()})
+    if (m) floats += m->floats;
+  return floats * sizeof(float);
+}
+}  // namespace
+
 void ExecutorCore::enqueue(Request&& request, const SubmitOptions& options,
                            Completion&& completion) noexcept {
   try {
@@ -151,6 +161,7 @@ void ExecutorCore::queue_request(Request&& request, Completion&& completion, std
   Pending p{std::move(request), std::move(completion), now, deadline, bytes,
             static_cast<std::uint8_t>(priority), false, cancel, expiry};
   if (expiry) expiry->completion = std::move(p.completion);
+  if (in_place_light_ && uses_host_buffers(p.request)) p.in_place = std::min(bytes, in_place_bytes(p.request));
   auto& queue = level_queue(priority);
   std::uint64_t pos = 0;
   bool deadline_first = false;  // the wait for room ended at the request's own deadline

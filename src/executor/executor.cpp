@@ -298,6 +298,7 @@ bool handler_inline_enabled() noexcept { return !env_is("GPUBATCH_HANDLER_INLINE
 bool express_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS", "off"); }
 bool upper_look_enabled() noexcept { return !env_is("GPUBATCH_UPPER_LOOK", "off"); }
 bool watch_before_push_enabled() noexcept { return !env_is("GPUBATCH_WATCH_BEFORE_PUSH", "off"); }
+bool in_place_light_enabled() noexcept { return !env_is("GPUBATCH_IN_PLACE_LIGHT", "off"); }
 bool express_beside_enabled() noexcept { return !env_is("GPUBATCH_EXPRESS_BESIDE", "off"); }
 bool packer_enabled(std::size_t priority_levels) noexcept {
   if (env_is("GPUBATCH_PACKER", "off")) return false;

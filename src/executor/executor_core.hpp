@@ -69,6 +69,7 @@ struct Pending {
   // A request with a deadline: its completion lives here instead, taken by the strand or expired
   // by the deadline watch (deadline_watch.hpp).
   std::shared_ptr<ExpiryCell> expiry;
+  std::size_t in_place = 0;  // of `bytes`, those of its HostBuffers (weight_of, batch_former.hpp)
 };
 
 inline Completion& completion_of(Pending& p) noexcept { return p.expiry ? p.expiry->completion : p.completion; }
@@ -151,6 +152,9 @@ bool upper_look_enabled() noexcept;
 // GPUBATCH_WATCH_BEFORE_PUSH is not "off": a request's deadline goes to the watch before its push
 // (ExecutorCore::queue_request); "off" hands it over after, as before (side-by-side runs).
 bool watch_before_push_enabled() noexcept;
+// GPUBATCH_IN_PLACE_LIGHT=off: HostBuffer bytes weigh in full against max_batch_bytes, as before
+// the twenty-first session (weight_of, batch_former.hpp), for side-by-side runs.
+bool in_place_light_enabled() noexcept;
 // Whether an executor of `priority_levels` uses the packer (ExecutorCore::pack_elsewhere):
 // GPUBATCH_PACKER=off none, =levels only one with levels, else every one.
 bool packer_enabled(std::size_t priority_levels) noexcept;
@@ -660,6 +664,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   const bool express_on_ = express_enabled();  // GPUBATCH_EXPRESS is not "off"
   const bool upper_look_ = upper_look_enabled();  // GPUBATCH_UPPER_LOOK is not "off"
   const bool watch_before_push_ = watch_before_push_enabled();  // GPUBATCH_WATCH_BEFORE_PUSH
+  const bool in_place_light_ = in_place_light_enabled();          // GPUBATCH_IN_PLACE_LIGHT
   // Express batches awaited beside the regular waiters (completion_loop): not on a device of host
   // cores, where the poll would take a core the device's own threads need.
   const bool express_beside_ = express_beside_enabled() && !device_->runs_on_host_cpu();

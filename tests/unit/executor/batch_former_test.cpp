@@ -140,6 +140,39 @@ TEST(BatchFormer, ARequestThatWouldPassMaxBatchBytesWaitsForTheNextBatch) {
   EXPECT_EQ(ids(out), (std::vector<int>{2}));
 }
 
+// Bytes read and written in place (a caller's HostBuffers) weigh an eighth against
+// max_batch_bytes (kInPlaceShare): eight requests of 100 bytes all in place fill a 100-byte batch
+// that one copied request of 100 fills alone; a request partly in place weighs its copied part in
+// full. (The held bytes are weights too.)
+TEST(BatchFormer, BytesInPlaceWeighAnEighthAgainstMaxBatchBytes) {
+  struct Placed {
+    int id = 0;
+    T enqueued{};
+    T deadline = T::max();
+    std::size_t bytes = 100;
+    std::uint8_t priority = 0;
+    std::size_t in_place = 100;
+  };
+  static_assert(detail::kInPlaceShare == 8);
+  detail::BatchFormer<Placed>::Limits l;
+  l.max_batch_size = 64;
+  l.max_batch_bytes = 100;
+  l.policy = FlushPolicy::deadline;
+  detail::BatchFormer<Placed> f(l);
+  for (int i = 0; i < 9; ++i) f.offer({.id = i, .enqueued = t0}, t0);  // 12 bytes each
+  EXPECT_EQ(f.bytes(), 9u * 12u);
+  f.offer({.id = 9, .enqueued = t0, .bytes = 40, .in_place = 16}, t0);  // 24 copied + 2
+  EXPECT_EQ(f.bytes(), 9u * 12u + 26u);
+  std::vector<Placed> out;
+  f.take(out, t0);
+  EXPECT_EQ(out.size(), 8u);  // 96 of 100; the ninth would pass the limit
+  f.take(out, t0);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].id, 9);
+  EXPECT_EQ(f.bytes(), 0u);
+  EXPECT_EQ(detail::weight_of(Item{.bytes = 100}), 100u);  // an item without in_place: its bytes
+}
+
 TEST(BatchFormer, ARequestLargerThanMaxBatchBytesGoesAlone) {
   Former::Limits l = limits(8);
   l.max_batch_bytes = 100;

@@ -48,3 +48,44 @@ TEST(CopyEngineExecutor, ThreadsOfMixedSizesAndHostBuffersMatchTheReference) {
   EXPECT_EQ(tally.mismatches.load(), 0);
   EXPECT_EQ(tally.errors.load(), 0);
 }
+
+// A batch holds eight times the bytes of HostBuffer requests that it holds of copied ones
+// (src/executor/batch_former.hpp, kInPlaceShare): with max_batch_bytes at 64 KiB, sixteen relu
+// requests of 2,048 floats (16 KiB in and out) from and into HostBuffers go out as one batch,
+// where the same requests as vectors take four. Every result matches the CPU reference.
+TEST(HostBufferExecutor, BytesInPlaceWeighAnEighthOfMaxBatchBytes) {
+  Device device;
+  BatchConfig config = BatchConfig::preset("adaptive");
+  config.policy = FlushPolicy::deadline;  // flush on count or bytes, or after max_wait
+  config.max_batch_size = 16;
+  config.max_wait = std::chrono::milliseconds(100);
+  config.max_batch_bytes = 64 * 1024;
+  std::mt19937 rng(31);
+  for (const bool in_place : {true, false}) {
+    BatchExecutor executor(device, config);
+    auto handle = executor.handle();
+    std::vector<HostBuffer> ins, outs;
+    std::vector<Request> requests;
+    for (int i = 0; i < 16; ++i) {
+      const auto x = random_floats(2048, rng);
+      if (in_place) {
+        ins.push_back(device.allocate_host(x.size()));
+        outs.push_back(device.allocate_host(x.size()));
+        std::copy(x.begin(), x.end(), ins.back().begin());
+        requests.push_back(Request::from_host(Op::relu, ins.back()).deliver_to(outs.back()));
+      } else {
+        requests.push_back(Request::relu(x));
+      }
+    }
+    std::vector<std::future<Result>> futures;
+    for (const Request& r : requests) futures.push_back(handle.submit(Request(r)));
+    for (std::size_t i = 0; i < futures.size(); ++i) {
+      Result r = futures[i].get();
+      if (in_place) r.values.assign(outs[i].begin(), outs[i].end());
+      const Request& asked = requests[i];
+      const auto bad = reference::check(in_place ? Request::relu(std::vector<float>(ins[i].begin(), ins[i].end())) : asked, r);
+      EXPECT_FALSE(bad) << (in_place ? "in place" : "vectors") << " #" << i << ": " << *bad;
+    }
+    EXPECT_EQ(executor.stats().batches, in_place ? 1u : 4u) << (in_place ? "in place" : "vectors");
+  }
+}

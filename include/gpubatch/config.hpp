@@ -16,7 +16,8 @@
 //   max_inflight_batches batches submitted to the device and not yet completed
 //   overflow             "block" | "block_for" | "reject": what a full queue does to a caller
 //   block_timeout_us     how long `block_for` waits before failing with queue_full
-//   max_batch_bytes      input + output bytes of one batch (a larger request goes alone)
+//   max_batch_bytes      input + output bytes of one batch (a larger request goes alone; bytes
+//                        of HostBuffers count an eighth: they take no staging and no CPU copy)
 //   completion_threads   threads that wait for batches, resolve their futures, and copy the
 //                        inputs of large batches beside the strand (on a device of host cores,
 //                        such as lavapipe, at most half the usable cores: Executor::config() says)
@@ -124,7 +125,8 @@ struct BatchConfig {
   // 8 MiB: large requests move fastest in small batches that pipeline (4 MiB and up take half an
   // in-flight slot); a full batch of 4096 256-float requests is exactly 8 MiB. On the H200, 16
   // threads of 65,536-float relu: 8.7 GB/s with 512 MiB batches, 13.9 GB/s with 8 MiB ones (4 in
-  // flight); docs/BENCHMARKS.md "Large requests: batch bytes and depth".
+  // flight); docs/BENCHMARKS.md "Large requests: batch bytes and depth". Bytes read and written in
+  // place (HostBuffers) weigh an eighth (docs/DESIGN.md "Large requests").
   std::size_t max_batch_bytes = std::size_t{8} << 20;
   std::size_t completion_threads = 4;  // big batches under load: four threads share the work
   std::chrono::milliseconds batch_timeout{60000};

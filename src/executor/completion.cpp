@@ -30,6 +30,7 @@ void reuse_input_buffer(Request& request, Result& result) noexcept {
 
 
 std::unique_ptr<Batch> ExecutorCore::take_batch_from_pool() {
+  if (Batch* hot = pool_hot_.exchange(nullptr, std::memory_order_acquire)) return std::unique_ptr<Batch>(hot);
   {
     std::lock_guard<std::mutex> lock(pool_mutex_);
     if (!pool_.empty()) {
@@ -47,6 +48,11 @@ void ExecutorCore::return_batch_to_pool(std::unique_ptr<Batch> batch) {
   batch->inflight.reset();
   batch->error = nullptr;
   batch->express = false;
+  Batch* empty = nullptr;
+  if (pool_hot_.compare_exchange_strong(empty, batch.get(), std::memory_order_release, std::memory_order_relaxed)) {
+    batch.release();  // owned by pool_hot_ now
+    return;
+  }
   std::lock_guard<std::mutex> lock(pool_mutex_);
   if (pool_.size() < 2 * max_inflight_ + 2) pool_.push_back(std::move(batch));
 }
@@ -164,11 +170,14 @@ void ExecutorCore::await_front_batch(std::unique_lock<std::mutex>& lock, std::si
   lock.lock();
 }
 
-void ExecutorCore::await_batch(Batch& b, std::size_t thread_index, std::chrono::microseconds spin) {
+// `finished_at`, when set: the caller saw the batch finished then (complete_own_batch); no poll.
+void ExecutorCore::await_batch(Batch& b, std::size_t thread_index, std::chrono::microseconds spin,
+                               Clock::time_point finished_at) {
   CompletionStats& st = *completion_stats_[thread_index];
   const std::size_t n = b.items.size();
   std::exception_ptr error = b.error;
-  if (!error) {
+  const bool seen = finished_at != Clock::time_point{};
+  if (!error && !seen) {
     try {
       const auto limit = b.submitted + watchdog_;
       // Poll for up to `spin` first (never past the watchdog's limit), then block.
@@ -195,7 +204,7 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index, std::chrono::
     }
   }
   if (error) recover_if_device_lost(error);  // src/executor/recovery.cpp
-  b.done = Clock::now();
+  b.done = seen ? finished_at : Clock::now();
   b.error = error;
   if (error) {
     auto [code, what] = explain(error);

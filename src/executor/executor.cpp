@@ -403,6 +403,7 @@ ExecutorCore::~ExecutorCore() {
   finish(resident_thread_);
   for (auto& t : bulk_threads_) finish(t);
   for (auto& t : completion_threads_) finish(t);
+  delete pool_hot_.load(std::memory_order_acquire);
 }
 
 void ExecutorCore::start() {

@@ -484,10 +484,12 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   static thread_local bool own_future_;  // own_batch_ was kept for a future's caller
   // A future's caller polls `inflight` for completion_spin (never past the watchdog): whether it
   // finished (then noted as this thread's waited future: note_waited_future).
-  bool future_caller_polls(InFlightBatch& inflight, Clock::time_point submitted) noexcept;
+  bool future_caller_polls(InFlightBatch& inflight, Clock::time_point submitted,
+                           Clock::time_point* finished_at = nullptr) noexcept;
   // Waits until the device has finished `batch` (or it failed) and cuts it into chunks.
   // Polls for `spin` (0: not at all), then blocks, up to the watchdog's limit.
-  void await_batch(Batch& batch, std::size_t thread_index, std::chrono::microseconds spin);
+  void await_batch(Batch& batch, std::size_t thread_index, std::chrono::microseconds spin,
+                   Clock::time_point finished_at = {});
   void complete_chunk(Batch& batch, std::uint32_t chunk, std::size_t thread_index);
   void take_chunk_results(Batch& batch, std::size_t first, std::size_t last, std::vector<Result>& results,
                           std::vector<std::pair<std::size_t, std::exception_ptr>>& errors);
@@ -752,6 +754,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool stop_completion_ = false;
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Batch>> pool_;
+  // One pooled batch beside the pool, taken and given back without the lock (a lone caller's
+  // every batch; owned here, deleted by the destructor).
+  std::atomic<Batch*> pool_hot_{nullptr};
 
   // Shutdown.
   std::mutex shutdown_mutex_;
@@ -848,7 +853,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::mutex packer_mutex_;
   std::condition_variable packer_cv_;
   std::deque<std::unique_ptr<Batch>> packer_queue_;  // guarded: flushed, not yet submitted, FIFO
-  std::size_t packer_pending_ = 0;  // guarded: queued or being submitted by the packer
+  // Queued or being submitted by the packer; changed under packer_mutex_, read without it by
+  // pack_elsewhere's first look (0 there: every batch the packer took has been submitted).
+  std::atomic<std::size_t> packer_pending_{0};
   bool packer_stop_ = false;        // guarded
   std::thread packer_thread_;       // guarded: started with the first batch it takes
   std::atomic<std::uint64_t> packed_batches_{0};

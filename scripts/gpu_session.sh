@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3455,6 +3455,31 @@ fi
 # HostBuffers and vectors at issue 12's sizes, the crowd, the lone caller; GPU tests.
 # The library's relu kernel against plain ones, host memory to host memory (bench/probes/ew-kernel;
 # twenty-first session, call 7), at 4 and 16 MiB a region.
+# The session's final build (twenty-first session, call 8): the GPU test binaries; the lone caller
+# (futures, Device::run, resident) and the crowd against gpubatch-load-prev (2e2b1e6, the build
+# before the lone future's trims), interleaved; HostBuffers at issue 12's sizes; the probe's floor.
+if on final21; then
+  for t in gpubatch_tests gpubatch_integration_tests gpubatch_executor_tests; do
+    have $t && timeout 400 "$run" $t > "$out/tests-$t.txt" 2>&1; echo "   $t: $(tail -1 "$out/tests-$t.txt")" >&2
+  done
+  have latency && timeout 120 "$run" latency > "$out/probe.txt" 2>&1
+  lone="--device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256"
+  crowd="--device 0 --threads 16 --inflight 1024 --op relu --size 256 --requests 8000000"
+  for r in 1 2 3; do
+    load f-lone-$r gpubatch-load $lone
+    load f-lone-prev-$r gpubatch-load-prev $lone
+    load f-unb-$r gpubatch-load $lone --unbatched
+    load f-crowd-$r gpubatch-load $crowd
+    load f-crowd-prev-$r gpubatch-load-prev $crowd
+  done
+  load f-resident gpubatch-load --preset realtime --sync $lone
+  load f-idle gpubatch-load $lone --idle-ms 1000
+  for s in 65536 1048576; do
+    n=$(( s == 65536 ? 50000 : 4000 ))
+    load f-$s-host gpubatch-load --device 0 --threads 16 --inflight 8 --requests $n --op relu --size $s --host-buffers
+  done
+fi
+
 if on ewk21; then
   have ewk && timeout 300 "$run" ewk > "$out/ewk.txt" 2>&1
   have ewk && timeout 300 "$run" ewk > "$out/ewk-2.txt" 2>&1

@@ -72,8 +72,10 @@ MemoryPool::MemoryPool(detail::GpuContext& context) : context_(context) {
     types_[static_cast<int>(kind)] = memory_type(kind);
   // GPUBATCH_NEAR_MEMORY=separate (tests): blocks of their own even where the type is the upload
   // kind's, so that a device without such memory (lavapipe) runs the near frames' code too.
-  near_upload_ = types_[static_cast<int>(MemoryKind::upload_near)] != types_[static_cast<int>(MemoryKind::upload)] ||
-                 env_switch("GPUBATCH_NEAR_MEMORY", false, "separate", "auto");
+  // Read whatever the device has: a bad value is an error on every device (the H200's tests found
+  // it accepted there, where the device's own type decided first).
+  const bool separate = env_switch("GPUBATCH_NEAR_MEMORY", false, "separate", "auto");
+  near_upload_ = types_[static_cast<int>(MemoryKind::upload_near)] != types_[static_cast<int>(MemoryKind::upload)] || separate;
   if (context.transfer_family() != context.queue_family())
     families_ = {context.queue_family(), context.transfer_family()};
 }

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3430,31 +3430,25 @@ if on x2crowd12; then
   load x2-c16 gpubatch-load --devices 0,1 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256 --host-probe
 fi
 
-# The session's last build against 0118f06, the shared probe first, then the GPU test binaries
-# (twentieth session, call 12).
-# The bus both ways at once (twenty-first session, call 1): bench/probes/duplex (copies on every
-# queue arrangement, kernels reading and writing host memory) beside gpubatch-copy-rate and the
-# library's HostBuffer and vector loads at issue 12's sizes; the lone caller and the crowd as the
-# session's starting point.
-# The bus both ways by dispatch size (the probe at 64, 4 and 1 MiB a copy) and HostBuffer batches
-# past the 8 MiB cap (twenty-first session, call 2): do larger batches of HostBuffer requests
-# come nearer the probe's kernel? A trace with GPU timestamps for where the time goes.
-# Bytes per submission against the GPU's cost of one (the probe's fresh regions, four ways of
-# submitting eight dispatches), and the GPU's time of HostBuffer batches past the 8 MiB cap
-# (twenty-first session, call 3).
-# The element-wise kernels' wide form (GPUBATCH_EW_VECTOR=on: sixteen elements an invocation,
-# one segment lookup for them) against the one-wide default on GPUs, now that a HostBuffer
-# batch's tables sit in device memory (twenty-first session, call 4): HostBuffers at issue 12's
-# sizes, 8 MiB and 64 MiB batches, vectors, the crowd, the lone caller; two rounds interleaved.
-# The strided form of the element-wise kernels (GPUBATCH_EW_STRIDED=on: four blocks a
-# workgroup, every load before any store) against the one-wide default (twenty-first session,
-# call 5): HostBuffers at issue 12's sizes with 8 and 64 MiB batches, vectors, the crowd, the lone
-# caller; three rounds interleaved; the forms' tests on the GPU.
-# HostBuffer bytes weighing an eighth against max_batch_bytes against GPUBATCH_IN_PLACE_LIGHT=off
-# (in full, as before), interleaved (twenty-first session, call 6):
-# HostBuffers and vectors at issue 12's sizes, the crowd, the lone caller; GPU tests.
-# The library's relu kernel against plain ones, host memory to host memory (bench/probes/ew-kernel;
-# twenty-first session, call 7), at 4 and 16 MiB a region.
+# Two H200s as one device set (nvidia-h200-x2; twenty-first session, call 10): HostBuffers at
+# issue 12's sizes on the set, against one member and against GPUBATCH_IN_PLACE_LIGHT=off; the
+# crowd on the set with 16 and 32 threads, against one member; the device-set tests.
+if on x2set21; then
+  have gpubatch_integration_tests && timeout 300 "$run" gpubatch_integration_tests --gtest_filter='DeviceSet*' > "$out/tests-set.txt" 2>&1
+  for r in 1 2; do
+    for s in 65536 1048576; do
+      n=$(( s == 65536 ? 100000 : 8000 ))
+      big="--threads 16 --inflight 8 --requests $n --op relu --size $s --host-buffers"
+      load x2-$s-set-$r gpubatch-load --devices 0,1 $big
+      [ $r = 1 ] && load x2-$s-set-off env GPUBATCH_IN_PLACE_LIGHT=off -- gpubatch-load --devices 0,1 $big
+      [ $r = 1 ] && load x2-$s-one gpubatch-load --device 0 $big
+    done
+    load x2-c16-$r gpubatch-load --devices 0,1 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+    load x2-c32-$r gpubatch-load --devices 0,1 --threads 32 --inflight 1024 --requests 16000000 --op relu --size 256
+  done
+  load x2-c16-one gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+fi
+
 # The session's final build (twenty-first session, call 8): the GPU test binaries; the lone caller
 # (futures, Device::run, resident) and the crowd against gpubatch-load-prev (2e2b1e6, the build
 # before the lone future's trims), interleaved; HostBuffers at issue 12's sizes; the probe's floor.
@@ -3480,11 +3474,16 @@ if on final21; then
   done
 fi
 
+# The library's relu kernel against plain ones, host memory to host memory (bench/probes/ew-kernel;
+# twenty-first session, call 7), at 4 and 16 MiB a region.
 if on ewk21; then
   have ewk && timeout 300 "$run" ewk > "$out/ewk.txt" 2>&1
   have ewk && timeout 300 "$run" ewk > "$out/ewk-2.txt" 2>&1
 fi
 
+# HostBuffer bytes weighing an eighth against max_batch_bytes against GPUBATCH_IN_PLACE_LIGHT=off
+# (in full, as before), interleaved (twenty-first session, call 6):
+# HostBuffers and vectors at issue 12's sizes, the crowd, the lone caller; GPU tests.
 if on inplace21; then
   have gpubatch_integration_tests && timeout 300 "$run" gpubatch_integration_tests --gtest_filter='HostBufferExecutor.*:CopyEngineExecutor.*' > "$out/tests-inplace.txt" 2>&1
   for r in 1 2 3; do
@@ -3505,6 +3504,10 @@ if on inplace21; then
   have duplex && timeout 300 "$run" duplex > "$out/duplex.txt" 2>&1
 fi
 
+# The strided form of the element-wise kernels (GPUBATCH_EW_STRIDED=on: four blocks a
+# workgroup, every load before any store) against the one-wide default (twenty-first session,
+# call 5): HostBuffers at issue 12's sizes with 8 and 64 MiB batches, vectors, the crowd, the lone
+# caller; three rounds interleaved; the forms' tests on the GPU.
 if on strided21; then
   have gpubatch_tests && timeout 300 "$run" gpubatch_tests --gtest_filter='*EwVector*' > "$out/tests-ew.txt" 2>&1
   for r in 1 2 3; do
@@ -3527,6 +3530,10 @@ if on strided21; then
   done
 fi
 
+# The element-wise kernels' wide form (GPUBATCH_EW_VECTOR=on: sixteen elements an invocation,
+# one segment lookup for them) against the one-wide default on GPUs, now that a HostBuffer
+# batch's tables sit in device memory (twenty-first session, call 4): HostBuffers at issue 12's
+# sizes, 8 MiB and 64 MiB batches, vectors, the crowd, the lone caller; two rounds interleaved.
 if on wide21; then
   for r in 1 2; do
     for s in 65536 1048576; do
@@ -3548,6 +3555,9 @@ if on wide21; then
   done
 fi
 
+# Bytes per submission against the GPU's cost of one (the probe's fresh regions, four ways of
+# submitting eight dispatches), and the GPU's time of HostBuffer batches past the 8 MiB cap
+# (twenty-first session, call 3).
 if on duplex21c; then
   have duplex && timeout 300 "$run" duplex > "$out/duplex.txt" 2>&1
   s=1048576
@@ -3559,6 +3569,9 @@ if on duplex21c; then
   load dc-$s-d32 gpubatch-load $big
 fi
 
+# The bus both ways by dispatch size (the probe at 64, 4 and 1 MiB a copy) and HostBuffer batches
+# past the 8 MiB cap (twenty-first session, call 2): do larger batches of HostBuffer requests
+# come nearer the probe's kernel? A trace with GPU timestamps for where the time goes.
 if on duplex21b; then
   for m in 64 4 1; do
     have duplex && DUPLEX_MIB=$m timeout 300 "$run" duplex > "$out/duplex-$m.txt" 2>&1
@@ -3575,6 +3588,10 @@ if on duplex21b; then
   done
 fi
 
+# The bus both ways at once (twenty-first session, call 1): bench/probes/duplex (copies on every
+# queue arrangement, kernels reading and writing host memory) beside gpubatch-copy-rate and the
+# library's HostBuffer and vector loads at issue 12's sizes; the lone caller and the crowd as the
+# session's starting point.
 if on duplex21; then
   have duplex && timeout 300 "$run" duplex > "$out/duplex.txt" 2>&1
   have gpubatch-copy-rate && timeout 120 "$run" gpubatch-copy-rate --bytes 4194304,67108864 > "$out/copy-rate.jsonl" 2>&1
@@ -3595,6 +3612,8 @@ if on duplex21; then
   done
 fi
 
+# The session's last build against 0118f06, the shared probe first, then the GPU test binaries
+# (twentieth session, call 12).
 if on final20c; then
   have latency && timeout 120 "$run" latency > "$out/probe.txt" 2>&1
   lone="--device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256"

@@ -319,3 +319,35 @@ TEST(DeviceSetVulkan, CustomKernelsAndGraphsWorkOnEveryDevice) {
 }
 
 }  // namespace
+
+// On a device set, bytes of HostBuffers weigh in full against max_batch_bytes (executor_core.hpp,
+// in_place_light_): a lone large HostBuffer request is spread over the set's idle members, and a
+// batch of several would go whole to one. Sixteen relu requests of 2,048 floats from and into
+// buffers both devices share, max_batch_bytes 64 KiB: four batches, as vectors take on one device
+// (HostBufferExecutor.BytesInPlaceWeighAnEighthOfMaxBatchBytes has one batch there).
+TEST(DeviceSetVulkan, HostBufferBytesWeighInFullOnASet) {
+  auto& d = two_devices();
+  BatchConfig config = BatchConfig::preset("adaptive");
+  config.policy = FlushPolicy::deadline;
+  config.max_batch_size = 16;
+  config.max_wait = std::chrono::milliseconds(100);
+  config.max_batch_bytes = 64 * 1024;
+  BatchExecutor executor(d, config);
+  auto handle = executor.handle();
+  std::vector<HostBuffer> ins, outs;
+  std::vector<std::future<Result>> futures;
+  for (int i = 0; i < 16; ++i) {
+    const auto x = random_floats(2048, static_cast<unsigned>(41 + i));
+    ins.push_back(allocate_host(d, x.size()));
+    outs.push_back(allocate_host(d, x.size()));
+    std::copy(x.begin(), x.end(), ins.back().begin());
+    futures.push_back(handle.submit(Request::from_host(Op::relu, ins.back()).deliver_to(outs.back())));
+  }
+  for (std::size_t i = 0; i < futures.size(); ++i) {
+    futures[i].get();
+    const Result got{std::vector<float>(outs[i].begin(), outs[i].end())};
+    const auto bad = reference::check(Request::relu(std::vector<float>(ins[i].begin(), ins[i].end())), got);
+    EXPECT_FALSE(bad) << "#" << i << ": " << *bad;
+  }
+  EXPECT_EQ(executor.stats().batches, 4u);
+}

@@ -16,8 +16,8 @@
 //   max_inflight_batches batches submitted to the device and not yet completed
 //   overflow             "block" | "block_for" | "reject": what a full queue does to a caller
 //   block_timeout_us     how long `block_for` waits before failing with queue_full
-//   max_batch_bytes      input + output bytes of one batch (a larger request goes alone; bytes
-//                        of HostBuffers count an eighth: they take no staging and no CPU copy)
+//   max_batch_bytes      input + output bytes of one batch (a larger request goes alone; on one
+//                        device bytes of HostBuffers count an eighth: no staging, no CPU copy)
 //   completion_threads   threads that wait for batches, resolve their futures, and copy the
 //                        inputs of large batches beside the strand (on a device of host cores,
 //                        such as lavapipe, at most half the usable cores: Executor::config() says)

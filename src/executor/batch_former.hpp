@@ -40,9 +40,10 @@ enum class FlushReason : std::uint8_t { size, deadline, idle, shutdown };
 // A byte read or written in place (a caller's HostBuffer) weighs an eighth of one copied through
 // staging against max_batch_bytes: it takes no staging memory and no CPU copy, and what it does
 // cost, the device's time, comes cheaper per byte in larger batches. Each submission costs the
-// GPU about 20-40 us of its own (bench/probes/duplex on the H200: relu from host to host memory in
-// 4 MiB submissions 31.5 GB/s each way, in 64 MiB ones 40.9), and with the 8 MiB limit a batch of
-// 1,048,576-float HostBuffer requests held one request. With 64 MiB of them a batch, 16 callers
+// GPU about 20 us of its own (bench/probes/duplex on the H200: relu from host to host memory over
+// fresh 4 MiB regions 36.9 GB/s each way in one submission, 31.5 in one a region), and a larger
+// dispatch carries more (64 MiB: 41), and with the 8 MiB limit a batch of 1,048,576-float
+// HostBuffer requests held one request. With 64 MiB of them a batch, 16 callers
 // from HostBuffers moved 33.9-35.5 GB/s against 30.1-31.7 at 1,048,576 floats and 34.8-35.1
 // against 32.2-32.4 at 65,536 (H200, three rounds; BENCHMARKS.md twenty-first session).
 inline constexpr std::size_t kInPlaceShare = 8;

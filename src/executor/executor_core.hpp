@@ -669,8 +669,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // HostBuffer bytes weigh an eighth in batch formation (weight_of): on one device only. A device
   // set spreads a lone large HostBuffer request over its idle members (device_set_batch.cpp), and
   // places a batch of several whole on one member: on two H200s, 16 callers of 1,048,576 floats
-  // moved 29.9 · 30.4 GB/s with the lighter weight against 32.9 without, p99 64-70 ms against 23
-  // (BENCHMARKS.md, twenty-first session, call 10). GPUBATCH_IN_PLACE_LIGHT=off: in full everywhere.
+  // saw p99 64-70 ms with the lighter weight (batches of 1.2 on average) against 19-25 in full
+  // (BENCHMARKS.md, twenty-first session, calls 10-11). GPUBATCH_IN_PLACE_LIGHT=off: in full everywhere.
   const bool in_place_light_ = in_place_light_enabled() && device_->inflight_multiplier() == 1;
   // Express batches awaited beside the regular waiters (completion_loop): not on a device of host
   // cores, where the poll would take a core the device's own threads need.

@@ -48,6 +48,7 @@ struct Options {
   std::uint32_t size = 256;
   int inflight = 64;
   int think_us = 0;  // closed loop: a caller's pause after each result before its next request
+  int pace_us = 50;   // open loop: a sender ahead of its schedule sleeps at least this long (host_noise.hpp)
   double rate = 0;  // requests/s offered in total; 0: closed loop
   bool unbatched = false;
   bool sync = false;  // handle.run(): each thread waits for its result by polling it
@@ -291,7 +292,7 @@ void run_open_loop(const Options& o, const Workload& w, const SubmitCallback& su
   for (std::uint64_t sent = 0; sent < count;) {
     reap();
     if (Clock::now() < next_send) {
-      std::this_thread::sleep_until(std::min(next_send, Clock::now() + std::chrono::microseconds(200)));
+      bench::sleep_to_next_send(next_send, std::chrono::microseconds(o.pace_us));
       continue;
     }
     auto slot = std::make_shared<Stamped>();
@@ -549,6 +550,9 @@ int main(int argc, char** argv) {
                  "closed loop: each caller sleeps this long after a result before its next request (a sparse caller)")
       ->check(CLI::Range(0, 10000000));
   app.add_option("--rate", o.rate, "open loop: requests/s offered in total")->check(CLI::NonNegativeNumber);
+  app.add_option("--pace-us", o.pace_us, "open loop: a sender ahead of its schedule sleeps at least this long, then sends all come due (0: until each next send, the behaviour before 2026-11-29's twenty-second session)")
+      ->check(CLI::Range(0, 200))
+      ->capture_default_str();
   app.add_flag("--unbatched", o.unbatched, "each request alone through the synchronous path");
   app.add_flag("--sync", o.sync,
                "each thread calls handle.run() (synchronous, polls its own result); implies --inflight 1");
@@ -793,7 +797,7 @@ int main(int argc, char** argv) {
     if (o.json) {
       std::printf(
           "{\"device\": \"%s\", \"driver\": \"%s\", \"preset\": \"%s\", \"op\": \"%s\", \"size\": %u, \"threads\": %d, "
-          "\"inflight\": %d, \"think_us\": %d, \"rate\": %.1f, \"requests\": %llu, \"seconds\": %.6f, \"throughput_rps\": %.1f, "
+          "\"inflight\": %d, \"think_us\": %d, \"rate\": %.1f, \"pace_us\": %d, \"requests\": %llu, \"seconds\": %.6f, \"throughput_rps\": %.1f, "
           "\"latency_us\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f, \"max\": %.2f}, \"submit_us\": %s, "
           "\"send_lag_us\": {\"p50\": %.2f, \"p99\": %.2f, \"max\": %.2f}, "
           "\"batches\": %llu, \"mean_batch_size\": %.2f, "
@@ -802,7 +806,7 @@ int main(int argc, char** argv) {
           "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
           "\"resident\": %llu, \"direct\": %llu, \"split\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
           "\"host\": %s, \"devices\": %s%s}\n",
-          json_escaped(device_names).c_str(), json_escaped(drivers).c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.think_us, o.rate,
+          json_escaped(device_names).c_str(), json_escaped(drivers).c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.think_us, o.rate, o.pace_us,
           static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
           submit_json,
           lag_p50, lag_p99, lag_max, static_cast<unsigned long long>(batches), mean_batch,

@@ -32,6 +32,17 @@ namespace gpubatch::bench {
 // threads do; `send_lag_us` still reports what lateness is left.
 inline void precise_timer_slack() { prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); }
 
+// An open loop's sender ahead of its schedule sleeps until its next send, but for at least `pace`
+// (--pace-us), then sends every request come due since, each still timed from its own scheduled
+// send. With pace 0 a sender at 125,000 requests/s (2 M/s from 16 threads) sleeps for every
+// request or few, and the sleeps' wake-ups are the generator's CPU, not the executor's: on the
+// H200 the open loop took 7-10 us of process CPU a request where the closed loop takes 2.3 us
+// (BENCHMARKS.md, twenty-second session). At most 200 us at a time, so that results are reaped.
+inline void sleep_to_next_send(std::chrono::steady_clock::time_point next, std::chrono::microseconds pace) {
+  const auto now = std::chrono::steady_clock::now();
+  std::this_thread::sleep_until(std::min(std::max(next, now + pace), now + std::chrono::microseconds(200)));
+}
+
 // The "steal" column of /proc/stat's cpu line (all CPUs), in clock ticks; 0 where unreadable.
 inline long long steal_ticks() {
   std::ifstream f("/proc/stat");

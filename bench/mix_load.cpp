@@ -53,6 +53,7 @@ struct Options {
   std::uint32_t size = 256, large_size = 1000000;
   double high = 0, large = 0, deadline_fraction = 1;
   std::int64_t deadline_us = 0, block_for_us = 0, target_p99_us = 0;
+  int pace_us = 50;  // a sender ahead of its schedule sleeps at least this long (host_noise.hpp)
   std::size_t queue_capacity = 0;
   bool host_probe = false;  // a thread that measures how late it wakes ("host" in the JSON)
   bool read_errors_later = false;  // the handler keeps the exception; its sender reads it
@@ -240,7 +241,7 @@ void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, uns
   for (std::uint64_t sent = 0; sent < count;) {
     reap();
     if (Clock::now() < next) {
-      std::this_thread::sleep_until(std::min(next, Clock::now() + std::chrono::microseconds(200)));
+      bench::sleep_to_next_send(next, std::chrono::microseconds(o.pace_us));
       continue;
     }
     auto s = std::make_shared<Slot>();
@@ -325,6 +326,9 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "sending threads")->check(CLI::Range(1, 1024))->capture_default_str();
   app.add_option("--requests", o.requests, "requests in total")->check(CLI::Range(1ull, 1ull << 40))->capture_default_str();
   app.add_option("--rate", o.rate, "requests/s offered in total")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--pace-us", o.pace_us, "a sender ahead of its schedule sleeps at least this long, then sends all come due (0: until each next send, the behaviour before 2026-11-29's twenty-second session)")
+      ->check(CLI::Range(0, 200))
+      ->capture_default_str();
   app.add_option("--size", o.size, "floats per small request")->check(CLI::Range(1u, 1u << 26))->capture_default_str();
   app.add_option("--large-size", o.large_size, "floats per large request")->check(CLI::Range(1u, 1u << 26))->capture_default_str();
   app.add_option("--large", o.large, "fraction of large requests")->check(CLI::Range(0.0, 1.0));
@@ -406,7 +410,7 @@ int main(int argc, char** argv) {
     const bool verified = all.mismatches == 0 && all.lost == 0 && all.other_errors == 0;
     std::ostringstream js;
     js << "{\"tool\": \"gpubatch-mix\", \"device\": \"" << device.info().name << "\", \"threads\": " << o.threads
-       << ", \"requests\": " << o.requests << ", \"offered_rate\": " << o.rate << ", \"high\": " << o.high
+       << ", \"requests\": " << o.requests << ", \"offered_rate\": " << o.rate << ", \"pace_us\": " << o.pace_us << ", \"high\": " << o.high
        << ", \"large\": " << o.large << ", \"large_size\": " << o.large_size << ", \"size\": " << o.size
        << ", \"deadline_us\": " << o.deadline_us << ", \"block_for_us\": " << o.block_for_us
        << ", \"target_p99_us\": " << o.target_p99_us << ", \"seconds\": " << seconds

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3462,6 +3462,62 @@ if on x2set21; then
     load x2-c32-$r gpubatch-load --devices 0,1 --threads 32 --inflight 1024 --requests 16000000 --op relu --size 256
   done
   load x2-c16-one gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+fi
+
+# The open loop's start (twenty-second session, call 4): is the backlog of its first 35 ms the heap
+# growing under every thread at once? glibc's top_pad and trim_threshold at 64 MiB (heaps grown in
+# large steps and never given back) against the defaults, interleaved; then 5 s runs.
+if on malloc22; then
+  command -v perf >> "$out/log.txt" 2>&1
+  P="--device 0 --host-probe --pace-us 50"
+  T=GLIBC_TUNABLES=glibc.malloc.top_pad=67108864:glibc.malloc.trim_threshold=67108864
+  for rep in 1 2; do
+    for r in 2000000 2500000; do
+      load ma-open$r-$rep gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 2)) $P
+      load ma-open$r-pad-$rep env $T -- gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 2)) $P
+    done
+  done
+  load ma-open2000000-pad-trace env $T GPUBATCH_TRACE=$out/trace-pad.json -- gpubatch-load --threads 16 --op relu --size 256 --rate 2000000 --requests 4000000 $P
+  [ -f "$out/trace-pad.json" ] && gzip -9 "$out/trace-pad.json"
+  for r in 2000000 2500000 3000000; do
+    load ma-open$r-5s gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 5)) $P
+  done
+fi
+
+# Where the open loop's tail at 2-3 M/s comes from (twenty-second session, call 3): traced runs
+# with --pace-us 50 (the trace kept, gzipped, for a timeline here), untraced beside them.
+if on trace22; then
+  P="--device 0 --host-probe --pace-us 50"
+  for r in 2000000 3000000; do
+    load tr-open$r gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 2)) $P
+    load tr-open$r-trace env GPUBATCH_TRACE=$out/trace-$r.json -- gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 2)) $P
+    if [ -f "$out/trace-$r.json" ]; then
+      python3 bench/trace_batches.py "$out/trace-$r.json" --slowest 8 > "$out/batches-$r.txt" 2>&1
+      gzip -9 "$out/trace-$r.json"
+    fi
+    load tr-mix$r gpubatch-mix --threads 16 --size 256 --rate $r --requests $((r * 2)) $P
+  done
+fi
+
+# The open loop's own senders (twenty-second session, call 2): --pace-us 0 (a sender sleeps until
+# each next send, the behaviour so far) against 50 (it sleeps at least 50 us, then sends all come
+# due), interleaved, at issue 14's rates; the priority mix at saturation and idle; target_p99 500.
+if on pace22; then
+  P="--device 0 --host-probe"
+  for r in 1500000 2000000 2500000 3000000 3500000; do
+    for pace in 0 50; do
+      load pc-open$r-p$pace gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 2)) --pace-us $pace $P
+    done
+  done
+  for pace in 0 50; do
+    load pc-mixidle-p$pace gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 --pace-us $pace $P
+    load pc-mixsat-p$pace gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 --pace-us $pace $P
+  done
+  for r in 1000000 2000000; do
+    for pace in 0 50; do
+      load pc-p99t500-$r-p$pace gpubatch-mix --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 2)) --pace-us $pace $P
+    done
+  done
 fi
 
 # The session's final build (twenty-first session, call 8): the GPU test binaries; the lone caller

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <deque>
 #include <exception>
+#include <future>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/system_executor.hpp>
 
 #include "host_noise.hpp"
 #include "gpubatch/config.hpp"
@@ -56,6 +60,7 @@ struct Options {
   int pace_us = 50;  // a sender ahead of its schedule sleeps at least this long (host_noise.hpp)
   std::size_t queue_capacity = 0;
   bool host_probe = false;  // a thread that measures how late it wakes ("host" in the JSON)
+  bool early_system_pool = false;  // Asio's system executor used once before the clock starts
   bool read_errors_later = false;  // the handler keeps the exception; its sender reads it
   bool rethrow_in_handler = false;  // the handler rethrows the exception to read its code
   long warm = -1;  // small requests sent before the clock starts (-1: a full batch per slot)
@@ -344,6 +349,9 @@ int main(int argc, char** argv) {
   app.add_flag("--rethrow-in-handler", o.rethrow_in_handler,
                "a failed request's handler rethrows its exception to read the code and message (before "
                "2026-11-28 the default; now the handler reads the code with gpubatch::error_code_of)");
+  app.add_flag("--early-system-pool", o.early_system_pool,
+               "run a function on Asio's system executor before the clock starts (its pool of two threads a "
+               "core is made at its first use: by the library, at the first error it posts to a handler)");
   app.add_flag("--host-probe", o.host_probe,
                "a thread of this process sleeps 100 us at a time over the run: how late it woke goes into \"host\" (steal is always there)");
   app.add_option("--warm", o.warm, "small requests sent before the clock starts (default: a full batch per in-flight slot)")
@@ -372,6 +380,11 @@ int main(int argc, char** argv) {
       if (o.large > 0)
         for (int i = 0; i < 4; ++i) f.push_back(warm.handle().relu(pool.large[0]));
       for (auto& x : f) x.get();
+    }
+    if (o.early_system_pool) {
+      std::promise<void> ran;
+      boost::asio::post(boost::asio::system_executor(), [&ran] { ran.set_value(); });
+      ran.get_future().wait();
     }
     BatchExecutor executor(device, config);
     std::vector<Samples> per(o.threads);
@@ -410,7 +423,7 @@ int main(int argc, char** argv) {
     const bool verified = all.mismatches == 0 && all.lost == 0 && all.other_errors == 0;
     std::ostringstream js;
     js << "{\"tool\": \"gpubatch-mix\", \"device\": \"" << device.info().name << "\", \"threads\": " << o.threads
-       << ", \"requests\": " << o.requests << ", \"offered_rate\": " << o.rate << ", \"pace_us\": " << o.pace_us << ", \"high\": " << o.high
+       << ", \"requests\": " << o.requests << ", \"offered_rate\": " << o.rate << ", \"pace_us\": " << o.pace_us << ", \"early_system_pool\": " << (o.early_system_pool ? "true" : "false") << ", \"high\": " << o.high
        << ", \"large\": " << o.large << ", \"large_size\": " << o.large_size << ", \"size\": " << o.size
        << ", \"deadline_us\": " << o.deadline_us << ", \"block_for_us\": " << o.block_for_us
        << ", \"target_p99_us\": " << o.target_p99_us << ", \"seconds\": " << seconds

@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <fstream>
 #include <functional>
+#include <atomic>
 #include <future>
 #include <memory>
 #include <string>
@@ -94,6 +95,7 @@ double threads_cpu_ns(const std::string& wanted) {
 struct Options {
   std::size_t threads = 2, inflight = 1024, requests = 2000000, size = 256, reps = 3;
   unsigned delay_us = 100;
+  bool handlers = false;  // completion handlers instead of futures
 };
 
 double own_cpu_ns() {
@@ -117,6 +119,19 @@ void crowd(gpubatch::BatchedGpuHandle handle, const Options& o, std::size_t coun
   cpu_ns = own_cpu_ns();
 }
 
+// The same through completion handlers: the caller yields while `inflight` are outstanding (its
+// own CPU then counts its polling; the completion threads' is what this mode compares).
+void crowd_handlers(gpubatch::BatchedGpuHandle handle, const Options& o, std::size_t count, double& cpu_ns) {
+  const std::vector<float> x(o.size, 1.0f);
+  std::atomic<std::size_t> done{0};
+  for (std::size_t i = 0; i < count; ++i) {
+    while (i - done.load(std::memory_order_acquire) >= o.inflight) std::this_thread::yield();
+    handle.relu(x, [&done](std::exception_ptr, std::vector<float>) { done.fetch_add(1, std::memory_order_release); });
+  }
+  while (done.load(std::memory_order_acquire) < count) std::this_thread::yield();
+  cpu_ns = own_cpu_ns();
+}
+
 void one_rep(const Options& o) {
   gpubatch::BatchExecutor executor(std::make_shared<NullDevice>(std::chrono::microseconds(o.delay_us)),
                                    gpubatch::BatchConfig{});
@@ -126,7 +141,8 @@ void one_rep(const Options& o) {
   std::vector<std::thread> threads;
   std::vector<double> callers(o.threads);
   for (std::size_t t = 0; t < o.threads; ++t)
-    threads.emplace_back(crowd, executor.handle(), std::cref(o), o.requests / o.threads, std::ref(callers[t]));
+    threads.emplace_back(o.handlers ? crowd_handlers : crowd, executor.handle(), std::cref(o), o.requests / o.threads,
+                         std::ref(callers[t]));
   for (auto& t : threads) t.join();
   double caller = 0;
   for (double c : callers) caller += c;
@@ -151,6 +167,7 @@ int main(int argc, char** argv) {
   app.add_option("--size", o.size);
   app.add_option("--reps", o.reps);
   app.add_option("--delay-us", o.delay_us, "the null device's time per batch");
+  app.add_flag("--handlers", o.handlers, "completion handlers instead of futures");
   CLI11_PARSE(app, argc, argv);
   for (std::size_t r = 0; r < o.reps; ++r) one_rep(o);
   return 0;

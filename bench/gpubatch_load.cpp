@@ -33,6 +33,7 @@
 #include "gpubatch/reference.hpp"
 #include "gpu/fault_injection.hpp"
 #include "host_noise.hpp"
+#include "start_gate.hpp"
 
 using namespace gpubatch;
 using Clock = std::chrono::steady_clock;
@@ -272,13 +273,16 @@ void record_stamped(ThreadResult& out, const Workload& w, Stamped& s) {
 
 // Open loop: send on a fixed schedule, measure from the scheduled time to the completion.
 void run_open_loop(const Options& o, const Workload& w, const SubmitCallback& submit, std::uint64_t count,
-                   std::atomic<std::uint64_t>& done, ThreadResult& out) {
+                   std::atomic<std::uint64_t>& done, ThreadResult& out, bench::StartGate& gate) {
   bench::precise_timer_slack();
-  out.latencies_us.reserve(count);
   // Room for every sample up front: a vector that doubles while the clock runs reallocates on
   // every sender in the same instant (they keep pace), and the H100 traces showed the whole
-  // process stalling then (DESIGN.md "Where the p99 under load came from").
-  out.send_lag_us.reserve(count);
+  // process stalling then (DESIGN.md "Where the p99 under load came from"). Then the heap, and
+  // the start with the others (bench/start_gate.hpp).
+  bench::reserve_touched(out.latencies_us, count);
+  bench::reserve_touched(out.send_lag_us, count);
+  bench::warm_thread_heap(bench::StartGate::kWarmHeapBytes);
+  gate.arrive_and_wait();
   std::deque<std::shared_ptr<Stamped>> pending;
   const auto interval = std::chrono::duration<double>(double(o.threads) / o.rate);
   auto next_send = Clock::now();
@@ -322,9 +326,11 @@ void run_open_loop(const Options& o, const Workload& w, const SubmitCallback& su
 
 // Closed loop: keep `inflight` requests outstanding per thread.
 void run_closed_loop(const Options& o, const Workload& w, const SubmitFuture& submit, std::uint64_t count,
-                     std::atomic<std::uint64_t>& done, ThreadResult& out) {
+                     std::atomic<std::uint64_t>& done, ThreadResult& out, bench::StartGate& gate) {
   if (o.think_us > 0) bench::precise_timer_slack();
-  out.latencies_us.reserve(count);
+  bench::reserve_touched(out.latencies_us, count);
+  bench::warm_thread_heap(bench::StartGate::kWarmHeapBytes);
+  gate.arrive_and_wait();
   std::deque<Pending> pending;
   auto finish_front = [&] {
     Pending& p = pending.front();
@@ -382,9 +388,11 @@ bool await_slot(Slot& slot, int spin_us) {
 // Closed loop through completion handlers (--handlers): `inflight` outstanding per thread, as
 // run_closed_loop keeps futures.
 void run_closed_loop_handlers(const Options& o, const Workload& w, const SubmitCallback& submit, std::uint64_t count,
-                              std::atomic<std::uint64_t>& done, ThreadResult& out) {
+                              std::atomic<std::uint64_t>& done, ThreadResult& out, bench::StartGate& gate) {
   if (o.think_us > 0) bench::precise_timer_slack();
-  out.latencies_us.reserve(count);
+  bench::reserve_touched(out.latencies_us, count);
+  bench::warm_thread_heap(bench::StartGate::kWarmHeapBytes);
+  gate.arrive_and_wait();
   std::deque<std::shared_ptr<Slot>> pending;
   auto finish_front = [&] {
     Slot& s = *pending.front();
@@ -694,21 +702,26 @@ int main(int argc, char** argv) {
     const auto counters_before = summed_counters(devices);
     std::atomic<std::uint64_t> done{0};
     std::vector<std::thread> threads;
-    bench::HostNoiseProbe host(o.host_probe);
-    const double cpu_start = process_cpu_seconds();
-    const auto start = Clock::now();
+    bench::StartGate gate(o.threads);
     for (int t = 0; t < o.threads; ++t) {
       const std::uint64_t share = o.requests / o.threads + (static_cast<std::uint64_t>(t) < o.requests % o.threads);
       if (o.rate > 0)
         threads.emplace_back(run_open_loop, std::cref(o), std::cref(workloads[t]), std::cref(submit_with_callback),
-                             share, std::ref(done), std::ref(results[t]));
+                             share, std::ref(done), std::ref(results[t]), std::ref(gate));
       else if (o.handlers)
         threads.emplace_back(run_closed_loop_handlers, std::cref(o), std::cref(workloads[t]),
-                             std::cref(submit_with_callback), share, std::ref(done), std::ref(results[t]));
+                             std::cref(submit_with_callback), share, std::ref(done), std::ref(results[t]),
+                             std::ref(gate));
       else
         threads.emplace_back(run_closed_loop, std::cref(o), std::cref(workloads[t]), std::cref(submit), share,
-                             std::ref(done), std::ref(results[t]));
+                             std::ref(done), std::ref(results[t]), std::ref(gate));
     }
+    // The senders are made and ready (bench/start_gate.hpp): the clock starts now.
+    gate.wait_ready();
+    bench::HostNoiseProbe host(o.host_probe);
+    const double cpu_start = process_cpu_seconds();
+    const auto start = Clock::now();
+    gate.open();
     const bool show_progress = !o.json && isatty(STDOUT_FILENO);
     std::atomic<bool> finished{false};
     // --lose-device-ms: the fault, and completions per 100 ms to see the throughput come back.

@@ -38,6 +38,7 @@
 #include <boost/asio/system_executor.hpp>
 
 #include "host_noise.hpp"
+#include "start_gate.hpp"
 #include "gpubatch/config.hpp"
 #include "gpubatch/device.hpp"
 #include "gpubatch/error.hpp"
@@ -217,7 +218,7 @@ void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
 
 // One sending thread: `count` requests at `rate` per second, all at priority `level`.
 void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, unsigned seed,
-            std::uint64_t count, double rate, bool high, Samples& out) {
+            std::uint64_t count, double rate, bool high, Samples& out, bench::StartGate& gate) {
   bench::precise_timer_slack();
   std::mt19937 rng(seed);
   std::uniform_real_distribution<double> u(0.0, 1.0);
@@ -225,14 +226,17 @@ void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, uns
   std::deque<std::shared_ptr<Slot>> pending;
   // Room for every sample up front: a vector that doubles while the clock runs reallocates on 16
   // threads in the same instant (their sends keep pace), and the H100 traces showed the whole
-  // process stalling then (DESIGN.md "Where the p99 under load came from").
-  out.latency_us[high][0].reserve(count);
+  // process stalling then (DESIGN.md "Where the p99 under load came from"). Then the heap, and the
+  // start with the others (bench/start_gate.hpp).
+  bench::reserve_touched(out.latency_us[high][0], count);
   out.latency_us[high][1].reserve(static_cast<std::size_t>(double(count) * o.large * 2) + 64);
-  out.lag_us[high].reserve(count);
-  out.from_call_us[high].reserve(count);
   for (auto& q : out.by_quarter_us) q.reserve(count / 4 + 64);  // nothing grows while the clock runs
   if (o.deadline_us > 0) out.deadline_late_us.reserve(static_cast<std::size_t>(double(count) * o.deadline_fraction) + 64);
   if (o.block_for_us > 0) out.queue_full_late_us.reserve(count);
+  bench::reserve_touched(out.lag_us[high], count);
+  bench::reserve_touched(out.from_call_us[high], count);
+  bench::warm_thread_heap(bench::StartGate::kWarmHeapBytes);
+  gate.arrive_and_wait();
   const auto interval = std::chrono::duration<double>(1.0 / rate);
   auto next = Clock::now();
   const auto begin = next;
@@ -389,14 +393,19 @@ int main(int argc, char** argv) {
     BatchExecutor executor(device, config);
     std::vector<Samples> per(o.threads);
     std::vector<std::thread> threads;
-    bench::HostNoiseProbe host(o.host_probe);
-    const auto start = Clock::now();
     // High-priority traffic comes from threads of its own (as interactive callers would): a
     // sender blocked on a full level-0 queue must not hold back the high requests behind it.
     const int high_threads = o.high > 0 ? std::max(1, static_cast<int>(o.threads * o.high + 0.5)) : 0;
     const int low_threads = std::max(1, o.threads - high_threads);
     per.resize(high_threads + low_threads);
     const auto high_total = static_cast<std::uint64_t>(double(o.requests) * o.high + 0.5);
+    struct Share {
+      int t;
+      std::uint64_t count;
+      double rate;
+      bool high;
+    };
+    std::vector<Share> shares;
     for (int t = 0; t < high_threads + low_threads; ++t) {
       const bool high = t < high_threads;
       const int n = high ? high_threads : low_threads;
@@ -404,9 +413,16 @@ int main(int argc, char** argv) {
       const std::uint64_t total = high ? high_total : o.requests - high_total;
       const std::uint64_t count = total / n + (std::uint64_t(i) < total % n ? 1 : 0);
       const double rate = o.rate * (high ? o.high : 1.0 - o.high) / n;
-      if (count == 0 || rate <= 0) continue;
-      threads.emplace_back([&, t, count, rate, high] { sender(o, pool, executor.handle(), 100 + t, count, rate, high, per[t]); });
+      if (count > 0 && rate > 0) shares.push_back({t, count, rate, high});
     }
+    bench::StartGate gate(static_cast<std::ptrdiff_t>(shares.size()));
+    for (const Share& sh : shares)
+      threads.emplace_back([&, sh] { sender(o, pool, executor.handle(), 100 + sh.t, sh.count, sh.rate, sh.high, per[sh.t], gate); });
+    // The senders are made and ready (bench/start_gate.hpp): the clock starts now.
+    gate.wait_ready();
+    bench::HostNoiseProbe host(o.host_probe);
+    const auto start = Clock::now();
+    gate.open();
     for (auto& t : threads) t.join();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     const bench::HostNoise noise = host.stop();

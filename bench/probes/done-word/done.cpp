@@ -6,6 +6,7 @@
 // Build and run: README.md beside this file.
 // Memory: done word and data in host-coherent system memory (what the library's readback uses) and in BAR.
 #include <vulkan/vulkan.h>
+#include "probe_vk.hpp"
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -15,7 +16,6 @@
 #include <vector>
 #include "relu_spv.h"
 #include "relu_done_spv.h"
-#define CK(x) do { VkResult r_ = (x); if (r_ != VK_SUCCESS) { std::fprintf(stderr, "%s -> %d (line %d)\n", #x, r_, __LINE__); std::exit(1);} } while (0)
 using clk = std::chrono::steady_clock;
 static double us(clk::time_point a, clk::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); }
 static void stats(const char* what, std::vector<double> v) {
@@ -25,13 +25,8 @@ static void stats(const char* what, std::vector<double> v) {
 struct Buf { VkBuffer b; VkDeviceMemory m; void* p = nullptr; };
 static const int N = 256, REPS = 5000;
 int main() {
-  VkApplicationInfo ai{VK_STRUCTURE_TYPE_APPLICATION_INFO}; ai.apiVersion = VK_API_VERSION_1_2;
-  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO}; ici.pApplicationInfo = &ai;
-  VkInstance inst; CK(vkCreateInstance(&ici, nullptr, &inst));
-  uint32_t n = 0; vkEnumeratePhysicalDevices(inst, &n, nullptr);
-  std::vector<VkPhysicalDevice> pds(n); vkEnumeratePhysicalDevices(inst, &n, pds.data());
-  VkPhysicalDevice pd = pds[0];
-  for (auto d : pds) { VkPhysicalDeviceProperties p; vkGetPhysicalDeviceProperties(d, &p); if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU) { pd = d; break; } }
+  VkInstance inst = probe_instance();
+  VkPhysicalDevice pd = probe_device(inst);
   VkPhysicalDeviceProperties props; vkGetPhysicalDeviceProperties(pd, &props);
   std::printf("USING %s driver %u\n", props.deviceName, props.driverVersion);
   uint32_t qn; vkGetPhysicalDeviceQueueFamilyProperties(pd, &qn, nullptr);
@@ -62,11 +57,7 @@ int main() {
   VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO}; pli.setLayoutCount = 1; pli.pSetLayouts = &dsl; pli.pushConstantRangeCount = 1; pli.pPushConstantRanges = &pcr;
   VkPipelineLayout pl; CK(vkCreatePipelineLayout(dev, &pli, nullptr, &pl));
   auto mkPipe = [&](const uint32_t* code, size_t size) {
-    VkShaderModuleCreateInfo smi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO}; smi.codeSize = size; smi.pCode = code;
-    VkShaderModule sm; CK(vkCreateShaderModule(dev, &smi, nullptr, &sm));
-    VkComputePipelineCreateInfo c{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO}; c.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
-    c.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT; c.stage.module = sm; c.stage.pName = "main"; c.layout = pl;
-    VkPipeline p; CK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &c, nullptr, &p)); return p; };
+    return probe_pipeline(dev, pl, code, size); };
   VkPipeline relu = mkPipe(relu_spv, sizeof relu_spv), relud = mkPipe(relu_done_spv, sizeof relu_done_spv);
   VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 3};
   VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO}; dpi.maxSets = 1; dpi.poolSizeCount = 1; dpi.pPoolSizes = &ps;

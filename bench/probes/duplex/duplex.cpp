@@ -1,6 +1,7 @@
 // duplex probe: the bus both ways at once, by copy engines on several queue arrangements and by
 // kernels that read and write host memory. See README.md beside this file.
 #include <vulkan/vulkan.h>
+#include "probe_vk.hpp"
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -11,7 +12,6 @@
 #include <vector>
 #include "relu_spv.h"
 #include "relu4_spv.h"
-#define CK(x) do { VkResult r_ = (x); if (r_ != VK_SUCCESS) { std::fprintf(stderr, "%s -> %d (line %d)\n", #x, r_, __LINE__); std::exit(1);} } while (0)
 using clk = std::chrono::steady_clock;
 
 static const VkDeviceSize SIZE = VkDeviceSize(std::getenv("DUPLEX_MIB") ? std::atoi(std::getenv("DUPLEX_MIB")) : 64) << 20;
@@ -171,13 +171,8 @@ static void submissions(VkPipelineLayout pl, VkPipeline pipe, VkDescriptorSetLay
 }
 
 int main() {
-  VkApplicationInfo ai{VK_STRUCTURE_TYPE_APPLICATION_INFO}; ai.apiVersion = VK_API_VERSION_1_2;
-  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO}; ici.pApplicationInfo = &ai;
-  VkInstance inst; CK(vkCreateInstance(&ici, nullptr, &inst));
-  uint32_t n = 0; vkEnumeratePhysicalDevices(inst, &n, nullptr);
-  std::vector<VkPhysicalDevice> pds(n); vkEnumeratePhysicalDevices(inst, &n, pds.data());
-  VkPhysicalDevice pd = pds[0];
-  for (auto d : pds) { VkPhysicalDeviceProperties p; vkGetPhysicalDeviceProperties(d, &p); if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU) { pd = d; break; } }
+  VkInstance inst = probe_instance();
+  VkPhysicalDevice pd = probe_device(inst);
   VkPhysicalDeviceProperties props; vkGetPhysicalDeviceProperties(pd, &props);
   std::printf("USING %s driver %u\n", props.deviceName, props.driverVersion);
   uint32_t qn; vkGetPhysicalDeviceQueueFamilyProperties(pd, &qn, nullptr);
@@ -246,11 +241,7 @@ int main() {
   VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO}; pli.setLayoutCount = 1; pli.pSetLayouts = &dsl; pli.pushConstantRangeCount = 1; pli.pPushConstantRanges = &pcr;
   VkPipelineLayout pl; CK(vkCreatePipelineLayout(dev, &pli, nullptr, &pl));
   auto pipe = [&](const uint32_t* code, size_t size) {
-    VkShaderModuleCreateInfo smi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO}; smi.codeSize = size; smi.pCode = code;
-    VkShaderModule sm; CK(vkCreateShaderModule(dev, &smi, nullptr, &sm));
-    VkComputePipelineCreateInfo c{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO}; c.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
-    c.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT; c.stage.module = sm; c.stage.pName = "main"; c.layout = pl;
-    VkPipeline p; CK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &c, nullptr, &p)); return p; };
+    return probe_pipeline(dev, pl, code, size); };
   VkPipeline relu1 = pipe(relu_spv, sizeof relu_spv), relu4 = pipe(relu4_spv, sizeof relu4_spv);
   VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 8};
   VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO}; dpi.maxSets = 4; dpi.poolSizeCount = 1; dpi.pPoolSizes = &ps;

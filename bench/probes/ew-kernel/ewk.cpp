@@ -1,6 +1,7 @@
 // ew-kernel probe: the library's relu kernel against plain ones, host memory to host memory. See
 // README.md beside this file.
 #include <vulkan/vulkan.h>
+#include "probe_vk.hpp"
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -10,7 +11,6 @@
 #include "lib_spv.h"
 #include "bda_spv.h"
 #include "desc_spv.h"
-#define CK(x) do { VkResult r_ = (x); if (r_ != VK_SUCCESS) { std::fprintf(stderr, "%s -> %d (line %d)\n", #x, r_, __LINE__); std::exit(1);} } while (0)
 using clk = std::chrono::steady_clock;
 
 struct Buf { VkBuffer b = VK_NULL_HANDLE; VkDeviceMemory m = VK_NULL_HANDLE; void* p = nullptr; VkDeviceAddress a = 0; };
@@ -49,13 +49,8 @@ static Buf make_buf(VkDeviceSize size, VkMemoryPropertyFlags want, VkMemoryPrope
 static void split(VkDeviceAddress a, uint32_t out[2]) { out[0] = uint32_t(a); out[1] = uint32_t(a >> 32); }
 
 int main() {
-  VkApplicationInfo ai{VK_STRUCTURE_TYPE_APPLICATION_INFO}; ai.apiVersion = VK_API_VERSION_1_2;
-  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO}; ici.pApplicationInfo = &ai;
-  VkInstance inst; CK(vkCreateInstance(&ici, nullptr, &inst));
-  uint32_t n = 0; vkEnumeratePhysicalDevices(inst, &n, nullptr);
-  std::vector<VkPhysicalDevice> pds(n); vkEnumeratePhysicalDevices(inst, &n, pds.data());
-  VkPhysicalDevice pd = pds[0];
-  for (auto d : pds) { VkPhysicalDeviceProperties p; vkGetPhysicalDeviceProperties(d, &p); if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU) { pd = d; break; } }
+  VkInstance inst = probe_instance();
+  VkPhysicalDevice pd = probe_device(inst);
   VkPhysicalDeviceProperties props; vkGetPhysicalDeviceProperties(pd, &props);
   std::printf("USING %s\n", props.deviceName);
   uint32_t qn; vkGetPhysicalDeviceQueueFamilyProperties(pd, &qn, nullptr);
@@ -87,11 +82,7 @@ int main() {
     VkPipelineLayout pl; CK(vkCreatePipelineLayout(dev, &pli, nullptr, &pl)); return pl; };
   VkPipelineLayout lib_pl = layout(sizeof(LibPC), false), bda_pl = layout(20, false), desc_pl = layout(8, true);
   auto pipe = [&](const uint32_t* code, size_t size, VkPipelineLayout pl) {
-    VkShaderModuleCreateInfo smi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO}; smi.codeSize = size; smi.pCode = code;
-    VkShaderModule sm; CK(vkCreateShaderModule(dev, &smi, nullptr, &sm));
-    VkComputePipelineCreateInfo c{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO}; c.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
-    c.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT; c.stage.module = sm; c.stage.pName = "main"; c.layout = pl;
-    VkPipeline p; CK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &c, nullptr, &p)); return p; };
+    return probe_pipeline(dev, pl, code, size); };
   VkPipeline lib = pipe(lib_spv, sizeof lib_spv, lib_pl), bda = pipe(bda_spv, sizeof bda_spv, bda_pl), desc = pipe(desc_spv, sizeof desc_spv, desc_pl);
   VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 2};
   VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO}; dpi.maxSets = 1; dpi.poolSizeCount = 1; dpi.pPoolSizes = &ps;

@@ -1,0 +1,37 @@
+#pragma once
+// What every plain-Vulkan probe in this folder does the same way: fail loudly on a Vulkan error,
+// open an instance (Vulkan 1.2), take the first discrete GPU (else the first device), and make a
+// compute pipeline from SPIR-V. Header-only; each probe builds with `-I..` (see its README).
+#include <vulkan/vulkan.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x) do { VkResult r_ = (x); if (r_ != VK_SUCCESS) { std::fprintf(stderr, "%s -> %d (line %d)\n", #x, r_, __LINE__); std::exit(1);} } while (0)
+
+inline VkInstance probe_instance() {
+  VkApplicationInfo ai{VK_STRUCTURE_TYPE_APPLICATION_INFO}; ai.apiVersion = VK_API_VERSION_1_2;
+  VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO}; ici.pApplicationInfo = &ai;
+  VkInstance inst; CK(vkCreateInstance(&ici, nullptr, &inst));
+  return inst;
+}
+
+inline VkPhysicalDevice probe_device(VkInstance inst) {
+  uint32_t n = 0; vkEnumeratePhysicalDevices(inst, &n, nullptr);
+  if (n == 0) { std::fprintf(stderr, "no Vulkan device\n"); std::exit(1); }
+  std::vector<VkPhysicalDevice> pds(n); vkEnumeratePhysicalDevices(inst, &n, pds.data());
+  for (auto d : pds) { VkPhysicalDeviceProperties p; vkGetPhysicalDeviceProperties(d, &p); if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU) return d; }
+  return pds[0];
+}
+
+inline VkPipeline probe_pipeline(VkDevice dev, VkPipelineLayout layout, const uint32_t* code, size_t size) {
+  VkShaderModuleCreateInfo smi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO}; smi.codeSize = size; smi.pCode = code;
+  VkShaderModule sm; CK(vkCreateShaderModule(dev, &smi, nullptr, &sm));
+  VkComputePipelineCreateInfo c{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO}; c.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
+  c.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT; c.stage.module = sm; c.stage.pName = "main"; c.layout = layout;
+  VkPipeline p; CK(vkCreateComputePipelines(dev, VK_NULL_HANDLE, 1, &c, nullptr, &p));
+  return p;
+}

@@ -281,7 +281,6 @@ void run_open_loop(const Options& o, const Workload& w, const SubmitCallback& su
   // the start with the others (bench/start_gate.hpp).
   bench::reserve_touched(out.latencies_us, count);
   bench::reserve_touched(out.send_lag_us, count);
-  bench::warm_thread_heap(bench::StartGate::kWarmHeapBytes);
   gate.arrive_and_wait();
   std::deque<std::shared_ptr<Stamped>> pending;
   const auto interval = std::chrono::duration<double>(double(o.threads) / o.rate);
@@ -329,7 +328,6 @@ void run_closed_loop(const Options& o, const Workload& w, const SubmitFuture& su
                      std::atomic<std::uint64_t>& done, ThreadResult& out, bench::StartGate& gate) {
   if (o.think_us > 0) bench::precise_timer_slack();
   bench::reserve_touched(out.latencies_us, count);
-  bench::warm_thread_heap(bench::StartGate::kWarmHeapBytes);
   gate.arrive_and_wait();
   std::deque<Pending> pending;
   auto finish_front = [&] {
@@ -391,7 +389,6 @@ void run_closed_loop_handlers(const Options& o, const Workload& w, const SubmitC
                               std::atomic<std::uint64_t>& done, ThreadResult& out, bench::StartGate& gate) {
   if (o.think_us > 0) bench::precise_timer_slack();
   bench::reserve_touched(out.latencies_us, count);
-  bench::warm_thread_heap(bench::StartGate::kWarmHeapBytes);
   gate.arrive_and_wait();
   std::deque<std::shared_ptr<Slot>> pending;
   auto finish_front = [&] {

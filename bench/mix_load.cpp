@@ -235,7 +235,6 @@ void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, uns
   if (o.block_for_us > 0) out.queue_full_late_us.reserve(count);
   bench::reserve_touched(out.lag_us[high], count);
   bench::reserve_touched(out.from_call_us[high], count);
-  bench::warm_thread_heap(bench::StartGate::kWarmHeapBytes);
   gate.arrive_and_wait();
   const auto interval = std::chrono::duration<double>(1.0 / rate);
   auto next = Clock::now();

@@ -37,13 +37,15 @@ void reserve_touched(std::vector<T>& v, std::size_t n) {
   v.clear();
 }
 
-// Senders arrive (heaps warmed, sample arrays reserved) and wait; the main thread waits for all of
+// Senders arrive (their sample arrays reserved first) and wait; the main thread waits for all of
 // them, reads the clock, then opens the gate.
 class StartGate {
  public:
   explicit StartGate(std::ptrdiff_t senders) : ready_(senders) {}
   static constexpr std::size_t kWarmHeapBytes = std::size_t{8} << 20;
+  // On a sender's thread: warms its heap, counts it ready, waits for the gate to open.
   void arrive_and_wait() {
+    warm_thread_heap(kWarmHeapBytes);
     ready_.count_down();
     open_.wait();
   }

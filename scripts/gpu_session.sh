@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3462,6 +3462,78 @@ if on x2set21; then
     load x2-c32-$r gpubatch-load --devices 0,1 --threads 32 --inflight 1024 --requests 16000000 --op relu --size 256
   done
   load x2-c16-one gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+fi
+
+# The same with the cap lowered only after 10 ms of batches under it (count_cap.hpp; call 3):
+# latency_batch_size 1024 against 0, three interleaved rounds; the lone caller beside Device::run.
+if on lbs23b; then
+  P="--device 0 --host-probe"
+  for rep in 1 2 3; do
+    for v in 1024 0; do
+      e=GPUBATCH_LATENCY_BATCH_SIZE=$v
+      load lbb$v-open2m-$rep env $e -- gpubatch-load --threads 16 --op relu --size 256 --rate 2000000 --requests 6000000 $P
+      load lbb$v-open2500k-$rep env $e -- gpubatch-load --threads 16 --op relu --size 256 --rate 2500000 --requests 7500000 $P
+      load lbb$v-open3m-$rep env $e -- gpubatch-load --threads 16 --op relu --size 256 --rate 3000000 --requests 9000000 $P
+      load lbb$v-mixsat-$rep env $e -- gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
+      load lbb$v-crowd-$rep env $e -- gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+    done
+    load lbb-mixidle-$rep gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 $P
+  done
+  for v in 1024 0; do
+    load lbb$v-rtcrowd env GPUBATCH_LATENCY_BATCH_SIZE=$v -- gpubatch-load --device 0 --preset realtime --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+  done
+  load lbb-lone gpubatch-load --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+  load lbb-lone-unbatched gpubatch-load --device 0 --unbatched --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+fi
+
+# latency_batch_size 1024 (the new default: batches capped at 1,024 until the executor has been
+# saturated for 10 ms) against GPUBATCH_LATENCY_BATCH_SIZE=0 (the previous behaviour), three
+# interleaved rounds (twenty-third session, call 2): the open loop at 2, 2.5 and 3 M/s, the
+# priority mix at saturation, the crowd in adaptive and realtime; then idle mix and lone caller.
+if on lbs23; then
+  P="--device 0 --host-probe"
+  for rep in 1 2 3; do
+    for v in 1024 0; do
+      e=GPUBATCH_LATENCY_BATCH_SIZE=$v
+      load lbs$v-open2m-$rep env $e -- gpubatch-load --threads 16 --op relu --size 256 --rate 2000000 --requests 6000000 $P
+      load lbs$v-open2500k-$rep env $e -- gpubatch-load --threads 16 --op relu --size 256 --rate 2500000 --requests 7500000 $P
+      load lbs$v-open3m-$rep env $e -- gpubatch-load --threads 16 --op relu --size 256 --rate 3000000 --requests 9000000 $P
+      load lbs$v-mixsat-$rep env $e -- gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
+      load lbs$v-crowd-$rep env $e -- gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+      load lbs$v-rtcrowd-$rep env $e -- gpubatch-load --device 0 --preset realtime --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+    done
+  done
+  for rep in 1 2; do
+    load lbs-mixidle-$rep gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 $P
+  done
+  load lbs-lone gpubatch-load --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+  load lbs-lone-unbatched gpubatch-load --device 0 --unbatched --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+fi
+
+# The batch cap under the open loop and the priority mix (twenty-third session, call 1): the
+# episodes at 2-3 M/s are batches of 3,000-4,096 requests whose pack and completion take 2-3 ms;
+# max_batch_size 4096 (the default) against 2048 and 1024, interleaved; the express hold 100 us
+# (the default) against 0 and 30 at saturation; the priority mix idle; one traced mix at 3 M/s.
+if on cap23; then
+  P="--device 0 --host-probe"
+  for rep in 1 2; do
+    for cap in 4096 2048 1024; do
+      e=GPUBATCH_MAX_BATCH_SIZE=$cap
+      load cap$cap-open2m-$rep env $e -- gpubatch-load --threads 16 --op relu --size 256 --rate 2000000 --requests 6000000 $P
+      load cap$cap-open2500k-$rep env $e -- gpubatch-load --threads 16 --op relu --size 256 --rate 2500000 --requests 7500000 $P
+      load cap$cap-mixsat-$rep env $e -- gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
+      load cap$cap-crowd-$rep env $e -- gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+    done
+    for h in 0 30; do
+      load hold$h-mixsat-$rep env GPUBATCH_EXPRESS_HOLD_US=$h -- gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
+    done
+    load mixidle-$rep gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 $P
+  done
+  load mixsat-trace env GPUBATCH_TRACE=$out/trace-mixsat.json -- gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
+  if [ -f "$out/trace-mixsat.json" ]; then
+    python3 bench/trace_batches.py "$out/trace-mixsat.json" --slowest 6 > "$out/batches-mixsat.txt" 2>&1
+    gzip -9 "$out/trace-mixsat.json"
+  fi
 fi
 
 # Eight completion threads against the default four (twenty-second session, call 14): a batch of

@@ -9,6 +9,10 @@
 //   preset               "latency" | "balanced" | "throughput" | "adaptive" | "realtime" (without
 //                        it, the defaults: adaptive)
 //   max_batch_size       requests per batch (1 .. 1048576)
+//   latency_batch_size   0 (off) or requests: with the adaptive policy a batch takes at most this
+//                        many until the executor has been saturated for 10 ms (every batch full
+//                        at this cap), then up to max_batch_size until a batch finds fewer
+//                        waiting; 1024 by default (DESIGN.md "Scheduling")
 //   max_wait_us          the oldest waiting request is flushed after this long (microseconds)
 //   policy               "deadline" | "adaptive" (adaptive also flushes whenever an in-flight
 //                        slot is free)
@@ -76,7 +80,7 @@
 // GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US, GPUBATCH_RESIDENT (1/0, true/false,
 // on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_LONE_FUTURE_WAITS (like GPUBATCH_RESIDENT), GPUBATCH_DIRECT_BYTES, GPUBATCH_PRIORITY_LEVELS, GPUBATCH_PRIORITY_AGING_US,
 // GPUBATCH_TARGET_P99_US, GPUBATCH_LEVEL_QUEUE_CAPACITY and GPUBATCH_LEVEL_TIMEOUT_US (comma-separated, one per level),
-// GPUBATCH_DEVICES, GPUBATCH_THREAD_NICE, GPUBATCH_SHARD_PER_DEVICE and GPUBATCH_DEADLINE_ADMISSION (like
+// GPUBATCH_LATENCY_BATCH_SIZE, GPUBATCH_DEVICES, GPUBATCH_THREAD_NICE, GPUBATCH_SHARD_PER_DEVICE and GPUBATCH_DEADLINE_ADMISSION (like
 // GPUBATCH_RESIDENT).
 #include <array>
 #include <chrono>
@@ -186,6 +190,14 @@ struct BatchConfig {
   // behind requests already waiting, with signals from the last 50 ms (an executor that has not
   // been behind lately refuses nothing). false: every request with a deadline is queued.
   bool deadline_admission = true;
+  // With the adaptive policy, a regular batch takes at most this many requests while the
+  // executor keeps up with what arrives, and up to max_batch_size once it has been saturated for
+  // 10 ms (batch after batch full at this cap) until a batch finds fewer than this many waiting.
+  // Behind a backlog of a few milliseconds, batches of 4,096 256-float requests took 2-3 ms to
+  // pack and complete, every request in them waiting as long; a crowd that keeps the device
+  // saturated still gets the larger batches, which carry 6-10 % more on the H200 (DESIGN.md
+  // "Scheduling", "A smaller batch until saturated"). 0, or at least max_batch_size: off.
+  std::size_t latency_batch_size = 1024;
 
   // Presets (DESIGN.md): latency 256 / 1 ms, balanced 1024 / 5 ms, throughput 2048 / 10 ms,
   // adaptive (the default, BatchConfig{}) up to 4096, flushing whenever the device has a free slot.

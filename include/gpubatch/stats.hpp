@@ -134,6 +134,9 @@ struct Stats {
   std::chrono::nanoseconds cost_fixed{0};
   double cost_ns_per_byte = 0.0;
   std::uint64_t target_batch_bytes = 0;
+  // Requests a regular batch may take now: latency_batch_size until the executor has been
+  // saturated for a while, then max_batch_size (BatchConfig::latency_batch_size).
+  std::uint64_t batch_count_limit = 0;
 
   TransferCounts transfers;  // from the device: every path that used it, not only this executor
                              // (a device set: the sum over its members)

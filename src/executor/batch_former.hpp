@@ -8,7 +8,7 @@
 //   offer(item, now)        hold a request (at its priority level; each level keeps FIFO order)
 //   decide(now, input)      a flush reason, or the time at which one may become due
 //   take(out, now)          move the next batch into `out`: aged requests first (up to a quarter
-//                           of it), then higher levels before lower ones, up to max_batch_size
+//                           of it), then higher levels before lower ones, up to the count limit
 //                           and max_batch_bytes (or level 0 alone)
 //   take_upper(out)         move the requests of levels above 0 only (an express batch)
 //   remove_if(drop)         the deadline and cancellation sweeps
@@ -94,9 +94,16 @@ class BatchFormer {
     byte_limit_ = std::min(bytes, limits_.max_batch_bytes);
   }
 
+  // A lower count limit than max_batch_size for the batches from now on (the adaptive policy's
+  // latency_batch_size until saturated: count_cap.hpp); max_batch_size again when `n` is larger.
+  void set_count_limit(std::size_t n) noexcept {
+    count_limit_ = std::max<std::size_t>(1, std::min(n, limits_.max_batch_size));
+  }
+  std::size_t count_limit() const noexcept { return count_limit_; }
+
   // Whether level `level` takes another request (the strand stops pulling that level's queue).
   bool wants(std::size_t level) const noexcept {
-    return levels_[level].size() < limits_.max_batch_size && bytes_ <= byte_limit_;
+    return levels_[level].size() < count_limit_ && bytes_ <= byte_limit_;
   }
   // Every level takes more: a pull that stopped with this true emptied every queue.
   bool wants_every_level() const noexcept {
@@ -127,7 +134,7 @@ class BatchFormer {
   time_point earliest_deadline() const noexcept { return earliest_deadline_; }
   // More than one batch's worth is held (by count, or by bytes with at least two requests).
   bool full() const noexcept {
-    return count_ >= limits_.max_batch_size || (count_ > 1 && bytes_ > byte_limit_);
+    return count_ >= count_limit_ || (count_ > 1 && bytes_ > byte_limit_);
   }
   // The earliest arrival among the held requests (time_point::max() when empty).
   time_point oldest() const noexcept {
@@ -166,7 +173,7 @@ class BatchFormer {
 
   // Moves the next batch into `out` (cleared first): requests that have waited `aging` first
   // (oldest level front first, up to a quarter of the batch), then levels from the highest down, each in arrival order; stops at
-  // max_batch_size, or before the request that would take the batch past max_batch_bytes (a
+  // the count limit (max_batch_size or set_count_limit), or before the request that would take the batch past max_batch_bytes (a
   // request larger than that goes alone). `level0_only`: the levels above 0 stay held (they wait
   // for the executor's express batch; DESIGN.md "Priorities").
   void take(std::vector<Item>& out, time_point now, bool level0_only = false) {
@@ -174,7 +181,7 @@ class BatchFormer {
     // The common case: the batch is all of level 0, in arrival order (one level; or the levels
     // above are empty, or stay held for the express batch), and it fits: handed over whole.
     if ((level0_only || upper_size() == 0) && take_whole_level0(out)) return;
-    const std::size_t aged_quota = std::max<std::size_t>(1, limits_.max_batch_size / 4);
+    const std::size_t aged_quota = std::max<std::size_t>(1, count_limit_ / 4);
     std::size_t out_bytes = 0;
     bool stop = false;
     auto take_from = [&](Level& l, bool aged_only) {
@@ -210,7 +217,7 @@ class BatchFormer {
   // until the twelfth session of 2026-11-28. Aged requests of level 0 are at its front already.
   bool take_whole_level0(std::vector<Item>& out) {
     Level& l = levels_[0];
-    if (l.size() == 0 || l.size() > limits_.max_batch_size || (l.bytes > byte_limit_ && l.size() != 1)) return false;
+    if (l.size() == 0 || l.size() > count_limit_ || (l.bytes > byte_limit_ && l.size() != 1)) return false;
     if (l.head != 0) l.items.erase(l.items.begin(), l.items.begin() + static_cast<std::ptrdiff_t>(l.head));
     l.head = 0;
     out.swap(l.items);
@@ -318,7 +325,7 @@ class BatchFormer {
   bool move_front(Level& l, std::vector<Item>& out, std::size_t& out_bytes) {
     Item& it = l.front();
     const std::size_t weight = weight_of(it);
-    if (out.size() >= limits_.max_batch_size || (!out.empty() && out_bytes + weight > byte_limit_)) return false;
+    if (out.size() >= count_limit_ || (!out.empty() && out_bytes + weight > byte_limit_)) return false;
     out_bytes += weight;
     bytes_ -= weight;
     l.bytes -= weight;
@@ -341,6 +348,7 @@ class BatchFormer {
   Limits limits_;
   std::vector<Level> levels_;
   std::size_t byte_limit_;
+  std::size_t count_limit_ = limits_.max_batch_size;
   std::size_t count_ = 0;
   std::size_t bytes_ = 0;
   time_point earliest_deadline_ = time_point::max();

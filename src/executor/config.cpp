@@ -72,6 +72,7 @@ constexpr Key kKeys[] = {
     {"devices", "GPUBATCH_DEVICES", Kind::text},
     {"thread_nice", "GPUBATCH_THREAD_NICE", Kind::nice},
     {"thread_slice_us", "GPUBATCH_THREAD_SLICE_US", Kind::micros},
+    {"latency_batch_size", "GPUBATCH_LATENCY_BATCH_SIZE", Kind::size},
 };
 
 const Key* find_key(std::string_view name) {
@@ -105,6 +106,7 @@ void set_integer(BatchConfig& c, const Key& key, std::int64_t v, const std::stri
   else if (key.name == "priority_levels") c.priority_levels = u;
   else if (key.name == "priority_aging_us") c.priority_aging = std::chrono::microseconds(v);
   else if (key.name == "thread_slice_us") c.thread_slice = std::chrono::microseconds(v);
+  else if (key.name == "latency_batch_size") c.latency_batch_size = u;
   else if (key.kind == Kind::list) bad(where, "expects a string of comma-separated integers, one per level, such as \"0,2000\"");
   else if (key.kind == Kind::boolean) bad(where, "expects true or false, not an integer");
   else bad(where, "expects a string, not an integer");
@@ -523,6 +525,7 @@ class Checker {
 // Batch formation and the queue.
 void check_batching(const BatchConfig& c, const Checker& k) {
   k.range("max_batch_size", c.max_batch_size, 1, kMaxBatchSizeLimit);
+  k.range("latency_batch_size", c.latency_batch_size, 0, kMaxBatchSizeLimit);
   k.range("max_wait_us", c.max_wait.count(), 0, kMaxWaitLimitUs);
   if (c.max_wait.count() == 0 && c.max_batch_size == 1)
     k.bad("max_wait_us", "0 together with max_batch_size = 1 turns batching off; use Device::run "
@@ -577,7 +580,8 @@ void check(const BatchConfig& c, std::string_view prefix) {
                                 block_timeout, max_batch_bytes, completion_threads, batch_timeout, completion_spin,
                                 resident, resident_idle, target_p99, priority_levels, priority_aging,
                                 level_queue_capacity, level_timeout, devices, thread_nice, thread_slice,
-                                lone_future_waits, direct_bytes, shard_per_device, deadline_admission] = c;
+                                lone_future_waits, direct_bytes, shard_per_device, deadline_admission,
+                                latency_batch_size] = c;
   // resident, lone_future_waits, shard_per_device, deadline_admission: any value; direct_bytes:
   // any byte count (0 turns the direct lane off).
   const Checker k(prefix);

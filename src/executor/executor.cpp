@@ -333,6 +333,12 @@ std::size_t express_split() noexcept {
   return static_cast<std::size_t>(std::clamp(std::strtol(v, nullptr, 10), 0L, 1L << 30));
 }
 
+std::chrono::microseconds saturated_after() noexcept {
+  const char* v = std::getenv("GPUBATCH_SATURATED_AFTER_US");
+  if (v == nullptr || *v == 0) return std::chrono::microseconds(10000);
+  return std::chrono::microseconds(std::clamp(std::strtol(v, nullptr, 10), 0L, 10'000'000L));
+}
+
 namespace {
 BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {
   BatchFormer<Pending>::Limits l;
@@ -360,6 +366,8 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       strand_(io_.get_executor()),
       timer_(strand_),
       former_(former_limits(config_)),
+      count_cap_(config_.policy == FlushPolicy::adaptive ? config_.latency_batch_size : 0, config_.max_batch_size,
+                 saturated_after()),
       scanned_upto_(config_.priority_levels, 0),
       deadline_watch_on_(deadline_watch_enabled()),
       strand_leaves_expiry_(strand_leaves_expiry()),
@@ -369,6 +377,8 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       deadline_watch_([this](ExpiryCell& cell) { on_deadline(cell); }, [this] { start_expiry_thread(); },
                       [this](std::size_t n, const std::function<void(std::size_t)>& each) { spread_expiry(n, each); }) {
   check_poll_pause();
+  former_.set_count_limit(count_cap_.limit());
+  count_limit_.store(count_cap_.limit(), std::memory_order_relaxed);
   // The direct lane lifts the strand's serial copy off a GPU's large requests. On a device of
   // host cores (lavapipe) the device's own work on those cores is the limit and the batched path
   // was faster (2 cores, 1,048,576-float relu, --threads 2 --inflight 8: 1.23-1.34 GB/s batched

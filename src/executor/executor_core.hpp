@@ -38,6 +38,7 @@
 
 #include "executor/batch_former.hpp"
 #include "executor/cost_model.hpp"
+#include "executor/count_cap.hpp"
 #include "executor/deadline_watch.hpp"
 #include "executor/drain_rate.hpp"
 #include "executor/helper_pool.hpp"
@@ -161,7 +162,9 @@ bool packer_enabled(std::size_t priority_levels) noexcept;
 std::size_t packer_min_requests() noexcept;  // GPUBATCH_PACKER_MIN, else 1024
 // Express batches in flight at once: GPUBATCH_EXPRESS_DEPTH (1 .. 8), else 2 (ExecutorCore::express_busy).
 std::uint32_t express_depth() noexcept;
-std::chrono::microseconds express_hold() noexcept;  // GPUBATCH_EXPRESS_HOLD_US, else 100 us
+std::chrono::microseconds express_hold() noexcept;
+// GPUBATCH_SATURATED_AFTER_US: full batches in a row for this long raise the count cap (10 ms).
+std::chrono::microseconds saturated_after() noexcept;  // GPUBATCH_EXPRESS_HOLD_US, else 100 us
 // GPUBATCH_EXPRESS_SPLIT: level-0 requests held beside which a regular batch leaves the levels
 // above 0 to an express batch sent ahead of it (ExecutorCore::express_splits); "off" or 0 never.
 std::size_t express_split() noexcept;
@@ -300,6 +303,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void accept_into_forming(Pending&& p, Clock::time_point now);
   BatchFormer<Pending>::Decision decide(Clock::time_point now) const;
   void apply_latency_target(Clock::time_point now);
+  void note_taken(std::size_t n, Clock::time_point now) noexcept;
   void note_arrivals(Clock::time_point now);
   // express: an express batch (take_upper); level0_only: a regular batch of level 0 alone.
   void flush(FlushReason reason, Clock::time_point now, bool express = false, bool level0_only = false);
@@ -438,7 +442,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     // A device of host cores (lavapipe) gets no poll of a full batch: the poll would take a core
     // its own threads need while callers keep it busy. A lone caller sleeps in its future, so
     // its batch's poll takes a core nobody wants (and yields after 5 us).
-    return poll_all_ || n <= kLoneBatch || (!device_->runs_on_host_cpu() && 2 * n >= config_.max_batch_size);
+    return poll_all_ || n <= kLoneBatch ||
+           (!device_->runs_on_host_cpu() && 2 * n >= count_limit_.load(std::memory_order_relaxed));
   }
   static constexpr std::uint32_t kLoneStreak = 8;
   void linger(const StrandLook& look) noexcept;
@@ -704,6 +709,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   boost::asio::steady_timer timer_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   BatchFormer<Pending> former_;  // the requests pulled from the queues, not yet flushed
+  CountCap<Clock> count_cap_;    // the former's count limit (latency_batch_size until saturated)
   // The earliest deadline among requests still in the queues (seen when the former was full).
   Clock::time_point queue_deadline_ = Clock::time_point::max();
   std::vector<std::uint64_t> scanned_upto_;  // per level: positions below were scanned
@@ -748,6 +754,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   double arriving_bytes_per_s_ = 0.0;
   std::uint64_t queued_before_ = 0;   // requests in the queues at the last window
   std::uint32_t growing_windows_ = 0;  // windows in a row in which the queues grew
+  // The former's count limit (count_cap_), for the completion threads' polls_batch() and stats.
+  std::atomic<std::size_t> count_limit_{0};
   std::atomic<std::size_t> target_cap_{0};  // the cap the strand set last (0: none yet), for stats
   // Deadline admission: the rate at which the strand takes requests into batches while a backlog
   // waits (requests it drops as expired do not count: they cost it next to nothing, and counted

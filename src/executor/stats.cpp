@@ -172,6 +172,8 @@ const Family kDeviceFamilies[] = {
      {{"", nullptr, [](S s) { return s.cost_ns_per_byte * 1e-9; }}}},
     {"target_batch_bytes", "gauge", "Bytes a batch may hold under target_p99 (0: no target).",
      {{"", [](S s) { return static_cast<std::uint64_t>(s.target_batch_bytes); }}}},
+    {"batch_count_limit", "gauge", "Requests a regular batch may take now (latency_batch_size until saturated).",
+     {{"", [](S s) { return static_cast<std::uint64_t>(s.batch_count_limit); }}}},
     {"transfers_total", "counter", "Upload and download passes on the device.",
      {{"direction=\"up\"", [](S s) { return s.transfers.uploads; }},
       {"direction=\"down\"", [](S s) { return s.transfers.downloads; }}}},

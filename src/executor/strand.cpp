@@ -107,7 +107,8 @@ std::uint64_t ExecutorCore::wake_position() const noexcept {
   if (!former_.wants(0)) return kNever;
   const std::uint64_t head = queue_.popped_approx();
   if (former_.empty()) return head;
-  const std::uint64_t room = config_.max_batch_size - std::min(former_.size(), config_.max_batch_size - 1);
+  const std::size_t limit = former_.count_limit();
+  const std::uint64_t room = limit - std::min(former_.size(), limit - 1);
   const std::uint64_t half = std::max<std::uint64_t>(1, queue_.capacity() / 2);
   return head + std::min(room, half) - 1;
 }
@@ -387,6 +388,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
   batch->express = express;
   if (express) former_.take_upper(batch->items);
   else former_.take(batch->items, now, level0_only);  // the former keeps the pooled vector's capacity
+  if (!express) note_taken(batch->items.size(), now);
   claim_or_drop(*batch);  // from here a cancellation no longer takes a request out
   const std::size_t n = batch->items.size();
   if (n && !express) drain_.flushed(now, now - batch->items.back().enqueued);
@@ -417,6 +419,14 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
     return;
   }
   hand_to_completion(std::move(batch));
+}
+
+// A regular batch of `n` was taken: the count cap learns whether the executor is saturated
+// (count_cap.hpp), and the former and the completion threads' polls follow its limit.
+void ExecutorCore::note_taken(std::size_t n, Clock::time_point now) noexcept {
+  count_cap_.taken(n, now);
+  former_.set_count_limit(count_cap_.limit());
+  count_limit_.store(count_cap_.limit(), std::memory_order_relaxed);
 }
 
 bool ExecutorCore::fail_pending(Pending& p, ErrorCode code, const std::string& why,

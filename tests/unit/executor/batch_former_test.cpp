@@ -447,3 +447,39 @@ TEST(BatchFormer, PartialTakesOfALongLevelKeepArrivalOrder) {
 
 }  // namespace
 }  // namespace gpubatch::testing
+
+namespace gpubatch::testing {
+namespace {
+
+// set_count_limit: full(), wants() and take() follow the lower limit (never above
+// max_batch_size, never 0); a level held beyond it (the limit fell) is taken in parts, in order.
+TEST(BatchFormer, ACountLimitCapsBatchesBelowMaxBatchSize) {
+  Former f(limits(8, 1, FlushPolicy::adaptive));
+  f.set_count_limit(3);
+  EXPECT_EQ(f.count_limit(), 3u);
+  for (int i = 0; i < 2; ++i) f.offer({.id = i, .enqueued = t0}, t0);
+  EXPECT_TRUE(f.wants(0));
+  EXPECT_FALSE(f.full());
+  f.offer({.id = 2, .enqueued = t0}, t0);
+  EXPECT_FALSE(f.wants(0));
+  EXPECT_TRUE(f.full());
+  EXPECT_EQ(f.decide(t0, {}).reason, FlushReason::size);
+  f.set_count_limit(8);  // raised: takes more
+  for (int i = 3; i < 7; ++i) f.offer({.id = i, .enqueued = t0}, t0);
+  f.set_count_limit(2);  // lowered with 7 held
+  std::vector<Item> out;
+  std::vector<int> taken;
+  while (!f.empty()) {
+    f.take(out, t0);
+    EXPECT_LE(out.size(), 2u);
+    for (const Item& it : out) taken.push_back(it.id);
+  }
+  EXPECT_EQ(taken, (std::vector<int>{0, 1, 2, 3, 4, 5, 6}));
+  f.set_count_limit(100);
+  EXPECT_EQ(f.count_limit(), 8u);
+  f.set_count_limit(0);
+  EXPECT_EQ(f.count_limit(), 1u);
+}
+
+}  // namespace
+}  // namespace gpubatch::testing

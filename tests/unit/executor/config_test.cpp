@@ -143,6 +143,21 @@ TEST(BatchConfig, BadFilesNameTheKey) {
   expect_invalid([] { BatchConfig::from_string("direct_bytes = \"4 MiB\""); }, "direct_bytes");
 }
 
+// latency_batch_size: 1024 in every preset (it acts only with the adaptive policy and below
+// max_batch_size), 0 turns it off, from a file and from GPUBATCH_LATENCY_BATCH_SIZE.
+TEST(BatchConfig, LatencyBatchSizeKey) {
+  EXPECT_EQ(BatchConfig{}.latency_batch_size, 1024u);
+  EXPECT_EQ(BatchConfig::realtime().latency_batch_size, 1024u);
+  EXPECT_EQ(BatchConfig::from_string("latency_batch_size = 0").latency_batch_size, 0u);
+  EXPECT_EQ(BatchConfig::from_string("latency_batch_size = 512").latency_batch_size, 512u);
+  expect_invalid([] { BatchConfig::from_string("latency_batch_size = -1", "s.toml"); }, "latency_batch_size");
+  expect_invalid([] { BatchConfig::from_string("latency_batch_size = 1048577", "s.toml"); },
+                 "s.toml: latency_batch_size: must be in [0, 1048576]");
+  expect_invalid([] { BatchConfig::from_string("latency_batch_size = \"small\""); }, "latency_batch_size");
+  EnvGuard a("GPUBATCH_LATENCY_BATCH_SIZE", "2048");
+  EXPECT_EQ(BatchConfig::from_environment().latency_batch_size, 2048u);
+}
+
 TEST(BatchConfig, ValidateNamesTheKey) {
   auto bad = [](auto mutate, const std::string& key) {
     BatchConfig c;

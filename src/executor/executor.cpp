@@ -322,7 +322,7 @@ std::uint32_t express_depth() noexcept {
 // taken, before it goes in an express batch (ExecutorCore::express_ready); 0 at once, as before.
 std::chrono::microseconds express_hold() noexcept {
   const char* v = std::getenv("GPUBATCH_EXPRESS_HOLD_US");
-  if (v == nullptr || *v == 0) return std::chrono::microseconds(100);
+  if (v == nullptr || *v == 0) return std::chrono::microseconds(50);
   return std::chrono::microseconds(std::clamp(std::strtol(v, nullptr, 10), 0L, 1000000L));
 }
 

@@ -162,9 +162,9 @@ bool packer_enabled(std::size_t priority_levels) noexcept;
 std::size_t packer_min_requests() noexcept;  // GPUBATCH_PACKER_MIN, else 1024
 // Express batches in flight at once: GPUBATCH_EXPRESS_DEPTH (1 .. 8), else 2 (ExecutorCore::express_busy).
 std::uint32_t express_depth() noexcept;
-std::chrono::microseconds express_hold() noexcept;
+std::chrono::microseconds express_hold() noexcept;  // GPUBATCH_EXPRESS_HOLD_US, else 50 us
 // GPUBATCH_SATURATED_AFTER_US: full batches in a row for this long raise the count cap (10 ms).
-std::chrono::microseconds saturated_after() noexcept;  // GPUBATCH_EXPRESS_HOLD_US, else 100 us
+std::chrono::microseconds saturated_after() noexcept;
 // GPUBATCH_EXPRESS_SPLIT: level-0 requests held beside which a regular batch leaves the levels
 // above 0 to an express batch sent ahead of it (ExecutorCore::express_splits); "off" or 0 never.
 std::size_t express_split() noexcept;
@@ -363,7 +363,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool express_busy() const noexcept {
     return express_inflight_.load(std::memory_order_seq_cst) >= express_depth_;
   }
-  // Even where it helps, the requests above level 0 wait express_hold_ (100 us) first, and go at
+  // Even where it helps, the requests above level 0 wait express_hold_ (50 us) first, and go at
   // the head of the next regular batch if that comes sooner: an express batch for every arrival
   // took the device's queue from level 0. On the H200, 16 threads with 10 % at level 1,
   // interleaved against no hold: level 0's p99 0.26-0.48 ms against 3.2-17.7 at 500,000/s,
@@ -376,6 +376,11 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // express batches rose from 9,100-10,500 to 13,000-13,500 a run, their formation p50 fell from
   // 405 to 279 us, but the high level's p99 rose from 4.3-5.4 to 5.1-12.7 ms and level 0's from
   // 19-42 to 64-86 ms.
+  // 50 us since the twenty-third session (100 before): with latency_batch_size and this
+  // session's generator, at 3 M/s the high level's p99 526 · 540 · 561 · 965 · 1,149 · 601 us
+  // against 1,580 · 528 · 477 · 1,403 · 1,617 · 705 (calls 4-5, interleaved; idle 234-357), at
+  // 1 M/s 356-905 against 367-565, at 500,000/s 322-394 against 229-327 (level 0 0.37-0.46 ms
+  // against 0.23-0.44).
   bool express_ready(Clock::time_point now) const noexcept { return express_hold_ends() <= now; }
   // When an express batch is due (the strand's timer wakes it then): its hold's end, where one
   // pays and the express slot is free; else time_point::max().
@@ -666,7 +671,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<bool> wants_slot_{false};  // a freed slot (or express slot) has work: wake the strand
   std::atomic<std::uint32_t> express_inflight_{0};  // express batches in flight (express_busy)
   const std::uint32_t express_depth_ = express_depth();  // GPUBATCH_EXPRESS_DEPTH, else 2
-  const Clock::duration express_hold_ = express_hold();  // GPUBATCH_EXPRESS_HOLD_US, else 100 us
+  const Clock::duration express_hold_ = express_hold();  // GPUBATCH_EXPRESS_HOLD_US, else 50 us
   const std::size_t express_split_ = express_split();    // GPUBATCH_EXPRESS_SPLIT, else 1024
   const bool express_on_ = express_enabled();  // GPUBATCH_EXPRESS is not "off"
   const bool upper_look_ = upper_look_enabled();  // GPUBATCH_UPPER_LOOK is not "off"

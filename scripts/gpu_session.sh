@@ -36,6 +36,26 @@ load() {
   [[ $line == "{"* ]] && echo "{\"name\": \"$name\", \"wall_s\": $wall, ${line:1}" >> "$out/results.jsonl"
 }
 on() { [[ " $sections " == *" $1 "* ]]; }
+# traced NAME TRACE BINARY ARGS...: one load with GPUBATCH_TRACE=OUT/TRACE.json, its batches broken
+# into stages in OUT/batches-TRACE.txt (bench/trace_batches.py), the trace kept gzipped.
+traced() {
+  local name=$1 t=$2; shift 2
+  load "$name" env GPUBATCH_TRACE="$out/$t.json" -- "$@"
+  if [ -f "$out/$t.json" ]; then
+    python3 bench/trace_batches.py "$out/$t.json" --slowest 4 > "$out/batches-$t.txt" 2>&1
+    gzip -9 "$out/$t.json"
+  fi
+}
+# mix_sweeps: issue 14's priority and deadline sweeps (bench/mix_sweep.py) into OUT/sweep-*.jsonl.
+mix_sweeps() {
+  local sc rates
+  for sc in priority deadline; do
+    rates=10000,500000,1000000,2000000,2500000,3000000; [ $sc = deadline ] && rates=1000,5000,10000,20000,40000
+    timeout 250 python3 bench/mix_sweep.py $sc --bin "$run gpubatch-mix" --extra "--device 0 --host-probe" \
+      --rates $rates --seconds 2 --out "$out/sweep-$sc.jsonl" >> "$out/log.txt" 2>&1
+    echo "   sweep $sc: exit $?" | tee -a "$out/log.txt" >&2
+  done
+}
 
 nvidia-smi --query-gpu=name,driver_version --format=csv >> "$out/log.txt" 2>&1 || true
 if on probe && have latency; then
@@ -3467,20 +3487,11 @@ fi
 # Issue 14's sweeps with this session's build (call 8; plotted with bench/mix_sweep.py --replot),
 # then a traced priority mix at 3 M/s with every default beside two idle ones.
 if on sweeps23; then
-  for sc in priority deadline; do
-    rates=10000,500000,1000000,2000000,2500000,3000000; [ $sc = deadline ] && rates=1000,5000,10000,20000,40000
-    timeout 250 python3 bench/mix_sweep.py $sc --bin "$run gpubatch-mix" --extra "--device 0 --host-probe" \
-      --rates $rates --seconds 2 --out "$out/sweep-$sc.jsonl" >> "$out/log.txt" 2>&1
-    echo "   sweep $sc: exit $?" | tee -a "$out/log.txt" >&2
-  done
+  mix_sweeps
   P="--device 0 --host-probe"
   load sw-mixidle-1 gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 $P
-  load sw-mixsat-trace env GPUBATCH_TRACE=$out/trace-mixsat.json -- gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
+  traced sw-mixsat-trace trace-mixsat gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
   load sw-mixidle-2 gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 $P
-  if [ -f "$out/trace-mixsat.json" ]; then
-    python3 bench/trace_batches.py "$out/trace-mixsat.json" --slowest 4 > "$out/batches-mixsat.txt" 2>&1
-    gzip -9 "$out/trace-mixsat.json"
-  fi
 fi
 
 # How long batches must stay full before latency_batch_size's cap rises (call 7):
@@ -3577,11 +3588,7 @@ if on prio23; then
       load lb$v-crowd-$rep env $e -- gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
     done
   done
-  load pr-trace env GPUBATCH_TRACE=$out/trace-mixsat.json -- gpubatch-mix $mix
-  if [ -f "$out/trace-mixsat.json" ]; then
-    python3 bench/trace_batches.py "$out/trace-mixsat.json" --slowest 4 > "$out/batches-mixsat.txt" 2>&1
-    gzip -9 "$out/trace-mixsat.json"
-  fi
+  traced pr-trace trace-mixsat gpubatch-mix $mix
 fi
 
 # The same with the cap lowered only after 10 ms of batches under it (count_cap.hpp; call 3):
@@ -3649,11 +3656,7 @@ if on cap23; then
     done
     load mixidle-$rep gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 $P
   done
-  load mixsat-trace env GPUBATCH_TRACE=$out/trace-mixsat.json -- gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
-  if [ -f "$out/trace-mixsat.json" ]; then
-    python3 bench/trace_batches.py "$out/trace-mixsat.json" --slowest 6 > "$out/batches-mixsat.txt" 2>&1
-    gzip -9 "$out/trace-mixsat.json"
-  fi
+  traced mixsat-trace trace-mixsat gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
 fi
 
 # Eight completion threads against the default four (twenty-second session, call 14): a batch of
@@ -3674,12 +3677,7 @@ fi
 # Issue 14's sweeps again with this session's generator (twenty-second session, call 13; plotted
 # here with bench/mix_sweep.py --replot).
 if on sweeps22; then
-  for sc in priority deadline; do
-    rates=10000,500000,1000000,2000000,2500000,3000000; [ $sc = deadline ] && rates=1000,5000,10000,20000,40000
-    timeout 250 python3 bench/mix_sweep.py $sc --bin "$run gpubatch-mix" --extra "--device 0 --host-probe" \
-      --rates $rates --seconds 2 --out "$out/sweep-$sc.jsonl" >> "$out/log.txt" 2>&1
-    echo "   sweep $sc: exit $?" | tee -a "$out/log.txt" >&2
-  done
+  mix_sweeps
 fi
 
 # Issue 14's loads with this session's generator (twenty-second session, call 12; --pace-us 50 and

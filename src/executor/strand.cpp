@@ -422,11 +422,20 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
 }
 
 // A regular batch of `n` was taken: the count cap learns whether the executor is saturated
-// (count_cap.hpp), and the former and the completion threads' polls follow its limit.
+// (count_cap.hpp), and the former, the completion threads' polls and a trace's "batch count
+// limit" counter follow its limit when it changes.
 void ExecutorCore::note_taken(std::size_t n, Clock::time_point now) noexcept {
+  const std::size_t before = count_cap_.limit();
   count_cap_.taken(n, now);
+  if (count_cap_.limit() == before) return;
   former_.set_count_limit(count_cap_.limit());
   count_limit_.store(count_cap_.limit(), std::memory_order_relaxed);
+  if (trace_.on()) {
+    try {
+      trace_.counter("batch count limit", now, static_cast<double>(count_cap_.limit()));
+    } catch (...) {  // a trace event lost to memory is not worth a batch
+    }
+  }
 }
 
 bool ExecutorCore::fail_pending(Pending& p, ErrorCode code, const std::string& why,

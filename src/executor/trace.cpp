@@ -134,4 +134,14 @@ void TraceRecorder::strand_run(const StrandRun& r) {
   ++count_;
 }
 
+void TraceRecorder::counter(const char* name, Clock::time_point t, double value) {
+  std::lock_guard lock(mutex_);
+  if (!on_.load(std::memory_order_relaxed) || count_ + 16 > kMaxEvents) return;  // room kept for batches
+  char buf[200];
+  std::snprintf(buf, sizeof buf, R"(,{"ph":"C","name":"%s","pid":1,"ts":%.3f,"args":{"value":%.17g}})", name, us(t),
+                value);
+  room_for(std::strlen(buf)).append(buf);
+  ++count_;
+}
+
 }  // namespace gpubatch::detail

@@ -4,7 +4,8 @@
 // the submit call on the strand, its device time and its completion (results taken and futures
 // resolved), for a sample of requests their queue wait, and every run of the strand (which thread
 // held it, what it pulled and flushed, whether it stopped for want of a free slot): a batch that
-// waited long to form shows whether the strand ran meanwhile. Batches overlap (several in flight),
+// waited long to form shows whether the strand ran meanwhile. A counter track shows the strand's
+// batch count limit when it changes (latency_batch_size until saturated). Batches overlap (several in flight),
 // so everything but the strand's submit calls is an async event (one track per kind in Perfetto).
 //
 // Off, it costs one relaxed load per batch. On, one mutex per batch (not per request): a batch is
@@ -60,6 +61,9 @@ class TraceRecorder {
     bool blocked_on_slot = false;
   };
   void strand_run(const StrandRun& run);
+  // A counter track (Perfetto draws it as a line): `name` took `value` at `t`. The strand's
+  // count limit (latency_batch_size until saturated) when it changes.
+  void counter(const char* name, Clock::time_point t, double value);
 
  private:
   double us(Clock::time_point t) const noexcept;

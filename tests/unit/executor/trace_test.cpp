@@ -9,6 +9,7 @@
 #include <map>
 #include <sstream>
 
+#include "config_test_util.hpp"
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/executor.hpp"
@@ -99,6 +100,39 @@ TEST(Trace, EveryBatchAppearsWithItsFourSpansAndSampledQueueWaits) {
   EXPECT_GE(s.strand_runs, 1);
   EXPECT_EQ(s.runs_pulled, 300u);
   EXPECT_EQ(s.runs_batches, stats.batches);
+  std::filesystem::remove(path);
+}
+
+// The strand's count limit (latency_batch_size until saturated) is a counter track: a crowd that
+// keeps batches full past the sustain raises it to max_batch_size, and the counter says when.
+TEST(Trace, TheCountLimitIsACounterTrack) {
+  EnvGuard sustain("GPUBATCH_SATURATED_AFTER_US", "5000");
+  const auto path = temp_file("gpubatch-trace-cap");
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = std::chrono::milliseconds(1)});
+  BatchConfig config = BatchConfig::adaptive();
+  config.max_batch_size = 64;
+  config.latency_batch_size = 16;
+  config.max_inflight_batches = 1;
+  config.lone_future_waits = false;
+  BatchExecutor executor(device, config);
+  executor.start_trace(path, 64);
+  auto gpu = executor.handle();
+  std::vector<std::future<std::vector<float>>> futures;
+  device->pause();  // every request waits, however slowly this machine submits
+  for (int i = 0; i < 1000; ++i) futures.push_back(gpu.relu({float(i)}));
+  device->resume();
+  for (auto& f : futures) ASSERT_EQ(f.get().size(), 1u);
+  executor.shutdown();
+  std::vector<double> values;
+  const json::value trace = read_json(path);
+  for (const auto& v : trace.at("traceEvents").as_array()) {
+    const auto& e = v.as_object();
+    if (e.at("ph").as_string() == "C" && e.at("name").as_string() == "batch count limit")
+      values.push_back(e.at("args").at("value").to_number<double>());
+  }
+  ASSERT_FALSE(values.empty());
+  EXPECT_EQ(values.front(), 64.0) << "the first change raises it";
+  for (double x : values) EXPECT_TRUE(x == 64.0 || x == 16.0) << x;
   std::filesystem::remove(path);
 }
 

@@ -3502,7 +3502,6 @@ if on x2lbs23; then
       e=GPUBATCH_LATENCY_BATCH_SIZE=$v
       load x2-c32-$v-$rep env $e -- gpubatch-load --devices 0,1 --threads 32 --inflight 1024 --requests 16000000 --op relu --size 256
       load x2-open4m-$v-$rep env $e -- gpubatch-load --devices 0,1 --threads 16 --op relu --size 256 --rate 4000000 --requests 12000000 --host-probe
-      load x2-open4m-t32-$v-$rep env $e -- gpubatch-load --devices 0,1 --threads 32 --op relu --size 256 --rate 4000000 --requests 12000000 --host-probe
     done
   done
 fi

@@ -3,16 +3,19 @@
 formation (oldest arrival -> submit), submit, device (submit returned -> completion seen) and
 completion (-> every request resolved), p50 / p99 / max in us, by flush reason ("express" for
 express batches); then the slowest batches of each reason, stage by stage (with
-GPUBATCH_GPU_TIMESTAMPS=on also the GPU's own time of each, inside its device span).
+GPUBATCH_GPU_TIMESTAMPS=on also the GPU's own time of each, inside its device span); last, where
+the trace has the strand's "batch count limit" counter (latency_batch_size until saturated), how
+long each limit held and how often it changed.
 Usage: bench/trace_batches.py TRACE.json[.gz] [--slowest N]"""
 import sys
 from collections import defaultdict
 
-from trace_stages import STAGES as stages, complete, load_batches
+from trace_stages import STAGES as stages, complete, load_batches, load_events
 
 path = sys.argv[1]
 slowest = int(sys.argv[sys.argv.index("--slowest") + 1]) if "--slowest" in sys.argv else 5
-batches = load_batches(path)
+events = load_events(path)
+batches = load_batches(path, events)
 rows = defaultdict(list)
 upper = defaultdict(int)
 for bid, b in batches.items():
@@ -43,3 +46,16 @@ for reason, rs in sorted(rows.items()):
     for bid, n, t in sorted(rs, key=lambda r: -r[2]["total"])[:slowest]:
         print(f"    batch {bid} ({n} requests): " + ", ".join(f"{s} {t[s]:.0f}" for s in stages + ("total",))
               + (f" (gpu {t['gpu']:.0f})" if "gpu" in t else ""))
+
+
+# The count limit's changes: time at each limit from its first change to the last event.
+changes = sorted((e["ts"], e["args"]["value"]) for e in events
+                 if e.get("ph") == "C" and e.get("name") == "batch count limit")
+if changes:
+    end = max(e.get("ts", 0) + e.get("dur", 0) for e in events if "ts" in e)
+    held = defaultdict(float)
+    for (t, v), nxt in zip(changes, changes[1:] + [(end, None)]):
+        held[v] += nxt[0] - t
+    span = sum(held.values()) or 1.0
+    print(f"batch count limit: {len(changes)} changes; from the first, "
+          + ", ".join(f"{v:.0f} for {100 * h / span:.1f} %" for v, h in sorted(held.items())))

@@ -11,8 +11,8 @@
 //   max_batch_size       requests per batch (1 .. 1048576)
 //   latency_batch_size   0 (off) or requests: with the adaptive policy a batch takes at most this
 //                        many until the executor has been saturated for 10 ms (every batch full
-//                        at this cap), then up to max_batch_size until a batch finds fewer
-//                        waiting; 1024 by default (DESIGN.md "Scheduling")
+//                        at this cap), then up to max_batch_size until batches under it have gone
+//                        on for 10 ms; 1024 by default (DESIGN.md "Scheduling")
 //   max_wait_us          the oldest waiting request is flushed after this long (microseconds)
 //   policy               "deadline" | "adaptive" (adaptive also flushes whenever an in-flight
 //                        slot is free)
@@ -192,10 +192,10 @@ struct BatchConfig {
   bool deadline_admission = true;
   // With the adaptive policy, a regular batch takes at most this many requests while the
   // executor keeps up with what arrives, and up to max_batch_size once it has been saturated for
-  // 10 ms (batch after batch full at this cap) until a batch finds fewer than this many waiting.
-  // Behind a backlog of a few milliseconds, batches of 4,096 256-float requests took 2-3 ms to
-  // pack and complete, every request in them waiting as long; a crowd that keeps the device
-  // saturated still gets the larger batches, which carry 6-10 % more on the H200 (DESIGN.md
+  // 10 ms (batch after batch full at this cap), until batches under this many have gone on for
+  // 10 ms. Behind a backlog of a few milliseconds, batches of 4,096 256-float requests took 2-3 ms
+  // to pack and complete, every request in them waiting as long; a crowd that keeps the device
+  // saturated still gets the larger batches, which carried 6-13 % more on the H200 (DESIGN.md
   // "Scheduling", "A smaller batch until saturated"). 0, or at least max_batch_size: off.
   std::size_t latency_batch_size = 1024;
 

@@ -3496,6 +3496,8 @@ if on exdue23; then
     done
     load ed-idle-$rep gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 $P
   done
+  traced ed-tr-new edsat-new gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
+  traced ed-tr-prev edsat-prev gpubatch-mix-prev --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
 fi
 
 # The open loop at 4 M/s over two H200s from 32 senders (16 could not send 4 M/s; call 11),

@@ -298,7 +298,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool finish_if_drained();
   bool pull(Clock::time_point now);
   bool pull_level(std::size_t level, Clock::time_point now, std::uint64_t& n);
-  bool express_due(std::uint64_t& n);
+  bool express_due(Clock::time_point now, std::uint64_t& n);
   static constexpr std::uint64_t kUpperLook = 64;  // pull_level: requests between looks up
   void accept_into_forming(Pending&& p, Clock::time_point now);
   BatchFormer<Pending>::Decision decide(Clock::time_point now) const;

@@ -162,9 +162,7 @@ void ExecutorCore::form_and_flush(bool cancels) {
   if (cancels) sweep_cancelled();
   apply_latency_target(now);
   for (;;) {
-    // A long pull (up to the count limit, about 100 ns a request) ages `now`: an express batch
-    // whose hold ended meanwhile must see it (express_due below).
-    if (pull(now)) now = Clock::now();
+    pull(now);
     if (next_deadline() <= now && now - last_sweep_ >= kSweepInterval) {
       last_sweep_ = now;
       expire_forming(now);
@@ -252,24 +250,16 @@ bool ExecutorCore::pull_level(std::size_t level, Clock::time_point now, std::uin
   };
   return pull_with_looks(
              n, looks_up ? kUpperLook : 0, [&] { return former_.wants(level); }, take,
-             [&] { return express_due(n); }) == PullEnd::looked_up;
+             [&] { return express_due(now, n); }) == PullEnd::looked_up;
 }
 
 // In a long pull of level 0: requests pushed above it since, taken now when the express slot is
-// free; true when the requests held above level 0 make an express batch due. The flag is read
-// with acquire (pushers store it with release after their push), so what it announces is
-// published. The hold is judged by the clock now, not the pull's start: with the time the pass
-// began, a hold that ended during the pull was seen only after it, and only when another request
-// above level 0 came meanwhile.
-bool ExecutorCore::express_due(std::uint64_t& n) {
-  if (express_busy()) return false;
-  const bool pushed = upper_pushed_.load(std::memory_order_acquire);
-  if (!pushed && former_.upper_size() == 0) return false;
-  const auto now = Clock::now();
-  if (pushed) {
-    upper_pushed_.store(false, std::memory_order_relaxed);
-    for (std::size_t level = level_count(); level-- > 1;) pull_level(level, now, n);
-  }
+// free; true when they make an express batch due. The flag is read with acquire (pushers store it
+// with release after their push), so what it announces is published.
+bool ExecutorCore::express_due(Clock::time_point now, std::uint64_t& n) {
+  if (express_busy() || !upper_pushed_.load(std::memory_order_acquire)) return false;
+  upper_pushed_.store(false, std::memory_order_relaxed);
+  for (std::size_t level = level_count(); level-- > 1;) pull_level(level, now, n);
   return express_ready(now);
 }
 

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <thread>
 
 #include "config_test_util.hpp"
 #include "fake_device.hpp"
@@ -134,64 +133,6 @@ TEST(Trace, TheCountLimitIsACounterTrack) {
   ASSERT_FALSE(values.empty());
   EXPECT_EQ(values.front(), 64.0) << "the first change raises it";
   for (double x : values) EXPECT_TRUE(x == 64.0 || x == 16.0) << x;
-  std::filesystem::remove(path);
-}
-
-// A request above level 0 held while the strand pulls a long run of level 0 goes in its express
-// batch once its hold ends, from inside that pull (ExecutorCore::express_due judges the hold by
-// the clock at each look): its submit comes early in the strand run that pulled the crowd. Judged
-// by the time the pass began, the hold looked unfinished for the whole pull, and the express
-// batch went only at its end, just ahead of the crowd's batch.
-TEST(Trace, AnExpressBatchGoesFromInsideALongPullOnceItsHoldEnds) {
-  EnvGuard hold("GPUBATCH_EXPRESS_HOLD_US", "200");
-  const auto path = temp_file("gpubatch-trace-express-pull");
-  auto device = std::make_shared<FakeDevice>();
-  BatchConfig config = BatchConfig::adaptive();
-  config.priority_levels = 2;
-  config.max_batch_size = 1 << 17;
-  config.latency_batch_size = 0;
-  config.max_inflight_batches = 1;
-  config.queue_capacity = 1 << 18;  // the strand is woken at half of it, so it pulls the crowd at once
-  config.lone_future_waits = false;
-  constexpr int kCrowd = 100000;  // about 5 ms of pulling at 50 ns a request, far past the hold
-  BatchExecutor executor(device, config);
-  executor.start_trace(path, 1 << 20);
-  auto gpu = executor.handle();
-  std::vector<std::future<std::vector<float>>> futures;
-  futures.reserve(kCrowd + 3);
-  device->pause();
-  futures.push_back(gpu.relu({1.0f}));  // in flight: the one regular slot stays taken
-  ASSERT_TRUE(device->wait_for_batches(1));
-  const auto runs = executor.stats().strand_runs;
-  futures.push_back(gpu.relu({2.0f}));  // wakes the strand, which holds it and goes idle
-  for (int i = 0; i < 3000 && executor.stats().strand_runs == runs; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  for (int i = 0; i < kCrowd; ++i) futures.push_back(gpu.relu({float(i)}));  // below the wake-up
-  futures.push_back(gpu.relu({-1.0f}, SubmitOptions::with_priority(1)));     // wakes it: one pull
-  device->resume();
-  for (auto& f : futures) ASSERT_EQ(f.get().size(), 1u);
-  executor.shutdown();
-  const json::value trace = read_json(path);
-  double express_at = -1;
-  std::vector<std::pair<double, double>> crowd_runs;  // strand runs that pulled most of the crowd
-  for (const auto& v : trace.at("traceEvents").as_array()) {
-    const auto& e = v.as_object();
-    if (e.at("ph").as_string() != "X") continue;
-    const double ts = e.at("ts").to_number<double>();
-    if (e.at("name").as_string() == "submit" && e.at("args").at("reason").as_string() == "express")
-      express_at = ts;
-    if (e.at("name").as_string() == "strand run" &&
-        e.at("args").at("pulled").to_number<std::uint64_t>() >= kCrowd / 2)
-      crowd_runs.emplace_back(ts, ts + e.at("dur").to_number<double>());
-  }
-  ASSERT_GE(express_at, 0.0) << "an express batch went";
-  ASSERT_EQ(crowd_runs.size(), 1u) << "the crowd was pulled in one run";
-  // The hold ends a few hundred requests into the pull of 100,000 (milliseconds on any machine):
-  // the express batch goes in the run's first half, not at its end with the crowd's batch.
-  const auto [begin, end] = crowd_runs[0];
-  EXPECT_GT(express_at, begin);
-  EXPECT_LT(express_at, begin + (end - begin) / 2) << "the express batch waited for the pull's end";
   std::filesystem::remove(path);
 }
 

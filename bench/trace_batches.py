@@ -5,7 +5,9 @@ completion (-> every request resolved), p50 / p99 / max in us, by flush reason (
 express batches); then the slowest batches of each reason, stage by stage (with
 GPUBATCH_GPU_TIMESTAMPS=on also the GPU's own time of each, inside its device span); last, where
 the trace has the strand's "batch count limit" counter (latency_batch_size until saturated), how
-long each limit held and how often it changed.
+long each limit held and how often it changed; and where the deadline watch failed requests,
+its rounds: how late each began after the earliest deadline it failed, how long it ran, the
+latest rounds.
 Usage: bench/trace_batches.py TRACE.json[.gz] [--slowest N]"""
 import sys
 from collections import defaultdict
@@ -59,3 +61,17 @@ if changes:
     span = sum(held.values()) or 1.0
     print(f"batch count limit: {len(changes)} changes; from the first, "
           + ", ".join(f"{v:.0f} for {100 * h / span:.1f} %" for v, h in sorted(held.items())))
+
+
+# The deadline watch's rounds ("expiry round" events): how late each began after the earliest
+# deadline it failed (its thread's wake-up, or the round before still running) and how long it ran.
+rounds = [e for e in events if e.get("ph") == "X" and e.get("name") == "expiry round"]
+if rounds:
+    late = [e["args"]["late_us"] for e in rounds]
+    dur = [e["dur"] for e in rounds]
+    print(f"deadline watch: {len(rounds)} rounds, {sum(e['args']['expired'] for e in rounds)} requests failed")
+    print(f"  late        p50 {pct(late, .5):9.1f}  p99 {pct(late, .99):9.1f}  max {max(late):9.1f} us")
+    print(f"  round       p50 {pct(dur, .5):9.1f}  p99 {pct(dur, .99):9.1f}  max {max(dur):9.1f} us")
+    for e in sorted(rounds, key=lambda e: -(e["args"]["late_us"] + e["dur"]))[:slowest]:
+        print(f"    at {e['ts'] / 1000:.3f} ms: {e['args']['expired']} requests, began {e['args']['late_us']:.0f} us late, "
+              f"ran {e['dur']:.0f} us")

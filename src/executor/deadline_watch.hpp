@@ -92,12 +92,21 @@ class DeadlineWatch {
   // kSpreadFrom due cells, on more threads than the watch's own (the executor: the watch's
   // helpers, ExecutorCore::spread_expiry); each(i) calls on_due for the i-th due cell.
   using Spread = std::function<void(std::size_t, const std::function<void(std::size_t)>&)>;
+  // A round of due cells, told to `on_round` after it (the executor's trace draws it): the
+  // earliest deadline among them, when the thread looked (so `woke - first_due` is how late the
+  // round began: the OS's wake-up, or the round before it), when the last one had been failed.
+  struct Round {
+    Clock::time_point first_due, woke, end;
+    std::size_t count = 0;
+  };
+  using OnRound = std::function<void(const Round&)>;
   explicit DeadlineWatch(std::function<void(ExpiryCell&)> on_due, std::function<void()> on_start = {},
-                         Spread spread = {})
+                         Spread spread = {}, OnRound on_round = {})
       : state_(std::make_shared<State>()) {
     state_->on_due = std::move(on_due);
     state_->on_start = std::move(on_start);
     state_->spread = std::move(spread);
+    state_->on_round = std::move(on_round);
   }
   static constexpr std::size_t kSpreadFrom = 64;
   ~DeadlineWatch() { stop(); }
@@ -176,6 +185,7 @@ class DeadlineWatch {
     std::function<void(ExpiryCell&)> on_due;
     std::function<void()> on_start;
     Spread spread;
+    OnRound on_round;
     std::atomic<ExpiryCell*> inbox{nullptr};
     // The deadline the thread sleeps until (kIdle: none; kAwake: it is looking, producers need
     // not wake it).
@@ -250,15 +260,7 @@ class DeadlineWatch {
       st.heap_size = st.heap.size();
       if (!due.empty()) {
         lock.unlock();
-        // A callback may end the owner (its last reference dropped by a handler): no more calls.
-        const std::function<void(std::size_t)> each = [&](std::size_t i) {
-          if (!st.stopping.load(std::memory_order_acquire)) st.on_due(*due[i]);
-        };
-        if (st.spread && due.size() >= kSpreadFrom) {
-          st.spread(due.size(), each);
-        } else {
-          for (std::size_t i = 0; i < due.size(); ++i) each(i);
-        }
+        run_round(st, due, now);
         due.clear();
         lock.lock();
         continue;
@@ -272,6 +274,21 @@ class DeadlineWatch {
       else st.cv.wait_until(lock, st.heap.front().cell->deadline);
     }
     st.drop_inbox();
+  }
+
+  // Fails the due cells (earliest first), on this thread or spread over more, then tells on_round.
+  static void run_round(State& st, const std::vector<std::shared_ptr<ExpiryCell>>& due, Clock::time_point woke) {
+    // A callback may end the owner (its last reference dropped by a handler): no more calls.
+    const std::function<void(std::size_t)> each = [&](std::size_t i) {
+      if (!st.stopping.load(std::memory_order_acquire)) st.on_due(*due[i]);
+    };
+    if (st.spread && due.size() >= kSpreadFrom) {
+      st.spread(due.size(), each);
+    } else {
+      for (std::size_t i = 0; i < due.size(); ++i) each(i);
+    }
+    if (st.on_round && !st.stopping.load(std::memory_order_acquire))
+      st.on_round(Round{due.front()->deadline, woke, Clock::now(), due.size()});
   }
 
   std::shared_ptr<State> state_;

@@ -375,7 +375,8 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       expiry_spread_(expiry_spread_enabled()),
       expiry_helpers_(std::clamp<std::size_t>(usable_cores() / 4, 1, 3), [this] { start_expiry_thread(); }),
       deadline_watch_([this](ExpiryCell& cell) { on_deadline(cell); }, [this] { start_expiry_thread(); },
-                      [this](std::size_t n, const std::function<void(std::size_t)>& each) { spread_expiry(n, each); }) {
+                      [this](std::size_t n, const std::function<void(std::size_t)>& each) { spread_expiry(n, each); },
+                      [this](const DeadlineWatch::Round& round) { trace_expiry_round(round); }) {
   check_poll_pause();
   former_.set_count_limit(count_cap_.limit());
   count_limit_.store(count_cap_.limit(), std::memory_order_relaxed);

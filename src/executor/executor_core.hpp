@@ -506,6 +506,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void resolve_chunk(Batch& batch, std::size_t first, std::size_t last, std::vector<Result>& results,
                      std::vector<std::pair<std::size_t, std::exception_ptr>>& errors);
   void record_trace(const Batch& batch);  // src/executor/trace.cpp's recorder, when it is on
+  void trace_expiry_round(const DeadlineWatch::Round& round);  // the deadline watch's, when it is on
   // A chunk is at least this many requests: below it, handing work to another thread costs more
   // than it saves (and a lone request is resolved by the thread that waited for it).
   static constexpr std::size_t kMinChunk = 64;

@@ -48,6 +48,11 @@ void ExecutorCore::record_trace(const Batch& b) {
     trace_.queue_wait(b.id, b.items[i].enqueued, b.submitted);
 }
 
+// On the deadline watch's thread after each round of expiries (DeadlineWatch::Round).
+void ExecutorCore::trace_expiry_round(const DeadlineWatch::Round& round) {
+  if (trace_.on()) trace_.expiry_round({round.first_due, round.woke, round.end, round.count});
+}
+
 void start_trace_from_environment(ExecutorCore& core, std::size_t shard) noexcept {
   const char* env = std::getenv("GPUBATCH_TRACE");
   if (!env || !*env) return;

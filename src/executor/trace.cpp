@@ -16,6 +16,7 @@ namespace {
 constexpr int kStrandTid = 1;
 constexpr int kAsyncTid = 2;
 constexpr int kRunsTid = 3;
+constexpr int kWatchTid = 4;
 
 std::string metadata(int tid, const char* name) {
   return std::string(R"({"ph":"M","name":"thread_name","pid":1,"tid":)") + std::to_string(tid) +
@@ -55,7 +56,8 @@ bool TraceRecorder::stop() {
   std::ofstream out(path, std::ios::trunc);
   out << R"({"displayTimeUnit":"ns","otherData":{"producer":"gpubatch","dropped_batches":)" << dropped
       << R"(},"traceEvents":[)" << metadata(kStrandTid, "strand: formation and submit") << ','
-      << metadata(kAsyncTid, "batches and requests (async)") << ',' << metadata(kRunsTid, "strand runs");
+      << metadata(kAsyncTid, "batches and requests (async)") << ',' << metadata(kRunsTid, "strand runs")
+      << ',' << metadata(kWatchTid, "deadline watch: expiry rounds");
   for (const std::string& c : chunks) out << c;  // each event brings its own leading comma
   out << "]}\n";
   out.flush();
@@ -130,6 +132,18 @@ void TraceRecorder::strand_run(const StrandRun& r) {
                 kRunsTid, us(r.begin), us(r.end) - us(r.begin), r.io_thread ? "io" : "caller",
                 static_cast<unsigned long long>(r.pulled), static_cast<unsigned long long>(r.batches), r.forming,
                 r.blocked_on_slot ? "true" : "false");
+  room_for(std::strlen(buf)).append(buf);
+  ++count_;
+}
+
+void TraceRecorder::expiry_round(const ExpiryRound& r) {
+  std::lock_guard lock(mutex_);
+  if (!on_.load(std::memory_order_relaxed) || count_ + 16 > kMaxEvents) return;  // room kept for batches
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                R"(,{"ph":"X","name":"expiry round","pid":1,"tid":%d,"ts":%.3f,"dur":%.3f,"args":{"expired":%zu,)"
+                R"("late_us":%.3f}})",
+                kWatchTid, us(r.woke), us(r.end) - us(r.woke), r.count, us(r.woke) - us(r.first_due));
   room_for(std::strlen(buf)).append(buf);
   ++count_;
 }

@@ -4,7 +4,8 @@
 // the submit call on the strand, its device time and its completion (results taken and futures
 // resolved), for a sample of requests their queue wait, and every run of the strand (which thread
 // held it, what it pulled and flushed, whether it stopped for want of a free slot): a batch that
-// waited long to form shows whether the strand ran meanwhile. A counter track shows the strand's
+// waited long to form shows whether the strand ran meanwhile. The deadline watch's rounds have a
+// track of their own (how many requests each failed, how late it began). A counter track shows the strand's
 // batch count limit when it changes (latency_batch_size until saturated). Batches overlap (several in flight),
 // so everything but the strand's submit calls is an async event (one track per kind in Perfetto).
 //
@@ -61,6 +62,14 @@ class TraceRecorder {
     bool blocked_on_slot = false;
   };
   void strand_run(const StrandRun& run);
+  // One round of the deadline watch (a track of its own): the requests it failed, from when it
+  // looked to when the last was failed, and how late it looked after the earliest deadline among
+  // them (a late OS wake-up of the watch's thread, or the round before it still running).
+  struct ExpiryRound {
+    Clock::time_point first_due, woke, end;
+    std::size_t count = 0;
+  };
+  void expiry_round(const ExpiryRound& round);
   // A counter track (Perfetto draws it as a line): `name` took `value` at `t`. The strand's
   // count limit (latency_batch_size until saturated) when it changes.
   void counter(const char* name, Clock::time_point t, double value);

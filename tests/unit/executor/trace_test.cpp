@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <sstream>
 
@@ -133,6 +134,47 @@ TEST(Trace, TheCountLimitIsACounterTrack) {
   ASSERT_FALSE(values.empty());
   EXPECT_EQ(values.front(), 64.0) << "the first change raises it";
   for (double x : values) EXPECT_TRUE(x == 64.0 || x == 16.0) << x;
+  std::filesystem::remove(path);
+}
+
+// The deadline watch's rounds have a track of their own: with the strand held inside a submit,
+// requests on a 20 ms deadline can only be failed by the watch, and its rounds in the trace add
+// up to them, each begun at or after the earliest deadline it failed.
+TEST(Trace, TheDeadlineWatchsRoundsHaveATrackOfTheirOwn) {
+  const auto path = temp_file("gpubatch-trace-watch");
+  auto device = std::make_shared<FakeDevice>();
+  BatchExecutor executor(device, BatchConfig::adaptive());
+  executor.start_trace(path, 64);
+  auto gpu = executor.handle();
+  device->hold_submits();
+  // From a thread of its own: on an idle executor a future's call submits on the caller's thread.
+  auto first = std::async(std::launch::async, [gpu] { return gpu.relu({1.0f}).get(); });
+  ASSERT_TRUE(device->wait_for_submits_entered(1));
+  std::vector<std::future<std::vector<float>>> doomed;
+  for (int i = 0; i < 10; ++i)
+    doomed.push_back(gpu.relu({float(i)}, SubmitOptions::within(std::chrono::milliseconds(20))));
+  for (auto& f : doomed) ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  device->release_submits();
+  ASSERT_EQ(first.get().size(), 1u);
+  executor.shutdown();
+  const json::value trace = read_json(path);
+  std::uint64_t expired = 0;
+  int rounds = 0;
+  bool named = false;
+  for (const auto& v : trace.at("traceEvents").as_array()) {
+    const auto& e = v.as_object();
+    if (e.at("ph").as_string() == "M" && e.at("args").at("name").as_string() == "deadline watch: expiry rounds")
+      named = true;
+    if (e.at("ph").as_string() != "X" || e.at("name").as_string() != "expiry round") continue;
+    ++rounds;
+    expired += e.at("args").at("expired").to_number<std::uint64_t>();
+    EXPECT_GE(e.at("args").at("late_us").to_number<double>(), 0.0);
+    EXPECT_GE(e.at("dur").to_number<double>(), 0.0);
+  }
+  EXPECT_TRUE(named);
+  EXPECT_GE(rounds, 1);
+  EXPECT_EQ(expired, 10u) << "every request the watch failed is in a round";
+  EXPECT_EQ(executor.stats().expired, 10u);
   std::filesystem::remove(path);
 }
 

@@ -537,9 +537,11 @@ std::string devices_report(const Options& o, const std::vector<Device>& devices,
   return out + "]";
 }
 
-int main(int argc, char** argv) {
-  Options o;
-  CLI::App app{"gpubatch-load: load generator for the gpubatch executor"};
+namespace {
+
+// The command line, first half (--help lists the options in this order): the configuration and
+// the load, open or closed loop.
+void add_load_options(CLI::App& app, Options& o) {
   app.add_option("--preset", o.preset,
                  "latency | balanced | throughput | adaptive | realtime (default: BatchConfig's default, adaptive)");
   app.add_option("--config", o.config_file, "TOML config file (overrides --preset)");
@@ -558,6 +560,11 @@ int main(int argc, char** argv) {
   app.add_option("--pace-us", o.pace_us, "open loop: a sender ahead of its schedule sleeps at least this long, then sends all come due (0: until each next send, the behaviour before 2026-11-29's twenty-second session)")
       ->check(CLI::Range(0, 200))
       ->capture_default_str();
+}
+
+// The command line, second half: how requests are sent, what the run adds (fault injection, an
+// idle phase, host buffers), the devices and the output.
+void add_mode_options(CLI::App& app, Options& o) {
   app.add_flag("--unbatched", o.unbatched, "each request alone through the synchronous path");
   app.add_flag("--sync", o.sync,
                "each thread calls handle.run() (synchronous, polls its own result); implies --inflight 1");
@@ -590,290 +597,439 @@ int main(int argc, char** argv) {
   app.add_flag("--json", o.json, "one JSON object on stdout");
   app.add_flag("--host-probe", o.host_probe,
                "a thread of this process sleeps 100 us at a time over the timed run: how late it woke goes into \"host\" (steal is always there)");
-  CLI11_PARSE(app, argc, argv);
-  // The synchronous path blocks in the call: each thread has exactly one request outstanding.
-  if (o.unbatched || o.sync) o.inflight = 1;
-  if (o.import) o.host_buffers = true;
+}
 
-  // Every built-in op but custom (user GLSL has no CPU reference to verify against).
+// Every built-in op but custom (user GLSL has no CPU reference to verify against); false, with
+// the reason on stderr, for any other.
+bool verifiable_op(const Options& o) {
   const auto parsed = op_from_string(o.op);
   if (!parsed || *parsed == Op::custom) {
     std::cerr << "gpubatch-load: --op " << o.op
               << (parsed ? " cannot be verified (user kernels have no CPU reference)" : " is not an operation") << "\n";
-    return 2;
+    return false;
+  }
+  return true;
+}
+
+// What a user gets: BatchConfig{} (or the named preset, or the file), then GPUBATCH_* variables.
+BatchConfig make_config(const Options& o) {
+  BatchConfig config = !o.config_file.empty() ? BatchConfig::from_file(o.config_file)
+                       : o.preset.empty()     ? BatchConfig{}
+                                              : BatchConfig::preset(o.preset);
+  config.apply_environment();
+  if (o.resident) config.resident = true;
+  config.validate();
+  return config;
+}
+
+// The configuration's name in the report ("preset"), with the modes laid on top of it.
+std::string preset_label_of(const Options& o) {
+  std::string preset_label = o.config_file.empty() ? o.preset : o.config_file;
+  if (preset_label.empty()) {
+    const char* env = std::getenv("GPUBATCH_PRESET");
+    preset_label = env && *env ? env : "adaptive";  // BatchConfig{} is the adaptive preset
+  }
+  if (o.resident) preset_label += "+resident";
+  if (o.sync) preset_label += "+sync";
+  if (o.handlers) preset_label += "+handlers";
+  if (o.unbatched) preset_label = "unbatched";
+  return preset_label;
+}
+
+// --devices, else the config's devices key (GPUBATCH_DEVICES), else the one --device.
+std::vector<Device> open_run_devices(const Options& o, const BatchConfig& config) {
+  DeviceOptions device_options;
+  device_options.selector = o.device;
+  const std::string device_list = !o.devices.empty() ? o.devices : config.devices;
+  return device_list.empty() ? std::vector<Device>{Device(device_options)} : open_devices(device_list, device_options);
+}
+
+// How the senders' requests reach the devices: an executor's handle (a future, a completion
+// handler, or handle.run() with --sync), or without an executor the synchronous path
+// (--unbatched). The synchronous path and the name in the report use the first device;
+// --host-buffers (and --import's) are shared by every device of --devices
+// (gpubatch::allocate_host, import_host).
+class Submitters {
+  // Declared before the functions that hold its handle, so that it is destroyed after them.
+  std::unique_ptr<BatchExecutor> executor_;
+
+ public:
+  Submitters(const Options& o, std::vector<Device>& devices, const BatchConfig& config)
+      : o_(o), devices_(devices), config_(config) {
+    if (o.unbatched)
+      use_synchronous_path(devices.front());
+    else
+      attach(std::make_unique<BatchExecutor>(devices, config));
+  }
+  // A fresh executor in place of the current one, shut down first (none on the synchronous path).
+  void restart() {
+    if (!executor_) return;
+    executor_->shutdown();
+    attach(std::make_unique<BatchExecutor>(devices_, config_));
+  }
+  void shutdown() {
+    if (executor_) executor_->shutdown();
+  }
+  bool batched() const { return executor_ != nullptr; }
+  Stats stats() const { return executor_ ? executor_->stats() : Stats{}; }
+
+  SubmitFuture submit;
+  SubmitCallback submit_with_callback;
+
+ private:
+  void use_synchronous_path(Device& device) {
+    submit_with_callback = [&device](Request r, Completion done) {
+      try {
+        Result result = device.run(r);
+        done(nullptr, std::move(result));
+      } catch (...) {
+        done(std::current_exception(), Result{});
+      }
+    };
+    submit = [callback = submit_with_callback](Request r) {
+      auto p = std::make_shared<std::promise<Result>>();
+      callback(std::move(r), [p](std::exception_ptr e, Result result) {
+        if (e) p->set_exception(e);
+        else p->set_value(std::move(result));
+      });
+      return p->get_future();
+    };
+  }
+  void attach(std::unique_ptr<BatchExecutor> e) {
+    executor_ = std::move(e);
+    auto handle = executor_->handle();
+    submit = [handle](Request r) { return handle.submit(std::move(r)); };
+    if (o_.sync)
+      submit = [handle](Request r) {  // returns when the result is there: a ready future
+        std::promise<Result> p;
+        try {
+          p.set_value(handle.run(std::move(r)));
+        } catch (...) {
+          p.set_exception(std::current_exception());
+        }
+        return p.get_future();
+      };
+    submit_with_callback = [handle](Request r, Completion done) { handle.submit(std::move(r), std::move(done)); };
   }
 
-  try {
-    DeviceOptions device_options;
-    device_options.selector = o.device;
-    // What a user gets: BatchConfig{} (or the named preset, or the file), then GPUBATCH_* variables.
-    BatchConfig config = !o.config_file.empty() ? BatchConfig::from_file(o.config_file)
-                         : o.preset.empty()     ? BatchConfig{}
-                                                : BatchConfig::preset(o.preset);
-    config.apply_environment();
-    if (o.resident) config.resident = true;
-    config.validate();
-    std::string preset_label = o.config_file.empty() ? o.preset : o.config_file;
-    if (preset_label.empty()) {
-      const char* env = std::getenv("GPUBATCH_PRESET");
-      preset_label = env && *env ? env : "adaptive";  // BatchConfig{} is the adaptive preset
-    }
-    if (o.resident) preset_label += "+resident";
-    if (o.sync) preset_label += "+sync";
-    if (o.handlers) preset_label += "+handlers";
-    if (o.unbatched) preset_label = "unbatched";
-    // --devices, else the config's devices key (GPUBATCH_DEVICES), else the one --device.
-    const std::string device_list = !o.devices.empty() ? o.devices : config.devices;
-    std::vector<Device> devices =
-        device_list.empty() ? std::vector<Device>{Device(device_options)} : open_devices(device_list, device_options);
-    // The synchronous path and the name in the report use the first device; --host-buffers (and
-    // --import's) are shared by every device of --devices (gpubatch::allocate_host, import_host).
-    Device& device = devices.front();
+  const Options& o_;
+  std::vector<Device>& devices_;
+  const BatchConfig& config_;
+};
 
-    std::unique_ptr<BatchExecutor> executor;
-    SubmitFuture submit;
-    SubmitCallback submit_with_callback;
-    if (o.unbatched) {
-      submit_with_callback = [&device](Request r, Completion done) {
-        try {
-          Result result = device.run(r);
-          done(nullptr, std::move(result));
-        } catch (...) {
-          done(std::current_exception(), Result{});
-        }
-      };
-      submit = [submit_with_callback](Request r) {
-        auto p = std::make_shared<std::promise<Result>>();
-        submit_with_callback(std::move(r), [p](std::exception_ptr e, Result result) {
-          if (e) p->set_exception(e);
-          else p->set_value(std::move(result));
-        });
-        return p->get_future();
-      };
-    }
-    const auto attach = [&](std::unique_ptr<BatchExecutor> e) {
-      executor = std::move(e);
-      auto handle = executor->handle();
-      submit = [handle](Request r) { return handle.submit(std::move(r)); };
-      if (o.sync)
-        submit = [handle](Request r) {  // returns when the result is there: a ready future
-          std::promise<Result> p;
-          try {
-            p.set_value(handle.run(std::move(r)));
-          } catch (...) {
-            p.set_exception(std::current_exception());
-          }
-          return p.get_future();
-        };
-      submit_with_callback = [handle](Request r, Completion done) { handle.submit(std::move(r), std::move(done)); };
-    };
-    if (!o.unbatched) attach(std::make_unique<BatchExecutor>(devices, config));
+// Warm up: kernels built, and staging grown to full batches (a burst of max_batch_size per
+// in-flight slot), so the timed run measures the steady state, not first-time allocations.
+void warm_up(const Options& o, const BatchConfig& config, const Workload& w, const SubmitFuture& submit) {
+  std::size_t burst = o.unbatched ? 8 : config.max_batch_size * config.max_inflight_batches;
+  // Large requests: full batches of them would not fit in memory (2048 x 4 x 4 MiB); warm up
+  // with at most 256 MiB of inputs (at least 8 requests).
+  const std::size_t request_bytes = std::max<std::size_t>(1, input_bytes(w.make(0)));
+  burst = std::min(burst, std::max<std::size_t>(8, (std::size_t{256} << 20) / request_bytes));
+  if (!o.unbatched) burst = std::min(burst, config.queue_capacity_of(0));  // reject / block_for
+  std::vector<std::future<Result>> warm;
+  for (std::size_t i = 0; i < burst; ++i) warm.push_back(submit(w.make(i)));
+  for (auto& f : warm) f.wait();
+}
 
-    // Warm up: kernels built, and staging grown to full batches (a burst of max_batch_size per
-    // in-flight slot), so the timed run measures the steady state, not first-time allocations.
-    // Lives to the end of main, past the executors' shutdown: with --import its memory must stay
-    // allocated while an executor may still hold a request that reads it.
-    Workload w(o, 999, devices);
-    {
-      std::size_t burst = o.unbatched ? 8 : config.max_batch_size * config.max_inflight_batches;
-      // Large requests: full batches of them would not fit in memory (2048 x 4 x 4 MiB); warm up
-      // with at most 256 MiB of inputs (at least 8 requests).
-      const std::size_t request_bytes = std::max<std::size_t>(1, input_bytes(w.make(0)));
-      burst = std::min(burst, std::max<std::size_t>(8, (std::size_t{256} << 20) / request_bytes));
-      if (!o.unbatched) burst = std::min(burst, config.queue_capacity_of(0));  // reject / block_for
-      std::vector<std::future<Result>> warm;
-      for (std::size_t i = 0; i < burst; ++i) warm.push_back(submit(w.make(i)));
-      for (auto& f : warm) f.wait();
-    }
-    std::vector<Workload> workloads;
-    for (int t = 0; t < o.threads; ++t) workloads.emplace_back(o, 1000 + t, devices);
-    std::vector<ThreadResult> results(o.threads);
-    prime_checks(workloads, submit, results);
-    // The timed run gets an executor of its own, so that its latency percentiles (submit_us) hold
-    // only the timed requests; the device's staging and kernels stay warm.
-    if (executor) {
-      executor->shutdown();
-      attach(std::make_unique<BatchExecutor>(devices, config));
-    }
-    const Stats before = executor ? executor->stats() : Stats{};
-    const auto counters_before = summed_counters(devices);
-    std::atomic<std::uint64_t> done{0};
-    std::vector<std::thread> threads;
-    bench::StartGate gate(o.threads);
-    for (int t = 0; t < o.threads; ++t) {
-      const std::uint64_t share = o.requests / o.threads + (static_cast<std::uint64_t>(t) < o.requests % o.threads);
-      if (o.rate > 0)
-        threads.emplace_back(run_open_loop, std::cref(o), std::cref(workloads[t]), std::cref(submit_with_callback),
-                             share, std::ref(done), std::ref(results[t]), std::ref(gate));
-      else if (o.handlers)
-        threads.emplace_back(run_closed_loop_handlers, std::cref(o), std::cref(workloads[t]),
-                             std::cref(submit_with_callback), share, std::ref(done), std::ref(results[t]),
-                             std::ref(gate));
-      else
-        threads.emplace_back(run_closed_loop, std::cref(o), std::cref(workloads[t]), std::cref(submit), share,
-                             std::ref(done), std::ref(results[t]), std::ref(gate));
-    }
-    // The senders are made and ready (bench/start_gate.hpp): the clock starts now.
-    gate.wait_ready();
-    bench::HostNoiseProbe host(o.host_probe);
-    const double cpu_start = process_cpu_seconds();
-    const auto start = Clock::now();
-    gate.open();
+// One sender per thread with its share of the requests: open loop (--rate), closed loop through
+// completion handlers (--handlers), or closed loop through futures.
+std::vector<std::thread> start_senders(const Options& o, const std::vector<Workload>& workloads,
+                                       const Submitters& submitters, std::atomic<std::uint64_t>& done,
+                                       std::vector<ThreadResult>& results, bench::StartGate& gate) {
+  std::vector<std::thread> threads;
+  for (int t = 0; t < o.threads; ++t) {
+    const std::uint64_t share = o.requests / o.threads + (static_cast<std::uint64_t>(t) < o.requests % o.threads);
+    if (o.rate > 0)
+      threads.emplace_back(run_open_loop, std::cref(o), std::cref(workloads[t]),
+                           std::cref(submitters.submit_with_callback), share, std::ref(done), std::ref(results[t]),
+                           std::ref(gate));
+    else if (o.handlers)
+      threads.emplace_back(run_closed_loop_handlers, std::cref(o), std::cref(workloads[t]),
+                           std::cref(submitters.submit_with_callback), share, std::ref(done), std::ref(results[t]),
+                           std::ref(gate));
+    else
+      threads.emplace_back(run_closed_loop, std::cref(o), std::cref(workloads[t]), std::cref(submitters.submit),
+                           share, std::ref(done), std::ref(results[t]), std::ref(gate));
+  }
+  return threads;
+}
+
+// Beside the timed run, from the clock's start: the progress bar (on a terminal, without --json)
+// and, with --lose-device-ms, the fault, and completions per 100 ms to see the throughput come back.
+class RunWatch {
+ public:
+  RunWatch(const Options& o, Clock::time_point start, const std::atomic<std::uint64_t>& done) {
     const bool show_progress = !o.json && isatty(STDOUT_FILENO);
-    std::atomic<bool> finished{false};
-    // --lose-device-ms: the fault, and completions per 100 ms to see the throughput come back.
-    std::vector<std::uint64_t> timeline;
-    std::thread sampler;
-    if (o.lose_device_ms > 0)
-      sampler = std::thread([&] {
-        bool armed = false;
-        for (auto next = start + std::chrono::milliseconds(100); !finished.load(); next += std::chrono::milliseconds(100)) {
-          std::this_thread::sleep_until(next);
-          timeline.push_back(done.load());
-          if (!armed && next - start >= std::chrono::milliseconds(o.lose_device_ms)) {
-            gpu::FaultInjector::arm(gpu::Fault::wait_device_lost);
-            armed = true;
-          }
-        }
-      });
-    std::thread progress;
-    if (show_progress)
-      progress = std::thread([&] {
-        while (!finished.load()) {
-          const double frac = double(done.load()) / double(o.requests);
-          const int bar = static_cast<int>(frac * 40);
-          std::printf("\r[%-40s] %5.1f%%", std::string(bar, '#').c_str(), frac * 100);
-          std::fflush(stdout);
-          std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        }
-        std::printf("\r%60s\r", "");
-      });
-    for (auto& t : threads) t.join();
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    const bench::HostNoise noise = host.stop();
-    // The price of the latency: process CPU time over the timed run (spinning shows here), the
-    // host probe's own left out.
-    const double cpu_seconds = process_cpu_seconds() - cpu_start - noise.probe_cpu_s;
-    const double cpu_us_per_request = cpu_seconds * 1e6 / double(o.requests);
-    const double cores_busy = seconds > 0 ? cpu_seconds / seconds : 0;
-    finished = true;
-    if (progress.joinable()) progress.join();
-    if (sampler.joinable()) sampler.join();
-    // An idle executor (nothing in flight, nothing queued) must burn no CPU: measure it.
-    double idle_cores_busy = 0;
-    if (o.idle_ms > 0) {
-      const double idle_cpu_start = process_cpu_seconds();
-      std::this_thread::sleep_for(std::chrono::milliseconds(o.idle_ms));
-      idle_cores_busy = (process_cpu_seconds() - idle_cpu_start) / (o.idle_ms / 1e3);
-    }
-    if (executor) executor->shutdown();
+    if (o.lose_device_ms > 0) sampler_ = std::thread([this, &o, start, &done] { sample(o, start, done); });
+    if (show_progress) progress_ = std::thread([this, &o, &done] { show_progress_bar(o, done); });
+  }
+  // Stops both (the bar erased); the completions so far at each 100 ms of the run.
+  std::vector<std::uint64_t> stop() {
+    finished_ = true;
+    if (progress_.joinable()) progress_.join();
+    if (sampler_.joinable()) sampler_.join();
+    return std::move(timeline_);
+  }
 
-    const Stats after = executor ? executor->stats() : Stats{};
-    const auto counters_after = summed_counters(devices);
-    std::vector<double> lat, lag;
-    std::uint64_t errors = 0, mismatches = 0, lost = 0;
-    std::string first_error;
-    for (auto& r : results) {
-      lat.insert(lat.end(), r.latencies_us.begin(), r.latencies_us.end());
-      lag.insert(lag.end(), r.send_lag_us.begin(), r.send_lag_us.end());
-      errors += r.errors;
-      mismatches += r.mismatches;
-      lost += r.lost;
-      if (first_error.empty()) first_error = r.first_error;
+ private:
+  void sample(const Options& o, Clock::time_point start, const std::atomic<std::uint64_t>& done) {
+    bool armed = false;
+    for (auto next = start + std::chrono::milliseconds(100); !finished_.load(); next += std::chrono::milliseconds(100)) {
+      std::this_thread::sleep_until(next);
+      timeline_.push_back(done.load());
+      if (!armed && next - start >= std::chrono::milliseconds(o.lose_device_ms)) {
+        gpu::FaultInjector::arm(gpu::Fault::wait_device_lost);
+        armed = true;
+      }
     }
-    const double p50 = percentile(lat, 0.50), p90 = percentile(lat, 0.90), p99 = percentile(lat, 0.99);
-    const double max = lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end());
-    const double lag_p50 = percentile(lag, 0.50), lag_p99 = percentile(lag, 0.99);
-    const double lag_max = lag.empty() ? 0 : *std::max_element(lag.begin(), lag.end());
-    // The executor's own measure: from the call to its batch's device submission returning.
-    const auto us = [](std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e3; };
-    const double submit_p50 = us(after.submit_latency.p50), submit_p99 = us(after.submit_latency.p99);
-    char submit_json[96] = "null";  // the synchronous path has no executor
-    if (executor)
-      std::snprintf(submit_json, sizeof submit_json, "{\"p50\": %.2f, \"p99\": %.2f}", submit_p50, submit_p99);
-    const std::uint64_t batches = o.unbatched ? counters_after.submissions - counters_before.submissions
-                                              : after.batches - before.batches;
-    // Requests of the direct lane (and the resident kernel) are no batch's.
-    const std::uint64_t unbatched_here = (after.direct - before.direct) + (after.resident - before.resident);
-    const double mean_batch = batches ? double(o.requests - std::min(o.requests, unbatched_here)) / double(batches) : 0;
-    const bool verified = errors == 0 && mismatches == 0 && lost == 0 && lat.size() == o.requests;
-    const auto d = [&](auto FlushCounts::*f) { return after.flushes.*f - before.flushes.*f; };
-    const std::string devices_json = devices_report(o, devices, before, after, batches);
-    std::string device_names;
-    for (const Device& each : devices) device_names += (device_names.empty() ? "" : ", ") + each.info().name;
-    std::string drivers;  // the machine's driver beside every figure (docs/BENCHMARKS.md)
-    for (const Device& each : devices) drivers += (drivers.empty() ? "" : ", ") + each.info().driver;
+  }
+  void show_progress_bar(const Options& o, const std::atomic<std::uint64_t>& done) {
+    while (!finished_.load()) {
+      const double frac = double(done.load()) / double(o.requests);
+      const int bar = static_cast<int>(frac * 40);
+      std::printf("\r[%-40s] %5.1f%%", std::string(bar, '#').c_str(), frac * 100);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    std::printf("\r%60s\r", "");
+  }
 
-    if (o.json) {
-      std::printf(
-          "{\"device\": \"%s\", \"driver\": \"%s\", \"preset\": \"%s\", \"op\": \"%s\", \"size\": %u, \"threads\": %d, "
-          "\"inflight\": %d, \"think_us\": %d, \"rate\": %.1f, \"pace_us\": %d, \"requests\": %llu, \"seconds\": %.6f, \"throughput_rps\": %.1f, "
-          "\"latency_us\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f, \"max\": %.2f}, \"submit_us\": %s, "
-          "\"send_lag_us\": {\"p50\": %.2f, \"p99\": %.2f, \"max\": %.2f}, "
-          "\"batches\": %llu, \"mean_batch_size\": %.2f, "
-          "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
-          "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
-          "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
-          "\"resident\": %llu, \"direct\": %llu, \"split\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
-          "\"host\": %s, \"devices\": %s%s}\n",
-          json_escaped(device_names).c_str(), json_escaped(drivers).c_str(), preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.think_us, o.rate, o.pace_us,
-          static_cast<unsigned long long>(o.requests), seconds, double(o.requests) / seconds, p50, p90, p99, max,
-          submit_json,
-          lag_p50, lag_p99, lag_max, static_cast<unsigned long long>(batches), mean_batch,
-          static_cast<unsigned long long>(d(&FlushCounts::size)), static_cast<unsigned long long>(d(&FlushCounts::deadline)),
-          static_cast<unsigned long long>(d(&FlushCounts::idle)), static_cast<unsigned long long>(d(&FlushCounts::shutdown)),
-          static_cast<unsigned long long>(counters_after.uploads - counters_before.uploads),
-          static_cast<unsigned long long>(counters_after.downloads - counters_before.downloads),
-          static_cast<unsigned long long>(counters_after.bytes_up - counters_before.bytes_up),
-          static_cast<unsigned long long>(counters_after.bytes_down - counters_before.bytes_down),
-          cpu_us_per_request, cores_busy, o.idle_ms, idle_cores_busy,
-          static_cast<unsigned long long>(after.resident - before.resident),
-          static_cast<unsigned long long>(after.direct - before.direct),
-          static_cast<unsigned long long>(after.split - before.split),
-          static_cast<unsigned long long>(after.caller_completions - before.caller_completions),
-          static_cast<unsigned long long>(after.strand_runs - before.strand_runs),
-          static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
-          static_cast<unsigned long long>(lost), verified ? "true" : "false", noise.json().c_str(), devices_json.c_str(),
-          timeline_json(timeline).c_str());
-    } else {
-      std::printf("device      %s\n", device_names.c_str());
-      std::printf("workload    %s, %u per request, %d threads x %s, %llu requests\n", o.op.c_str(), o.size,
-                  o.threads, o.rate > 0 ? ("open loop " + std::to_string(o.rate) + "/s").c_str()
-                                        : (std::to_string(o.inflight) + " in flight").c_str(),
-                  static_cast<unsigned long long>(o.requests));
-      std::printf("preset      %s\n", preset_label.c_str());
-      std::printf("throughput  %.0f requests/s (%.3f s)\n", double(o.requests) / seconds, seconds);
-      std::printf("latency us  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", p50, p90, p99, max);
-      if (executor)
-        std::printf("submit us   p50 %.1f  p99 %.1f (the call to its batch's device submission returning)\n",
-                    submit_p50, submit_p99);
-      std::printf("cpu         %.2f us per request, %.2f cores busy (process CPU time over the run)\n",
-                  cpu_us_per_request, cores_busy);
-      std::printf("host        %s\n", noise.json().c_str());
-      if (o.idle_ms > 0)
-        std::printf("idle        %.4f cores busy over %d ms with nothing to do\n", idle_cores_busy, o.idle_ms);
-      if (o.rate > 0)
-        std::printf("send lag us p50 %.1f  p99 %.1f  max %.1f (the generator's own lateness, included above)\n",
-                    lag_p50, lag_p99, lag_max);
-      std::printf("batches     %llu, mean %.1f requests; flushes size %llu deadline %llu idle %llu shutdown %llu\n",
-                  static_cast<unsigned long long>(batches), mean_batch,
-                  static_cast<unsigned long long>(d(&FlushCounts::size)), static_cast<unsigned long long>(d(&FlushCounts::deadline)),
-                  static_cast<unsigned long long>(d(&FlushCounts::idle)), static_cast<unsigned long long>(d(&FlushCounts::shutdown)));
-      if (devices.size() > 1)
-        for (std::size_t i = 0; i < after.devices.size(); ++i)
-          std::printf("device %-4zu %llu batches, %llu requests, %llu failovers%s\n", i,
-                      static_cast<unsigned long long>(after.devices[i].batches),
-                      static_cast<unsigned long long>(after.devices[i].requests),
-                      static_cast<unsigned long long>(after.devices[i].failovers),
-                      after.devices[i].live ? "" : " (lost)");
-      if (config.resident)
-        std::printf("resident    %llu requests served by the resident kernel\n",
-                    static_cast<unsigned long long>(after.resident - before.resident));
-      std::printf("verified    %s (errors %llu, mismatches %llu, lost %llu)%s%s\n", verified ? "yes" : "NO",
-                  static_cast<unsigned long long>(errors), static_cast<unsigned long long>(mismatches),
-                  static_cast<unsigned long long>(lost), first_error.empty() ? "" : ": ", first_error.c_str());
-    }
-    return verified ? 0 : 1;
+  std::atomic<bool> finished_{false};
+  std::vector<std::uint64_t> timeline_;
+  std::thread sampler_, progress_;
+};
+
+// What the clock saw.
+struct Timing {
+  double seconds = 0;
+  bench::HostNoise noise;
+  double cpu_seconds = 0;
+  std::vector<std::uint64_t> timeline;  // --lose-device-ms: completions so far at each 100 ms
+};
+
+// The timed run: every sender's requests, from the gate's opening to the last sender's end.
+Timing run_timed(const Options& o, const std::vector<Workload>& workloads, const Submitters& submitters,
+                 std::vector<ThreadResult>& results) {
+  std::atomic<std::uint64_t> done{0};
+  bench::StartGate gate(o.threads);
+  std::vector<std::thread> threads = start_senders(o, workloads, submitters, done, results, gate);
+  // The senders are made and ready (bench/start_gate.hpp): the clock starts now.
+  gate.wait_ready();
+  bench::HostNoiseProbe host(o.host_probe);
+  const double cpu_start = process_cpu_seconds();
+  const auto start = Clock::now();
+  gate.open();
+  RunWatch watch(o, start, done);
+  for (auto& t : threads) t.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const bench::HostNoise noise = host.stop();
+  // The price of the latency: process CPU time over the timed run (spinning shows here), the
+  // host probe's own left out.
+  const double cpu_seconds = process_cpu_seconds() - cpu_start - noise.probe_cpu_s;
+  return {seconds, noise, cpu_seconds, watch.stop()};
+}
+
+// An idle executor (nothing in flight, nothing queued) must burn no CPU: measure it.
+double measure_idle_cores_busy(const Options& o) {
+  double idle_cores_busy = 0;
+  if (o.idle_ms > 0) {
+    const double idle_cpu_start = process_cpu_seconds();
+    std::this_thread::sleep_for(std::chrono::milliseconds(o.idle_ms));
+    idle_cores_busy = (process_cpu_seconds() - idle_cpu_start) / (o.idle_ms / 1e3);
+  }
+  return idle_cores_busy;
+}
+
+// Every thread's results in one: samples appended in thread order, the first error of the first
+// thread that had one.
+ThreadResult merged(const std::vector<ThreadResult>& results) {
+  ThreadResult all;
+  for (auto& r : results) {
+    all.latencies_us.insert(all.latencies_us.end(), r.latencies_us.begin(), r.latencies_us.end());
+    all.send_lag_us.insert(all.send_lag_us.end(), r.send_lag_us.begin(), r.send_lag_us.end());
+    all.errors += r.errors;
+    all.mismatches += r.mismatches;
+    all.lost += r.lost;
+    if (all.first_error.empty()) all.first_error = r.first_error;
+  }
+  return all;
+}
+
+// The run as the reports give it: what was measured, and the figures derived from it.
+struct Report {
+  Stats before, after;  // the executor's (none on the synchronous path: zeros)
+  DeviceCounters counters_before, counters_after;
+  Timing timing;
+  double idle_cores_busy = 0;
+  ThreadResult all;  // every thread's
+  bool batched = false;  // an executor ran the requests
+  double p50 = 0, p90 = 0, p99 = 0, max = 0, lag_p50 = 0, lag_p99 = 0, lag_max = 0;
+  double submit_p50 = 0, submit_p99 = 0, mean_batch = 0, cpu_us_per_request = 0, cores_busy = 0;
+  std::uint64_t batches = 0;
+  bool verified = false;
+  std::string preset_label, device_names, drivers, devices_json;
+};
+
+// The figures of `r` from its measurements (and the devices' names).
+void derive(const Options& o, const std::vector<Device>& devices, Report& r) {
+  std::vector<double>& lat = r.all.latencies_us;
+  std::vector<double>& lag = r.all.send_lag_us;
+  r.cpu_us_per_request = r.timing.cpu_seconds * 1e6 / double(o.requests);
+  r.cores_busy = r.timing.seconds > 0 ? r.timing.cpu_seconds / r.timing.seconds : 0;
+  r.p50 = percentile(lat, 0.50), r.p90 = percentile(lat, 0.90), r.p99 = percentile(lat, 0.99);
+  r.max = lat.empty() ? 0 : *std::max_element(lat.begin(), lat.end());
+  r.lag_p50 = percentile(lag, 0.50), r.lag_p99 = percentile(lag, 0.99);
+  r.lag_max = lag.empty() ? 0 : *std::max_element(lag.begin(), lag.end());
+  // The executor's own measure: from the call to its batch's device submission returning.
+  const auto us = [](std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1e3; };
+  r.submit_p50 = us(r.after.submit_latency.p50), r.submit_p99 = us(r.after.submit_latency.p99);
+  r.batches = o.unbatched ? r.counters_after.submissions - r.counters_before.submissions
+                          : r.after.batches - r.before.batches;
+  // Requests of the direct lane (and the resident kernel) are no batch's.
+  const std::uint64_t unbatched_here = (r.after.direct - r.before.direct) + (r.after.resident - r.before.resident);
+  r.mean_batch = r.batches ? double(o.requests - std::min(o.requests, unbatched_here)) / double(r.batches) : 0;
+  r.verified = r.all.errors == 0 && r.all.mismatches == 0 && r.all.lost == 0 && lat.size() == o.requests;
+  r.devices_json = devices_report(o, devices, r.before, r.after, r.batches);
+  for (const Device& each : devices) r.device_names += (r.device_names.empty() ? "" : ", ") + each.info().name;
+  // The machine's driver beside every figure (docs/BENCHMARKS.md).
+  for (const Device& each : devices) r.drivers += (r.drivers.empty() ? "" : ", ") + each.info().driver;
+}
+
+// --json: one object on stdout (the fields are the contract in docs/DESIGN.md).
+void print_json(const Options& o, const Report& r) {
+  const Stats& after = r.after;
+  const Stats& before = r.before;
+  const DeviceCounters& counters_after = r.counters_after;
+  const DeviceCounters& counters_before = r.counters_before;
+  char submit_json[96] = "null";  // the synchronous path has no executor
+  if (r.batched)
+    std::snprintf(submit_json, sizeof submit_json, "{\"p50\": %.2f, \"p99\": %.2f}", r.submit_p50, r.submit_p99);
+  const auto d = [&](auto FlushCounts::*f) { return after.flushes.*f - before.flushes.*f; };
+  std::printf(
+      "{\"device\": \"%s\", \"driver\": \"%s\", \"preset\": \"%s\", \"op\": \"%s\", \"size\": %u, \"threads\": %d, "
+      "\"inflight\": %d, \"think_us\": %d, \"rate\": %.1f, \"pace_us\": %d, \"requests\": %llu, \"seconds\": %.6f, \"throughput_rps\": %.1f, "
+      "\"latency_us\": {\"p50\": %.2f, \"p90\": %.2f, \"p99\": %.2f, \"max\": %.2f}, \"submit_us\": %s, "
+      "\"send_lag_us\": {\"p50\": %.2f, \"p99\": %.2f, \"max\": %.2f}, "
+      "\"batches\": %llu, \"mean_batch_size\": %.2f, "
+      "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
+      "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
+      "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
+      "\"resident\": %llu, \"direct\": %llu, \"split\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
+      "\"host\": %s, \"devices\": %s%s}\n",
+      json_escaped(r.device_names).c_str(), json_escaped(r.drivers).c_str(), r.preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.think_us, o.rate, o.pace_us,
+      static_cast<unsigned long long>(o.requests), r.timing.seconds, double(o.requests) / r.timing.seconds, r.p50, r.p90, r.p99, r.max,
+      submit_json,
+      r.lag_p50, r.lag_p99, r.lag_max, static_cast<unsigned long long>(r.batches), r.mean_batch,
+      static_cast<unsigned long long>(d(&FlushCounts::size)), static_cast<unsigned long long>(d(&FlushCounts::deadline)),
+      static_cast<unsigned long long>(d(&FlushCounts::idle)), static_cast<unsigned long long>(d(&FlushCounts::shutdown)),
+      static_cast<unsigned long long>(counters_after.uploads - counters_before.uploads),
+      static_cast<unsigned long long>(counters_after.downloads - counters_before.downloads),
+      static_cast<unsigned long long>(counters_after.bytes_up - counters_before.bytes_up),
+      static_cast<unsigned long long>(counters_after.bytes_down - counters_before.bytes_down),
+      r.cpu_us_per_request, r.cores_busy, o.idle_ms, r.idle_cores_busy,
+      static_cast<unsigned long long>(after.resident - before.resident),
+      static_cast<unsigned long long>(after.direct - before.direct),
+      static_cast<unsigned long long>(after.split - before.split),
+      static_cast<unsigned long long>(after.caller_completions - before.caller_completions),
+      static_cast<unsigned long long>(after.strand_runs - before.strand_runs),
+      static_cast<unsigned long long>(r.all.errors), static_cast<unsigned long long>(r.all.mismatches),
+      static_cast<unsigned long long>(r.all.lost), r.verified ? "true" : "false", r.timing.noise.json().c_str(), r.devices_json.c_str(),
+      timeline_json(r.timing.timeline).c_str());
+}
+
+// Without --json: the same run for a person to read.
+void print_summary(const Options& o, const BatchConfig& config, std::size_t device_count, const Report& r) {
+  const Stats& after = r.after;
+  const auto d = [&](auto FlushCounts::*f) { return after.flushes.*f - r.before.flushes.*f; };
+  std::printf("device      %s\n", r.device_names.c_str());
+  std::printf("workload    %s, %u per request, %d threads x %s, %llu requests\n", o.op.c_str(), o.size,
+              o.threads, o.rate > 0 ? ("open loop " + std::to_string(o.rate) + "/s").c_str()
+                                    : (std::to_string(o.inflight) + " in flight").c_str(),
+              static_cast<unsigned long long>(o.requests));
+  std::printf("preset      %s\n", r.preset_label.c_str());
+  std::printf("throughput  %.0f requests/s (%.3f s)\n", double(o.requests) / r.timing.seconds, r.timing.seconds);
+  std::printf("latency us  p50 %.1f  p90 %.1f  p99 %.1f  max %.1f\n", r.p50, r.p90, r.p99, r.max);
+  if (r.batched)
+    std::printf("submit us   p50 %.1f  p99 %.1f (the call to its batch's device submission returning)\n",
+                r.submit_p50, r.submit_p99);
+  std::printf("cpu         %.2f us per request, %.2f cores busy (process CPU time over the run)\n",
+              r.cpu_us_per_request, r.cores_busy);
+  std::printf("host        %s\n", r.timing.noise.json().c_str());
+  if (o.idle_ms > 0)
+    std::printf("idle        %.4f cores busy over %d ms with nothing to do\n", r.idle_cores_busy, o.idle_ms);
+  if (o.rate > 0)
+    std::printf("send lag us p50 %.1f  p99 %.1f  max %.1f (the generator's own lateness, included above)\n",
+                r.lag_p50, r.lag_p99, r.lag_max);
+  std::printf("batches     %llu, mean %.1f requests; flushes size %llu deadline %llu idle %llu shutdown %llu\n",
+              static_cast<unsigned long long>(r.batches), r.mean_batch,
+              static_cast<unsigned long long>(d(&FlushCounts::size)), static_cast<unsigned long long>(d(&FlushCounts::deadline)),
+              static_cast<unsigned long long>(d(&FlushCounts::idle)), static_cast<unsigned long long>(d(&FlushCounts::shutdown)));
+  if (device_count > 1)
+    for (std::size_t i = 0; i < after.devices.size(); ++i)
+      std::printf("device %-4zu %llu batches, %llu requests, %llu failovers%s\n", i,
+                  static_cast<unsigned long long>(after.devices[i].batches),
+                  static_cast<unsigned long long>(after.devices[i].requests),
+                  static_cast<unsigned long long>(after.devices[i].failovers),
+                  after.devices[i].live ? "" : " (lost)");
+  if (config.resident)
+    std::printf("resident    %llu requests served by the resident kernel\n",
+                static_cast<unsigned long long>(after.resident - r.before.resident));
+  std::printf("verified    %s (errors %llu, mismatches %llu, lost %llu)%s%s\n", r.verified ? "yes" : "NO",
+              static_cast<unsigned long long>(r.all.errors), static_cast<unsigned long long>(r.all.mismatches),
+              static_cast<unsigned long long>(r.all.lost), r.all.first_error.empty() ? "" : ": ",
+              r.all.first_error.c_str());
+}
+
+// The whole run after the command line: set up, warm up, the timed run, the report. The exit
+// code: 0 when every result was verified.
+int run(const Options& o) {
+  const BatchConfig config = make_config(o);
+  Report r;
+  r.preset_label = preset_label_of(o);
+  std::vector<Device> devices = open_run_devices(o, config);
+  Submitters submitters(o, devices, config);
+  // Lives to the end of run(), past the executors' shutdown: with --import its memory must stay
+  // allocated while an executor may still hold a request that reads it.
+  Workload w(o, 999, devices);
+  warm_up(o, config, w, submitters.submit);
+  std::vector<Workload> workloads;
+  for (int t = 0; t < o.threads; ++t) workloads.emplace_back(o, 1000 + t, devices);
+  std::vector<ThreadResult> results(o.threads);
+  prime_checks(workloads, submitters.submit, results);
+  // The timed run gets an executor of its own, so that its latency percentiles (submit_us) hold
+  // only the timed requests; the device's staging and kernels stay warm.
+  submitters.restart();
+  r.before = submitters.stats();
+  r.counters_before = summed_counters(devices);
+  r.timing = run_timed(o, workloads, submitters, results);
+  r.idle_cores_busy = measure_idle_cores_busy(o);
+  submitters.shutdown();
+  r.after = submitters.stats();
+  r.counters_after = summed_counters(devices);
+  r.all = merged(results);
+  r.batched = submitters.batched();
+  derive(o, devices, r);
+  if (o.json)
+    print_json(o, r);
+  else
+    print_summary(o, config, devices.size(), r);
+  return r.verified ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"gpubatch-load: load generator for the gpubatch executor"};
+  add_load_options(app, o);
+  add_mode_options(app, o);
+  CLI11_PARSE(app, argc, argv);
+  // The synchronous path blocks in the call: each thread has exactly one request outstanding.
+  if (o.unbatched || o.sync) o.inflight = 1;
+  if (o.import) o.host_buffers = true;
+  if (!verifiable_op(o)) return 2;
+  try {
+    return run(o);
   } catch (const Error& e) {
     std::cerr << "gpubatch-load: " << e.what() << "\n";
     return 1;

@@ -216,50 +216,80 @@ void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
   }
 }
 
+// How a completion handler reads a failed request's error: 0 by default, with
+// gpubatch::error_code_of; 1 (--read-errors-later) not at all, the sender does; 2
+// (--rethrow-in-handler) by a rethrow.
+int error_mode(const Options& o) { return o.read_errors_later ? 1 : o.rethrow_in_handler ? 2 : 0; }
+
+// The completion handler of the request in `s`: the time first, then its result or its error.
+auto completion(std::shared_ptr<Slot> s, int mode) {
+  return [s = std::move(s), mode](std::exception_ptr e, std::vector<float> v) {
+    s->finished = Clock::now();
+    if (e) {
+      // By default as a user would with gpubatch::error_code_of: the code read at once (no
+      // rethrow for an exception read before on this thread), the message by the sender later.
+      if (mode == 1) s->error = std::move(e);
+      else if (mode == 2) classify(*s, e);
+      else s->code = error_code_of(e), s->error = std::move(e);
+    } else {
+      s->values = std::move(v);
+    }
+    s->done.store(true, std::memory_order_release);
+  };
+}
+
 // One sending thread: `count` requests at `rate` per second, all at priority `level`.
-void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, unsigned seed,
-            std::uint64_t count, double rate, bool high, Samples& out, bench::StartGate& gate) {
-  bench::precise_timer_slack();
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  std::uniform_int_distribution<int> pick(0, Pool::kEach - 1);
-  std::deque<std::shared_ptr<Slot>> pending;
+class Sender {
+ public:
+  // `gpu` must outlive run().
+  Sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, unsigned seed, Samples& out)
+      : o_(o), pool_(pool), gpu_(gpu), rng_(seed), out_(out) {}
+
+  void run(std::uint64_t count, double rate, bool high, bench::StartGate& gate) {
+    reserve_samples(count, high);
+    gate.arrive_and_wait();
+    const auto interval = std::chrono::duration<double>(1.0 / rate);
+    auto next = Clock::now();
+    const auto begin = next;
+    const double quarter_s = double(count) / rate / 4.0;
+    for (std::uint64_t sent = 0; sent < count;) {
+      reap();
+      if (Clock::now() < next) {
+        bench::sleep_to_next_send(next, std::chrono::microseconds(o_.pace_us));
+        continue;
+      }
+      const auto scheduled = next;
+      const int quarter = std::min(3, static_cast<int>(std::chrono::duration<double>(next - begin).count() / quarter_s));
+      next = std::chrono::time_point_cast<Clock::duration>(next + interval);
+      ++sent;
+      send(scheduled, quarter, high);
+    }
+    drain();
+  }
+
+ private:
   // Room for every sample up front: a vector that doubles while the clock runs reallocates on 16
   // threads in the same instant (their sends keep pace), and the H100 traces showed the whole
   // process stalling then (DESIGN.md "Where the p99 under load came from"). Then the heap, and the
   // start with the others (bench/start_gate.hpp).
-  bench::reserve_touched(out.latency_us[high][0], count);
-  out.latency_us[high][1].reserve(static_cast<std::size_t>(double(count) * o.large * 2) + 64);
-  for (auto& q : out.by_quarter_us) q.reserve(count / 4 + 64);  // nothing grows while the clock runs
-  if (o.deadline_us > 0) out.deadline_late_us.reserve(static_cast<std::size_t>(double(count) * o.deadline_fraction) + 64);
-  if (o.block_for_us > 0) out.queue_full_late_us.reserve(count);
-  bench::reserve_touched(out.lag_us[high], count);
-  bench::reserve_touched(out.from_call_us[high], count);
-  gate.arrive_and_wait();
-  const auto interval = std::chrono::duration<double>(1.0 / rate);
-  auto next = Clock::now();
-  const auto begin = next;
-  const double quarter_s = double(count) / rate / 4.0;
-  auto reap = [&] {
-    while (!pending.empty() && pending.front()->done.load(std::memory_order_acquire)) {
-      record(o, pool, *pending.front(), out);
-      pending.pop_front();
-    }
-  };
-  for (std::uint64_t sent = 0; sent < count;) {
-    reap();
-    if (Clock::now() < next) {
-      bench::sleep_to_next_send(next, std::chrono::microseconds(o.pace_us));
-      continue;
-    }
+  void reserve_samples(std::uint64_t count, bool high) {
+    bench::reserve_touched(out_.latency_us[high][0], count);
+    out_.latency_us[high][1].reserve(static_cast<std::size_t>(double(count) * o_.large * 2) + 64);
+    for (auto& q : out_.by_quarter_us) q.reserve(count / 4 + 64);  // nothing grows while the clock runs
+    if (o_.deadline_us > 0) out_.deadline_late_us.reserve(static_cast<std::size_t>(double(count) * o_.deadline_fraction) + 64);
+    if (o_.block_for_us > 0) out_.queue_full_late_us.reserve(count);
+    bench::reserve_touched(out_.lag_us[high], count);
+    bench::reserve_touched(out_.from_call_us[high], count);
+  }
+
+  // One request scheduled at `scheduled`: its size and input drawn, then the call.
+  void send(Clock::time_point scheduled, int quarter, bool high) {
     auto s = std::make_shared<Slot>();
-    s->scheduled = next;
-    s->quarter = std::min(3, static_cast<int>(std::chrono::duration<double>(next - begin).count() / quarter_s));
-    next = std::chrono::time_point_cast<Clock::duration>(next + interval);
-    ++sent;
+    s->scheduled = scheduled;
+    s->quarter = quarter;
     s->high = high;
-    s->is_large = u(rng) < o.large;
-    s->input = pick(rng);
+    s->is_large = u_(rng_) < o_.large;
+    s->input = pick_(rng_);
     SubmitOptions opt;
     opt.priority = s->high ? 1 : 0;
     // The input is copied before the clock is read and moved into the call, so that a deadline
@@ -267,31 +297,47 @@ void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, uns
     // fresh memory took the whole 2 ms deadline now and then on the H200, and the library, finding
     // the deadline already passed, refused it at the call (path 6), 1.2 ms late at p50
     // (BENCHMARKS.md, 2026-11-29).
-    std::vector<float> x = s->is_large ? pool.large[s->input] : pool.small[s->input];
+    std::vector<float> x = s->is_large ? pool_.large[s->input] : pool_.small[s->input];
     s->called = Clock::now();
-    if (o.deadline_us > 0 && u(rng) < o.deadline_fraction)
-      s->deadline = opt.deadline = s->called + std::chrono::microseconds(o.deadline_us);
-    pending.push_back(s);
-    gpu.relu(std::move(x), opt, [s, mode = o.read_errors_later ? 1 : o.rethrow_in_handler ? 2 : 0](std::exception_ptr e, std::vector<float> v) {
-      s->finished = Clock::now();
-      if (e) {
-        // By default as a user would with gpubatch::error_code_of: the code read at once (no
-        // rethrow for an exception read before on this thread), the message by the sender later.
-        if (mode == 1) s->error = std::move(e);
-        else if (mode == 2) classify(*s, e);
-        else s->code = error_code_of(e), s->error = std::move(e);
-      } else {
-        s->values = std::move(v);
-      }
-      s->done.store(true, std::memory_order_release);
-    });
+    if (o_.deadline_us > 0 && u_(rng_) < o_.deadline_fraction)
+      s->deadline = opt.deadline = s->called + std::chrono::microseconds(o_.deadline_us);
+    pending_.push_back(s);
+    gpu_.relu(std::move(x), opt, completion(s, error_mode(o_)));
   }
-  const auto give_up = Clock::now() + std::chrono::seconds(120);
-  while (!pending.empty() && Clock::now() < give_up) {
-    reap();
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
+
+  // Records the requests completed so far, in the order they were sent.
+  void reap() {
+    while (!pending_.empty() && pending_.front()->done.load(std::memory_order_acquire)) {
+      record(o_, pool_, *pending_.front(), out_);
+      pending_.pop_front();
+    }
   }
-  out.lost += pending.size();
+
+  // After the last send: the rest, waited for up to 120 s; those whose completion never came are lost.
+  void drain() {
+    const auto give_up = Clock::now() + std::chrono::seconds(120);
+    while (!pending_.empty() && Clock::now() < give_up) {
+      reap();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    out_.lost += pending_.size();
+  }
+
+  const Options& o_;
+  const Pool& pool_;
+  const BatchedGpuHandle& gpu_;
+  std::mt19937 rng_;
+  std::uniform_real_distribution<double> u_{0.0, 1.0};
+  std::uniform_int_distribution<int> pick_{0, Pool::kEach - 1};
+  Samples& out_;
+  std::deque<std::shared_ptr<Slot>> pending_;
+};
+
+// A sending thread's body (see Sender).
+void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, unsigned seed,
+            std::uint64_t count, double rate, bool high, Samples& out, bench::StartGate& gate) {
+  bench::precise_timer_slack();
+  Sender(o, pool, gpu, seed, out).run(count, rate, high, gate);
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -324,11 +370,8 @@ BatchConfig make_config(const Options& o) {
   return c;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options o;
-  CLI::App app{"gpubatch-mix: open-loop mixed load (priorities, deadlines, large requests)"};
+// The command line (--help lists the options in this order).
+void add_options(CLI::App& app, Options& o) {
   app.add_option("--preset", o.preset, "a preset (default: BatchConfig's default, adaptive)");
   app.add_option("--config", o.config_file, "TOML config file (overrides --preset)");
   app.add_option("--threads", o.threads, "sending threads")->check(CLI::Range(1, 1024))->capture_default_str();
@@ -361,142 +404,209 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0l, 1l << 24));
   app.add_option("--device", o.device, "device index or name substring");
   app.add_flag("--json", o.json, "one JSON object on stdout");
+}
+
+// Warm up as gpubatch-load does: kernels built, and staging grown to a full batch in every
+// slot, so the timed run measures the steady state. With only 256 requests (before the third
+// session of 2026-11-27) the first batch of 256 KiB or more in the timed run made a 64 MiB
+// pinned block inside its submit (16-22 ms on the H100): the 20 ms maximum of nearly every run.
+void warm_up(const Options& o, Device& device, const BatchConfig& config, const Pool& pool) {
+  BatchExecutor warm(device, config);
+  // At most a full queue: a burst beyond it would meet `reject` or `block_for` (--block-for-us).
+  const std::size_t burst = o.warm >= 0 ? static_cast<std::size_t>(o.warm)
+                                        : std::min(config.max_batch_size * config.max_inflight_batches,
+                                                   config.queue_capacity_of(0));
+  std::vector<std::future<std::vector<float>>> f;
+  for (std::size_t i = 0; i < burst; ++i) f.push_back(warm.handle().relu(pool.small[0]));
+  if (o.large > 0)
+    for (int i = 0; i < 4; ++i) f.push_back(warm.handle().relu(pool.large[0]));
+  for (auto& x : f) x.get();
+}
+
+// --early-system-pool: a function run on Asio's system executor, which makes its pool.
+void start_system_pool() {
+  std::promise<void> ran;
+  boost::asio::post(boost::asio::system_executor(), [&ran] { ran.set_value(); });
+  ran.get_future().wait();
+}
+
+// A sending thread's part of the load.
+struct Share {
+  int t;  // the thread's index, and its Samples'
+  std::uint64_t count;
+  double rate;
+  bool high;
+};
+struct SenderPlan {
+  int senders = 0;  // sending threads planned (those with nothing to send are not started)
+  std::vector<Share> shares;
+};
+
+// High-priority traffic comes from threads of its own (as interactive callers would): a
+// sender blocked on a full level-0 queue must not hold back the high requests behind it.
+SenderPlan plan_senders(const Options& o) {
+  const int high_threads = o.high > 0 ? std::max(1, static_cast<int>(o.threads * o.high + 0.5)) : 0;
+  const int low_threads = std::max(1, o.threads - high_threads);
+  const auto high_total = static_cast<std::uint64_t>(double(o.requests) * o.high + 0.5);
+  SenderPlan plan;
+  plan.senders = high_threads + low_threads;
+  for (int t = 0; t < high_threads + low_threads; ++t) {
+    const bool high = t < high_threads;
+    const int n = high ? high_threads : low_threads;
+    const int i = high ? t : t - high_threads;
+    const std::uint64_t total = high ? high_total : o.requests - high_total;
+    const std::uint64_t count = total / n + (std::uint64_t(i) < total % n ? 1 : 0);
+    const double rate = o.rate * (high ? o.high : 1.0 - o.high) / n;
+    if (count > 0 && rate > 0) plan.shares.push_back({t, count, rate, high});
+  }
+  return plan;
+}
+
+// What the clock saw.
+struct Timed {
+  double seconds = 0;
+  bench::HostNoise noise;
+};
+
+// The timed run: every share sent by a thread of its own, from the gate's opening to the last
+// sender's end; each thread's samples in per[its share's t].
+Timed run_senders(const Options& o, const Pool& pool, const BatchExecutor& executor,
+                  const std::vector<Share>& shares, std::vector<Samples>& per) {
+  std::vector<std::thread> threads;
+  bench::StartGate gate(static_cast<std::ptrdiff_t>(shares.size()));
+  for (const Share& sh : shares)
+    threads.emplace_back([&, sh] { sender(o, pool, executor.handle(), 100 + sh.t, sh.count, sh.rate, sh.high, per[sh.t], gate); });
+  // The senders are made and ready (bench/start_gate.hpp): the clock starts now.
+  gate.wait_ready();
+  bench::HostNoiseProbe host(o.host_probe);
+  const auto start = Clock::now();
+  gate.open();
+  for (auto& t : threads) t.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return {seconds, host.stop()};
+}
+
+// Successful requests' latencies by class: by priority, and by size.
+struct Classes {
+  std::vector<double> high, low, small, large;
+};
+
+Classes classes_of(const Samples& all) {
+  Classes c;
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 2; ++l) {
+      auto& v = all.latency_us[h][l];
+      (h ? c.high : c.low).insert((h ? c.high : c.low).end(), v.begin(), v.end());
+      (l ? c.large : c.small).insert((l ? c.large : c.small).end(), v.begin(), v.end());
+    }
+  return c;
+}
+
+// The first message of each deadline path, as the items of a JSON list.
+std::string deadline_samples_json(const Samples& all) {
+  std::string list;
+  for (int i = 0; i < Samples::kPaths; ++i) list += std::string(i ? ", " : "") + "\"" + json_text(all.sample_by_path[i]) + "\"";
+  return list;
+}
+
+// --json: the run as one JSON object (without the newline).
+std::string json_report(const Options& o, const Device& device, const Timed& timed, const Stats& stats,
+                        const Samples& all, const Classes& c, bool verified) {
+  const double seconds = timed.seconds;
+  std::ostringstream js;
+  js << "{\"tool\": \"gpubatch-mix\", \"device\": \"" << device.info().name << "\", \"threads\": " << o.threads
+     << ", \"requests\": " << o.requests << ", \"offered_rate\": " << o.rate << ", \"pace_us\": " << o.pace_us << ", \"early_system_pool\": " << (o.early_system_pool ? "true" : "false") << ", \"high\": " << o.high
+     << ", \"large\": " << o.large << ", \"large_size\": " << o.large_size << ", \"size\": " << o.size
+     << ", \"deadline_us\": " << o.deadline_us << ", \"block_for_us\": " << o.block_for_us
+     << ", \"target_p99_us\": " << o.target_p99_us << ", \"seconds\": " << seconds
+     << ", \"completed_per_s\": " << double(all.ok) / seconds << ", \"ok\": " << all.ok
+     << ", \"latency_us\": {\"all\": " << dist([&] { auto v = c.high; v.insert(v.end(), c.low.begin(), c.low.end()); return v; }())
+     << ", \"high\": " << dist(c.high) << ", \"low\": " << dist(c.low) << ", \"small\": " << dist(c.small)
+     << ", \"large\": " << dist(c.large) << "}, \"latency_by_quarter_us\": [" << dist(all.by_quarter_us[0]) << ", "
+     << dist(all.by_quarter_us[1]) << ", " << dist(all.by_quarter_us[2]) << ", " << dist(all.by_quarter_us[3])
+     << "], \"send_lag_us\": {\"high\": " << dist(all.lag_us[1])
+     << ", \"low\": " << dist(all.lag_us[0]) << "}, \"from_call_us\": {\"high\": " << dist(all.from_call_us[1])
+     << ", \"low\": " << dist(all.from_call_us[0]) << "}, \"deadline_exceeded\": " << all.deadline_errors
+     << ", \"deadline_late_us\": " << dist(all.deadline_late_us)
+     << ", \"deadline_late_by_path_us\": {\"call\": " << dist(all.late_by_path[0])
+     << ", \"watch\": " << dist(all.late_by_path[1]) << ", \"strand\": " << dist(all.late_by_path[2])
+     << ", \"admission\": " << dist(all.late_by_path[3]) << ", \"strand_unwatched\": " << dist(all.late_by_path[4])
+     << ", \"strand_watch_behind\": " << dist(all.late_by_path[5])
+     << ", \"at_call\": " << dist(all.late_by_path[6]) << "}, \"deadline_sample_by_path\": ["
+     << deadline_samples_json(all)
+     << "], \"shed\": " << stats.shed
+     << ", \"finished_after_deadline\": " << all.finished_after_deadline << ", \"queue_full\": " << all.queue_full
+     << ", \"queue_full_late_us\": " << dist(all.queue_full_late_us) << ", \"other_errors\": " << all.other_errors
+     << ", \"mean_batch_size\": " << stats.mean_batch_size << ", \"batches\": " << stats.batches << ", \"express_batches\": " << stats.express_batches
+     << ", \"target_batch_bytes\": " << stats.target_batch_bytes << ", \"executor_e2e_p99_us\": {";
+  // The executor's own view (acceptance to resolution, per level): the gap to latency_us is
+  // the time a request spent before the call returned (a blocked push, a late sender).
+  for (std::size_t l = 0; l < stats.end_to_end_by_priority.size(); ++l)
+    js << (l ? ", " : "") << "\"" << l << "\": " << double(stats.end_to_end_by_priority[l].summary.p99.count()) / 1000.0;
+  js << "}, \"lost\": " << all.lost
+     << ", \"verified\": " << (verified ? "true" : "false") << ", \"host\": " << timed.noise.json() << "}";
+  return js.str();
+}
+
+// Without --json: the run in a few lines for a person to read.
+void print_summary(const Options& o, const Timed& timed, const Samples& all, const Classes& c, bool verified) {
+  std::printf("%.0f ok/s (offered %.0f), p50/p99 us: high %.0f/%.0f low %.0f/%.0f small %.0f/%.0f large %.0f/%.0f\n",
+              double(all.ok) / timed.seconds, o.rate, percentile(c.high, .5), percentile(c.high, .99), percentile(c.low, .5),
+              percentile(c.low, .99), percentile(c.small, .5), percentile(c.small, .99), percentile(c.large, .5),
+              percentile(c.large, .99));
+  std::printf("host %s\n", timed.noise.json().c_str());
+  std::printf("deadline_exceeded %llu (late p50 %.0f p99 %.0f max %.0f us), queue_full %llu (late p99 %.0f us), "
+              "verified %s, lost %llu\n",
+              (unsigned long long)all.deadline_errors, percentile(all.deadline_late_us, .5),
+              percentile(all.deadline_late_us, .99),
+              all.deadline_late_us.empty() ? 0.0 : *std::max_element(all.deadline_late_us.begin(), all.deadline_late_us.end()),
+              (unsigned long long)all.queue_full, percentile(all.queue_full_late_us, .99), verified ? "yes" : "NO",
+              (unsigned long long)all.lost);
+  if (all.deadline_errors)
+    std::printf("  by path, count late p99 us: call %zu %.0f, watch %zu %.0f, strand %zu %.0f, admission %zu %.0f, "
+                "strand (not yet watched) %zu %.0f, strand (watch behind) %zu %.0f\n",
+                all.late_by_path[0].size(), percentile(all.late_by_path[0], .99), all.late_by_path[1].size(),
+                percentile(all.late_by_path[1], .99), all.late_by_path[2].size(), percentile(all.late_by_path[2], .99),
+                all.late_by_path[3].size(), percentile(all.late_by_path[3], .99), all.late_by_path[4].size(),
+                percentile(all.late_by_path[4], .99), all.late_by_path[5].size(), percentile(all.late_by_path[5], .99));
+}
+
+// The whole run after the command line: set up, warm up, the timed run, the report. The exit
+// code: 0 when every result was verified.
+int run(const Options& o) {
+  DeviceOptions device_options;
+  device_options.selector = o.device;
+  Device device(device_options);
+  const BatchConfig config = make_config(o);
+  const Pool pool(o);
+  warm_up(o, device, config, pool);
+  if (o.early_system_pool) start_system_pool();
+  BatchExecutor executor(device, config);
+  const SenderPlan plan = plan_senders(o);
+  std::vector<Samples> per(plan.senders);
+  const Timed timed = run_senders(o, pool, executor, plan.shares, per);
+  const Stats stats = executor.stats();
+  Samples all;
+  for (auto& s : per) all.merge(s);
+  const Classes classes = classes_of(all);
+  const bool verified = all.mismatches == 0 && all.lost == 0 && all.other_errors == 0;
+  if (o.json)
+    std::cout << json_report(o, device, timed, stats, all, classes, verified) << "\n";
+  else
+    print_summary(o, timed, all, classes, verified);
+  if (!all.first_error.empty() && !verified) std::cerr << "first error: " << all.first_error << "\n";
+  return verified ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"gpubatch-mix: open-loop mixed load (priorities, deadlines, large requests)"};
+  add_options(app, o);
   CLI11_PARSE(app, argc, argv);
   try {
-    DeviceOptions device_options;
-    device_options.selector = o.device;
-    Device device(device_options);
-    const BatchConfig config = make_config(o);
-    const Pool pool(o);
-    // Warm up as gpubatch-load does: kernels built, and staging grown to a full batch in every
-    // slot, so the timed run measures the steady state. With only 256 requests (before the third
-    // session of 2026-11-27) the first batch of 256 KiB or more in the timed run made a 64 MiB
-    // pinned block inside its submit (16-22 ms on the H100): the 20 ms maximum of nearly every run.
-    {
-      BatchExecutor warm(device, config);
-      // At most a full queue: a burst beyond it would meet `reject` or `block_for` (--block-for-us).
-      const std::size_t burst = o.warm >= 0 ? static_cast<std::size_t>(o.warm)
-                                            : std::min(config.max_batch_size * config.max_inflight_batches,
-                                                       config.queue_capacity_of(0));
-      std::vector<std::future<std::vector<float>>> f;
-      for (std::size_t i = 0; i < burst; ++i) f.push_back(warm.handle().relu(pool.small[0]));
-      if (o.large > 0)
-        for (int i = 0; i < 4; ++i) f.push_back(warm.handle().relu(pool.large[0]));
-      for (auto& x : f) x.get();
-    }
-    if (o.early_system_pool) {
-      std::promise<void> ran;
-      boost::asio::post(boost::asio::system_executor(), [&ran] { ran.set_value(); });
-      ran.get_future().wait();
-    }
-    BatchExecutor executor(device, config);
-    std::vector<Samples> per(o.threads);
-    std::vector<std::thread> threads;
-    // High-priority traffic comes from threads of its own (as interactive callers would): a
-    // sender blocked on a full level-0 queue must not hold back the high requests behind it.
-    const int high_threads = o.high > 0 ? std::max(1, static_cast<int>(o.threads * o.high + 0.5)) : 0;
-    const int low_threads = std::max(1, o.threads - high_threads);
-    per.resize(high_threads + low_threads);
-    const auto high_total = static_cast<std::uint64_t>(double(o.requests) * o.high + 0.5);
-    struct Share {
-      int t;
-      std::uint64_t count;
-      double rate;
-      bool high;
-    };
-    std::vector<Share> shares;
-    for (int t = 0; t < high_threads + low_threads; ++t) {
-      const bool high = t < high_threads;
-      const int n = high ? high_threads : low_threads;
-      const int i = high ? t : t - high_threads;
-      const std::uint64_t total = high ? high_total : o.requests - high_total;
-      const std::uint64_t count = total / n + (std::uint64_t(i) < total % n ? 1 : 0);
-      const double rate = o.rate * (high ? o.high : 1.0 - o.high) / n;
-      if (count > 0 && rate > 0) shares.push_back({t, count, rate, high});
-    }
-    bench::StartGate gate(static_cast<std::ptrdiff_t>(shares.size()));
-    for (const Share& sh : shares)
-      threads.emplace_back([&, sh] { sender(o, pool, executor.handle(), 100 + sh.t, sh.count, sh.rate, sh.high, per[sh.t], gate); });
-    // The senders are made and ready (bench/start_gate.hpp): the clock starts now.
-    gate.wait_ready();
-    bench::HostNoiseProbe host(o.host_probe);
-    const auto start = Clock::now();
-    gate.open();
-    for (auto& t : threads) t.join();
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    const bench::HostNoise noise = host.stop();
-    const Stats stats = executor.stats();
-    Samples all;
-    for (auto& s : per) all.merge(s);
-    std::vector<double> high, low, small, large;
-    for (int h = 0; h < 2; ++h)
-      for (int l = 0; l < 2; ++l) {
-        auto& v = all.latency_us[h][l];
-        (h ? high : low).insert((h ? high : low).end(), v.begin(), v.end());
-        (l ? large : small).insert((l ? large : small).end(), v.begin(), v.end());
-      }
-    const bool verified = all.mismatches == 0 && all.lost == 0 && all.other_errors == 0;
-    std::ostringstream js;
-    js << "{\"tool\": \"gpubatch-mix\", \"device\": \"" << device.info().name << "\", \"threads\": " << o.threads
-       << ", \"requests\": " << o.requests << ", \"offered_rate\": " << o.rate << ", \"pace_us\": " << o.pace_us << ", \"early_system_pool\": " << (o.early_system_pool ? "true" : "false") << ", \"high\": " << o.high
-       << ", \"large\": " << o.large << ", \"large_size\": " << o.large_size << ", \"size\": " << o.size
-       << ", \"deadline_us\": " << o.deadline_us << ", \"block_for_us\": " << o.block_for_us
-       << ", \"target_p99_us\": " << o.target_p99_us << ", \"seconds\": " << seconds
-       << ", \"completed_per_s\": " << double(all.ok) / seconds << ", \"ok\": " << all.ok
-       << ", \"latency_us\": {\"all\": " << dist([&] { auto v = high; v.insert(v.end(), low.begin(), low.end()); return v; }())
-       << ", \"high\": " << dist(high) << ", \"low\": " << dist(low) << ", \"small\": " << dist(small)
-       << ", \"large\": " << dist(large) << "}, \"latency_by_quarter_us\": [" << dist(all.by_quarter_us[0]) << ", "
-       << dist(all.by_quarter_us[1]) << ", " << dist(all.by_quarter_us[2]) << ", " << dist(all.by_quarter_us[3])
-       << "], \"send_lag_us\": {\"high\": " << dist(all.lag_us[1])
-       << ", \"low\": " << dist(all.lag_us[0]) << "}, \"from_call_us\": {\"high\": " << dist(all.from_call_us[1])
-       << ", \"low\": " << dist(all.from_call_us[0]) << "}, \"deadline_exceeded\": " << all.deadline_errors
-       << ", \"deadline_late_us\": " << dist(all.deadline_late_us)
-       << ", \"deadline_late_by_path_us\": {\"call\": " << dist(all.late_by_path[0])
-       << ", \"watch\": " << dist(all.late_by_path[1]) << ", \"strand\": " << dist(all.late_by_path[2])
-       << ", \"admission\": " << dist(all.late_by_path[3]) << ", \"strand_unwatched\": " << dist(all.late_by_path[4])
-       << ", \"strand_watch_behind\": " << dist(all.late_by_path[5])
-       << ", \"at_call\": " << dist(all.late_by_path[6]) << "}, \"deadline_sample_by_path\": ["
-       << [&] {
-            std::string list;
-            for (int i = 0; i < Samples::kPaths; ++i) list += std::string(i ? ", " : "") + "\"" + json_text(all.sample_by_path[i]) + "\"";
-            return list;
-          }()
-       << "], \"shed\": " << stats.shed
-       << ", \"finished_after_deadline\": " << all.finished_after_deadline << ", \"queue_full\": " << all.queue_full
-       << ", \"queue_full_late_us\": " << dist(all.queue_full_late_us) << ", \"other_errors\": " << all.other_errors
-       << ", \"mean_batch_size\": " << stats.mean_batch_size << ", \"batches\": " << stats.batches << ", \"express_batches\": " << stats.express_batches
-       << ", \"target_batch_bytes\": " << stats.target_batch_bytes << ", \"executor_e2e_p99_us\": {";
-    // The executor's own view (acceptance to resolution, per level): the gap to latency_us is
-    // the time a request spent before the call returned (a blocked push, a late sender).
-    for (std::size_t l = 0; l < stats.end_to_end_by_priority.size(); ++l)
-      js << (l ? ", " : "") << "\"" << l << "\": " << double(stats.end_to_end_by_priority[l].summary.p99.count()) / 1000.0;
-    js << "}, \"lost\": " << all.lost
-       << ", \"verified\": " << (verified ? "true" : "false") << ", \"host\": " << noise.json() << "}";
-    if (o.json) {
-      std::cout << js.str() << "\n";
-    } else {
-      std::printf("%.0f ok/s (offered %.0f), p50/p99 us: high %.0f/%.0f low %.0f/%.0f small %.0f/%.0f large %.0f/%.0f\n",
-                  double(all.ok) / seconds, o.rate, percentile(high, .5), percentile(high, .99), percentile(low, .5),
-                  percentile(low, .99), percentile(small, .5), percentile(small, .99), percentile(large, .5),
-                  percentile(large, .99));
-      std::printf("host %s\n", noise.json().c_str());
-      std::printf("deadline_exceeded %llu (late p50 %.0f p99 %.0f max %.0f us), queue_full %llu (late p99 %.0f us), "
-                  "verified %s, lost %llu\n",
-                  (unsigned long long)all.deadline_errors, percentile(all.deadline_late_us, .5),
-                  percentile(all.deadline_late_us, .99),
-                  all.deadline_late_us.empty() ? 0.0 : *std::max_element(all.deadline_late_us.begin(), all.deadline_late_us.end()),
-                  (unsigned long long)all.queue_full, percentile(all.queue_full_late_us, .99), verified ? "yes" : "NO",
-                  (unsigned long long)all.lost);
-      if (all.deadline_errors)
-        std::printf("  by path, count late p99 us: call %zu %.0f, watch %zu %.0f, strand %zu %.0f, admission %zu %.0f, "
-                    "strand (not yet watched) %zu %.0f, strand (watch behind) %zu %.0f\n",
-                    all.late_by_path[0].size(), percentile(all.late_by_path[0], .99), all.late_by_path[1].size(),
-                    percentile(all.late_by_path[1], .99), all.late_by_path[2].size(), percentile(all.late_by_path[2], .99),
-                    all.late_by_path[3].size(), percentile(all.late_by_path[3], .99), all.late_by_path[4].size(),
-                    percentile(all.late_by_path[4], .99), all.late_by_path[5].size(), percentile(all.late_by_path[5], .99));
-    }
-    if (!all.first_error.empty() && !verified) std::cerr << "first error: " << all.first_error << "\n";
-    return verified ? 0 : 1;
+    return run(o);
   } catch (const std::exception& e) {
     std::cerr << "gpubatch-mix: " << e.what() << "\n";
     return 2;

@@ -43,25 +43,26 @@ std::byte* Allocation::mapped() const {
   return base ? base + offset_ : nullptr;
 }
 
-void Allocation::invalidate() const {
-  const auto& b = *block_;
-  if (b.coherent || !b.mapped) return;
+// From this allocation's offset, rounded down to the non-coherent atom, to the block's end (which
+// need not be a multiple of the atom: hence VK_WHOLE_SIZE).
+VkMappedMemoryRange Allocation::mapped_range() const {
   const VkDeviceSize atom = pool_->non_coherent_atom_;
   VkMappedMemoryRange range{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
-  range.memory = b.memory;
+  range.memory = block_->memory;
   range.offset = offset_ / atom * atom;
   range.size = VK_WHOLE_SIZE;
+  return range;
+}
+
+void Allocation::invalidate() const {
+  if (block_->coherent || !block_->mapped) return;
+  const VkMappedMemoryRange range = mapped_range();
   vkInvalidateMappedMemoryRanges(pool_->context_.device(), 1, &range);
 }
 
 void Allocation::flush() const {
-  const auto& b = *block_;
-  if (b.coherent || !b.mapped) return;
-  const VkDeviceSize atom = pool_->non_coherent_atom_;
-  VkMappedMemoryRange range{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
-  range.memory = b.memory;
-  range.offset = offset_ / atom * atom;
-  range.size = VK_WHOLE_SIZE;  // the block's end need not be a multiple of the atom
+  if (block_->coherent || !block_->mapped) return;
+  const VkMappedMemoryRange range = mapped_range();
   vkFlushMappedMemoryRanges(pool_->context_.device(), 1, &range);
 }
 

@@ -69,6 +69,7 @@ class Allocation {
 
  private:
   friend class MemoryPool;
+  VkMappedMemoryRange mapped_range() const;  // for invalidate() and flush()
   MemoryPool* pool_ = nullptr;
   MemoryBlock* block_ = nullptr;  // stable: blocks are never moved while allocations live
   std::size_t block_index_ = 0;

@@ -124,9 +124,11 @@ class BatchFormer {
 
   std::size_t size() const noexcept { return count_; }
   // Held at levels above 0.
-  std::size_t upper_size() const noexcept {
+  std::size_t upper_size() const noexcept { return size_from(1); }
+  // Held at `level` and above.
+  std::size_t size_from(std::size_t level) const noexcept {
     std::size_t n = 0;
-    for (std::size_t l = 1; l < levels_.size(); ++l) n += levels_[l].size();
+    for (std::size_t l = level; l < levels_.size(); ++l) n += levels_[l].size();
     return n;
   }
   bool empty() const noexcept { return count_ == 0; }

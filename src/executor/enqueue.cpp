@@ -88,7 +88,11 @@ std::optional<Clock::time_point> ExecutorCore::admit(const Request& request, con
 // ahead at the rate the strand took requests while behind; counting none of the device time
 // after the wait (the prediction errs towards admitting).
 bool ExecutorCore::backlog_outlasts(Clock::time_point deadline, Clock::time_point now, std::size_t level) noexcept {
-  std::uint64_t ahead = forming_now_.load(std::memory_order_relaxed);
+  // Of the forming batch, only its requests at this level and above are ahead: level 0's would
+  // count a lower level's backlog against a higher level's request, which goes before it (512 of
+  // them forming refused a level-1 request that went out at once in the express slot;
+  // DeadlineAdmission.LevelZerosFormingBatchIsNotAheadOfAHigherLevel).
+  std::uint64_t ahead = forming_from_[level].load(std::memory_order_relaxed);
   for (std::size_t l = level; l < level_count(); ++l) ahead += level_queue(l).size_approx();
   if (ahead == 0) return false;  // it goes into the next batch
   // The newest requests' wait is level 0's (a higher level goes ahead of it): level 0 only.

@@ -15,6 +15,7 @@
 //               results, then resolve its futures or handlers); the last chunk to have taken its
 //               results frees the batch's device slot (waking the strand if it waits for one).
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -766,10 +767,11 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // Deadline admission: the rate at which the strand takes requests into batches while a backlog
   // waits (requests it drops as expired do not count: they cost it next to nothing, and counted
   // they made the rate twice as fast as the service under a load of expiring requests), fed at
-  // the end of each pass; and the size of the forming batch then (ahead of every queued request).
+  // the end of each pass; and what the forming batch held then at each level and above (ahead of
+  // every queued request of that level: a higher level goes into the next batch before a lower one).
   DrainRate drain_;
   std::uint64_t drain_taken_ = 0;
-  std::atomic<std::size_t> forming_now_{0};
+  std::array<std::atomic<std::size_t>, BatchConfig::kMaxPriorityLevels> forming_from_{};
   bool stop_completion_ = false;
   std::mutex pool_mutex_;
   std::vector<std::unique_ptr<Batch>> pool_;

@@ -204,7 +204,7 @@ void ExecutorCore::after_forming(bool urgent) {
     backlogged = backlogged || level_queue(l).size_approx() > 0;
   }
   drain_.observe(now, drain_taken_, backlogged);
-  forming_now_.store(former_.size(), std::memory_order_relaxed);
+  for (std::size_t l = 0; l < level_count(); ++l) forming_from_[l].store(former_.size_from(l), std::memory_order_relaxed);
 }
 
 // Shutdown: once closing and every accepted request has left the queues and the former, the

@@ -110,6 +110,41 @@ TEST(DeadlineAdmission, AHigherLevelIsNotRefusedForLevelZerosBacklog) {
   b.executor->shutdown();
 }
 
+// Level 0's requests held in the forming batch are not ahead of a higher level's request either:
+// it goes into the next batch (here the express slot) before them. With 512 of them forming
+// behind a device that takes 20 ms a batch, counting them predicted a 20 ms wait and refused a
+// level-1 request on a 15 ms deadline that went out within a millisecond.
+TEST(DeadlineAdmission, LevelZerosFormingBatchIsNotAheadOfAHigherLevel) {
+  FakeDevice::Options o;
+  o.delay = 20ms;
+  auto device = std::make_shared<FakeDevice>(o);
+  BatchConfig c = BatchConfig::adaptive();
+  c.max_batch_size = 512;
+  c.latency_batch_size = 0;
+  c.max_inflight_batches = 1;
+  c.queue_capacity = 8192;
+  c.priority_levels = 2;
+  BatchExecutor executor(device, c);
+  auto gpu = executor.handle();
+  std::vector<std::future<std::vector<float>>> backlog;
+  for (int i = 0; i < 3000; ++i) backlog.push_back(gpu.relu({float(i)}));
+  std::this_thread::sleep_for(70ms);  // a few batches: the drain rate is measured, 512 are forming
+  std::vector<std::future<std::vector<float>>> urgent;
+  for (int i = 0; i < 5; ++i) {
+    urgent.push_back(gpu.relu({float(-i), 1.0f}, SubmitOptions::within(15ms).prioritised(1)));
+    std::this_thread::sleep_for(5ms);
+  }
+  for (auto& f : urgent) {
+    ASSERT_TRUE(ready_within(f, 30s));
+    EXPECT_EQ(f.get(), (std::vector<float>{0.0f, 1.0f}));
+  }
+  EXPECT_EQ(executor.stats().shed, 0u);
+  for (std::size_t i = 0; i < backlog.size(); ++i) {
+    ASSERT_TRUE(ready_within(backlog[i], 60s));
+    EXPECT_EQ(backlog[i].get(), (std::vector<float>{float(i)}));
+  }
+}
+
 TEST(DeadlineAdmission, OffEveryRequestWaitsForItsDeadline) {
   Backlogged b(false);
   b.let_it_drain();

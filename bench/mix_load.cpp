@@ -134,6 +134,9 @@ struct Samples {
   std::vector<double> by_quarter_us[4];
   std::uint64_t ok = 0, deadline_errors = 0, queue_full = 0, other_errors = 0, mismatches = 0, lost = 0;
   std::uint64_t finished_after_deadline = 0;  // ran (submitted before its deadline), resolved late
+  // Of deadline_errors, those of the high class, and of those the ones refused at the call
+  // (deadline admission): a higher level must not be refused for level 0's backlog.
+  std::uint64_t deadline_errors_high = 0, refused_high = 0;
   std::string first_error;
   void merge(Samples& o) {
     for (int h = 0; h < 2; ++h)
@@ -152,6 +155,7 @@ struct Samples {
     ok += o.ok, deadline_errors += o.deadline_errors, queue_full += o.queue_full;
     other_errors += o.other_errors, mismatches += o.mismatches, lost += o.lost;
     finished_after_deadline += o.finished_after_deadline;
+    deadline_errors_high += o.deadline_errors_high, refused_high += o.refused_high;
     if (first_error.empty()) first_error = o.first_error;
     for (int q = 0; q < 4; ++q) by_quarter_us[q].insert(by_quarter_us[q].end(), o.by_quarter_us[q].begin(), o.by_quarter_us[q].end());
   }
@@ -207,6 +211,8 @@ void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
                      : s.what.find("had passed when it was submitted") != std::string::npos   ? 6
                                                                                              : 2;
     out.late_by_path[path].push_back(out.deadline_late_us.back());
+    out.deadline_errors_high += s.high;
+    out.refused_high += s.high && path == 3;
     if (out.sample_by_path[path].empty()) out.sample_by_path[path] = s.what;
   } else if (*s.code == ErrorCode::queue_full) {
     ++out.queue_full;
@@ -527,6 +533,7 @@ std::string json_report(const Options& o, const Device& device, const Timed& tim
      << "], \"send_lag_us\": {\"high\": " << dist(all.lag_us[1])
      << ", \"low\": " << dist(all.lag_us[0]) << "}, \"from_call_us\": {\"high\": " << dist(all.from_call_us[1])
      << ", \"low\": " << dist(all.from_call_us[0]) << "}, \"deadline_exceeded\": " << all.deadline_errors
+     << ", \"deadline_exceeded_high\": " << all.deadline_errors_high << ", \"refused_high\": " << all.refused_high
      << ", \"deadline_late_us\": " << dist(all.deadline_late_us)
      << ", \"deadline_late_by_path_us\": {\"call\": " << dist(all.late_by_path[0])
      << ", \"watch\": " << dist(all.late_by_path[1]) << ", \"strand\": " << dist(all.late_by_path[2])

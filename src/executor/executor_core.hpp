@@ -41,6 +41,7 @@
 #include "executor/cost_model.hpp"
 #include "executor/count_cap.hpp"
 #include "executor/deadline_watch.hpp"
+#include "executor/pull_loop.hpp"
 #include "executor/drain_rate.hpp"
 #include "executor/helper_pool.hpp"
 #include "executor/split_submit.hpp"
@@ -298,7 +299,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void after_forming(bool urgent);
   bool finish_if_drained();
   bool pull(Clock::time_point now);
-  bool pull_level(std::size_t level, Clock::time_point now, std::uint64_t& n);
+  PullEnd pull_level(std::size_t level, Clock::time_point now, std::uint64_t& n);
   bool express_due(Clock::time_point now, std::uint64_t& n);
   static constexpr std::uint64_t kUpperLook = 64;  // pull_level: requests between looks up
   void accept_into_forming(Pending&& p, Clock::time_point now);
@@ -674,6 +675,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<std::uint32_t> express_inflight_{0};  // express batches in flight (express_busy)
   const std::uint32_t express_depth_ = express_depth();  // GPUBATCH_EXPRESS_DEPTH, else 2
   const Clock::duration express_hold_ = express_hold();  // GPUBATCH_EXPRESS_HOLD_US, else 50 us
+  // Requests one pull takes at most, dropped ones too (pull_loop.hpp says why): room for two
+  // full batches.
+  const std::uint64_t pull_budget_ = std::max<std::uint64_t>(2 * config_.max_batch_size, 4096);
   const std::size_t express_split_ = express_split();    // GPUBATCH_EXPRESS_SPLIT, else 1024
   const bool express_on_ = express_enabled();  // GPUBATCH_EXPRESS is not "off"
   const bool upper_look_ = upper_look_enabled();  // GPUBATCH_UPPER_LOOK is not "off"

@@ -224,8 +224,11 @@ bool ExecutorCore::finish_if_drained() {
 // Pulls each level's queue, the highest first, while the former takes that level.
 bool ExecutorCore::pull(Clock::time_point now) {
   std::uint64_t n = 0;
-  for (std::size_t level = level_count(); level-- > 0;)
-    if (pull_level(level, now, n)) break;  // an express batch is due: the caller flushes it first
+  for (std::size_t level = level_count(); level-- > 0;) {
+    const PullEnd end = pull_level(level, now, n);
+    // An express batch is due (the caller flushes it first), or the pass's budget is spent.
+    if (end == PullEnd::looked_up || end == PullEnd::budget) break;
+  }
   if (n) bump(strand_stats_.pulled, n);
   return n != 0;
 }
@@ -235,7 +238,7 @@ bool ExecutorCore::pull(Clock::time_point now) {
 // about a millisecond; on the H200 at 3 M/s offered an express batch's formation took p50 273 us,
 // and 440 us with the packer, which leaves the strand more to pull), so every kUpperLook requests
 // it looks for requests pushed above level 0 since, and takes them when the express slot is free.
-bool ExecutorCore::pull_level(std::size_t level, Clock::time_point now, std::uint64_t& n) {
+PullEnd ExecutorCore::pull_level(std::size_t level, Clock::time_point now, std::uint64_t& n) {
   auto& queue = level_queue(level);
   const bool looks_up = level == 0 && express_on_ && level_count() > 1 && upper_look_;
   const auto take = [&] {
@@ -249,8 +252,8 @@ bool ExecutorCore::pull_level(std::size_t level, Clock::time_point now, std::uin
     }
   };
   return pull_with_looks(
-             n, looks_up ? kUpperLook : 0, [&] { return former_.wants(level); }, take,
-             [&] { return express_due(now, n); }) == PullEnd::looked_up;
+      n, looks_up ? kUpperLook : 0, pull_budget_, [&] { return former_.wants(level); }, take,
+      [&] { return express_due(now, n); });
 }
 
 // In a long pull of level 0: requests pushed above it since, taken now when the express slot is

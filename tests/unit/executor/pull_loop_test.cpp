@@ -1,6 +1,6 @@
 // The strand's pull loop (executor/pull_loop.hpp): it takes while the former wants and the queue
 // has items, counts what it took across calls, and asks whether to stop for an express batch
-// before every `every`-th item, stopping there when told to.
+// before every `every`-th item, stopping there when told to; never past its budget.
 #include "executor/pull_loop.hpp"
 
 #include <gtest/gtest.h>
@@ -15,13 +15,15 @@ struct FakePull {
   std::uint64_t wanted = 0, queued = 0, taken = 0;
   std::vector<std::uint64_t> looks;  // n at each look
   std::uint64_t stop_at_look = 0;    // the look (1-based) that says stop; 0: none does
+  std::uint64_t budget = UINT64_MAX;
+  bool drops = false;                // the former drops every item (expired): it never fills
   PullEnd run(std::uint64_t& n, std::uint64_t every) {
     return pull_with_looks(
-        n, every, [&] { return taken < wanted; },
+        n, every, budget, [&] { return taken < wanted; },
         [&] {
           if (queued == 0) return false;
           --queued;
-          ++taken;
+          taken += drops ? 0 : 1;
           return true;
         },
         [&] {
@@ -66,6 +68,24 @@ TEST(PullLoop, AnEmptyQueueEndsThePullBetweenLooks) {
   EXPECT_EQ(p.run(n, 4), PullEnd::empty);
   EXPECT_EQ(p.looks, (std::vector<std::uint64_t>{3}));
   EXPECT_EQ(n, 5u);
+}
+
+// Items the former drops (expired) never fill it: without the budget this pull would take all
+// 1,000,000; with it, it ends at the budget and the next pull goes on from there.
+TEST(PullLoop, ABudgetEndsAPullOfDroppedItems) {
+  FakePull p{.wanted = 10, .queued = 1000000, .budget = 100, .drops = true};
+  std::uint64_t n = 0;
+  EXPECT_EQ(p.run(n, 0), PullEnd::budget);
+  EXPECT_EQ(n, 100u);
+  EXPECT_EQ(p.queued, 1000000u - 100u);
+  n = 0;  // the next pass
+  EXPECT_EQ(p.run(n, 4), PullEnd::budget);
+  EXPECT_EQ(p.queued, 1000000u - 200u);
+  // Items that fill the former end it first, as before.
+  FakePull live{.wanted = 10, .queued = 50, .budget = 100};
+  n = 0;
+  EXPECT_EQ(live.run(n, 0), PullEnd::filled);
+  EXPECT_EQ(n, 10u);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json/src.hpp>  // header-only Boost.JSON, in this one test file
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -175,6 +176,46 @@ TEST(Trace, TheDeadlineWatchsRoundsHaveATrackOfTheirOwn) {
   EXPECT_GE(rounds, 1);
   EXPECT_EQ(expired, 10u) << "every request the watch failed is in a round";
   EXPECT_EQ(executor.stats().expired, 10u);
+  std::filesystem::remove(path);
+}
+
+// A pull meets only expired requests (the strand was held while 20,000 requests on a 5 ms deadline
+// expired in the queue): each pass takes at most its budget of them (two full batches) and ends,
+// so that it flushes what it holds and deadline admission hears of it; before the budget one pass
+// took all 20,000, and under a load that kept pushing, it never ended (pull_loop.hpp).
+TEST(Trace, AStrandPassPullsAtMostItsBudgetOfExpiredRequests) {
+  const auto path = temp_file("gpubatch-trace-budget");
+  auto device = std::make_shared<FakeDevice>();
+  BatchConfig config = BatchConfig::adaptive();
+  config.max_batch_size = 1024;  // a budget of 4,096 requests a pull
+  config.queue_capacity = 32768;
+  BatchExecutor executor(device, config);
+  executor.start_trace(path, 64);
+  auto gpu = executor.handle();
+  device->hold_submits();
+  auto first = std::async(std::launch::async, [gpu] { return gpu.relu({1.0f}).get(); });
+  ASSERT_TRUE(device->wait_for_submits_entered(1));
+  std::vector<std::future<std::vector<float>>> doomed;
+  for (int i = 0; i < 20000; ++i)
+    doomed.push_back(gpu.relu({float(i)}, SubmitOptions::within(std::chrono::milliseconds(5))));
+  for (auto& f : doomed) ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  auto live = gpu.relu({-3.0f, 4.0f});
+  device->release_submits();
+  ASSERT_EQ(first.get().size(), 1u);
+  EXPECT_EQ(live.get(), (std::vector<float>{0.0f, 4.0f}));
+  executor.shutdown();
+  std::uint64_t pulled = 0, most = 0;
+  const json::value trace = read_json(path);
+  for (const auto& v : trace.at("traceEvents").as_array()) {
+    const auto& e = v.as_object();
+    if (e.at("ph").as_string() != "X" || e.at("name").as_string() != "strand run") continue;
+    const auto n = e.at("args").at("pulled").to_number<std::uint64_t>();
+    pulled += n;
+    most = std::max(most, n);
+  }
+  EXPECT_GE(pulled, 20001u);
+  // A run may pull twice (after a flush it pulls on): a budget each, never the whole queue.
+  EXPECT_LE(most, 2u * 4096u) << "one pass pulled past its budget";
   std::filesystem::remove(path);
 }
 

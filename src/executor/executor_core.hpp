@@ -302,6 +302,9 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   PullEnd pull_level(std::size_t level, Clock::time_point now, std::uint64_t& n);
   bool express_due(Clock::time_point now, std::uint64_t& n);
   static constexpr std::uint64_t kUpperLook = 64;  // pull_level: requests between looks up
+  // Requests one pass of the strand takes at most, dropped ones too (pull_loop.hpp says why): a
+  // batch at the count limit and kDropBudget more. Set by form_and_flush, spent by pull().
+  static constexpr std::uint64_t kDropBudget = 1024;
   void accept_into_forming(Pending&& p, Clock::time_point now);
   BatchFormer<Pending>::Decision decide(Clock::time_point now) const;
   void apply_latency_target(Clock::time_point now);
@@ -675,9 +678,6 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::atomic<std::uint32_t> express_inflight_{0};  // express batches in flight (express_busy)
   const std::uint32_t express_depth_ = express_depth();  // GPUBATCH_EXPRESS_DEPTH, else 2
   const Clock::duration express_hold_ = express_hold();  // GPUBATCH_EXPRESS_HOLD_US, else 50 us
-  // Requests one pull takes at most, dropped ones too (pull_loop.hpp says why): room for two
-  // full batches.
-  const std::uint64_t pull_budget_ = std::max<std::uint64_t>(2 * config_.max_batch_size, 4096);
   const std::size_t express_split_ = express_split();    // GPUBATCH_EXPRESS_SPLIT, else 1024
   const bool express_on_ = express_enabled();  // GPUBATCH_EXPRESS is not "off"
   const bool upper_look_ = upper_look_enabled();  // GPUBATCH_UPPER_LOOK is not "off"
@@ -731,6 +731,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   Clock::time_point last_sweep_{};
   Clock::time_point timer_target_ = Clock::time_point::max();
   bool blocked_on_slot_ = false;
+  std::uint64_t pass_budget_ = 0;  // requests this pass may still pull (form_and_flush)
+  bool pull_cut_short_ = false;    // a pull of this pass ended at the budget: the queues still hold some
   bool blocked_on_express_ = false;  // above level 0 waiting, the express slot taken
   std::uint32_t lone_streak_ = 0;  // flushes in a row of at most kLoneBatch requests
   bool closing_seen_ = false;

@@ -10,8 +10,11 @@
 // strand reached had expired, it dropped them about as fast as the senders (blocked on the full
 // queue) pushed more, and one pull ran for the rest of the run: 3.4 million requests dropped, no
 // batch sent, and deadline admission, which learns the strand's rate at the end of each pass,
-// never heard of it (BENCHMARKS.md, twenty-fourth session). A pass that ends after its budget
-// flushes what it holds, tells admission how little it took, and runs again.
+// never heard of it (BENCHMARKS.md, twenty-fourth session). The budget is the pass's, not one
+// pull's (ExecutorCore::pass_budget_: a batch at the count limit and 1,024 more): with a budget
+// per pull, a pass that found one live request among thousands of expired ones flushed it and
+// pulled on, and ran as long. A pass that ends at its budget flushes what it holds, tells
+// admission how little it took, and runs again.
 #include <cstdint>
 
 namespace gpubatch::detail {

@@ -157,6 +157,8 @@ void ExecutorCore::process() {
 // in-flight slot is taken.
 void ExecutorCore::form_and_flush(bool cancels) {
   auto now = Clock::now();
+  pass_budget_ = former_.count_limit() + kDropBudget;
+  pull_cut_short_ = false;
   blocked_on_slot_ = false;
   blocked_on_express_ = false;
   if (cancels) sweep_cancelled();
@@ -193,8 +195,9 @@ void ExecutorCore::form_and_flush(bool cancels) {
 // sees what the strand took.
 void ExecutorCore::after_forming(bool urgent) {
   const auto now = Clock::now();
-  // pull() stopped at the end of every queue, not at a full level: nothing waits there.
-  if (former_.wants_every_level()) queue_deadline_ = Clock::time_point::max();
+  // pull() stopped at the end of every queue, not at a full level nor at its budget: nothing
+  // waits there.
+  if (former_.wants_every_level() && !pull_cut_short_) queue_deadline_ = Clock::time_point::max();
   else if (urgent) scan_queue_deadlines(now, false);  // only what arrived since last time
   // A backlog: requests left in the queues, or a batch formed and waiting for a free slot; then
   // what the strand took since its last look is what it can take, not what arrived.
@@ -227,8 +230,10 @@ bool ExecutorCore::pull(Clock::time_point now) {
   for (std::size_t level = level_count(); level-- > 0;) {
     const PullEnd end = pull_level(level, now, n);
     // An express batch is due (the caller flushes it first), or the pass's budget is spent.
+    pull_cut_short_ = pull_cut_short_ || end == PullEnd::budget;
     if (end == PullEnd::looked_up || end == PullEnd::budget) break;
   }
+  pass_budget_ -= std::min(n, pass_budget_);
   if (n) bump(strand_stats_.pulled, n);
   return n != 0;
 }
@@ -252,7 +257,7 @@ PullEnd ExecutorCore::pull_level(std::size_t level, Clock::time_point now, std::
     }
   };
   return pull_with_looks(
-      n, looks_up ? kUpperLook : 0, pull_budget_, [&] { return former_.wants(level); }, take,
+      n, looks_up ? kUpperLook : 0, pass_budget_, [&] { return former_.wants(level); }, take,
       [&] { return express_due(now, n); });
 }
 

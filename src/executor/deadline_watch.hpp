@@ -129,10 +129,13 @@ class DeadlineWatch {
     }
     // Pairs with the thread's publish-then-look (loop()): it sees this cell in the inbox, or we
     // see the time it sleeps until and wake it when we are due earlier. Every kWakeEvery cells
-    // wake it anyway, so that cells the strand takes long before their deadlines do not pile up
-    // in the inbox (the thread sweeps taken cells out of its heap).
+    // wake it anyway if it sleeps, so that cells the strand takes long before their deadlines do
+    // not pile up in the inbox (the thread sweeps taken cells out of its heap). Not while it is
+    // awake: it looks at the inbox again before it sleeps, and the mutex is then its own (taking
+    // a large inbox into the heap), so a producer that locked it waited as long.
     const std::uint64_t pushed = st.pushed.fetch_add(1, std::memory_order_relaxed) + 1;
-    if (due < st.sleeping_until.load(std::memory_order_seq_cst) || pushed % kWakeEvery == 0) {
+    const std::int64_t until = st.sleeping_until.load(std::memory_order_seq_cst);
+    if (due < until || (pushed % kWakeEvery == 0 && until != kAwake)) {
       std::lock_guard<std::mutex> lock(st.mutex);
       st.cv.notify_one();
     }

@@ -731,8 +731,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   Clock::time_point last_sweep_{};
   Clock::time_point timer_target_ = Clock::time_point::max();
   bool blocked_on_slot_ = false;
-  std::uint64_t pass_budget_ = 0;  // requests this pass may still pull (form_and_flush)
-  bool pull_cut_short_ = false;    // a pull of this pass ended at the budget: the queues still hold some
+  // Requests this pass may still pull (form_and_flush); 0: spent, the queues may still hold some.
+  std::uint64_t pass_budget_ = 0;
   bool blocked_on_express_ = false;  // above level 0 waiting, the express slot taken
   std::uint32_t lone_streak_ = 0;  // flushes in a row of at most kLoneBatch requests
   bool closing_seen_ = false;

@@ -158,7 +158,6 @@ void ExecutorCore::process() {
 void ExecutorCore::form_and_flush(bool cancels) {
   auto now = Clock::now();
   pass_budget_ = former_.count_limit() + kDropBudget;
-  pull_cut_short_ = false;
   blocked_on_slot_ = false;
   blocked_on_express_ = false;
   if (cancels) sweep_cancelled();
@@ -197,7 +196,7 @@ void ExecutorCore::after_forming(bool urgent) {
   const auto now = Clock::now();
   // pull() stopped at the end of every queue, not at a full level nor at its budget: nothing
   // waits there.
-  if (former_.wants_every_level() && !pull_cut_short_) queue_deadline_ = Clock::time_point::max();
+  if (former_.wants_every_level() && pass_budget_ != 0) queue_deadline_ = Clock::time_point::max();
   else if (urgent) scan_queue_deadlines(now, false);  // only what arrived since last time
   // A backlog: requests left in the queues, or a batch formed and waiting for a free slot; then
   // what the strand took since its last look is what it can take, not what arrived.
@@ -230,7 +229,6 @@ bool ExecutorCore::pull(Clock::time_point now) {
   for (std::size_t level = level_count(); level-- > 0;) {
     const PullEnd end = pull_level(level, now, n);
     // An express batch is due (the caller flushes it first), or the pass's budget is spent.
-    pull_cut_short_ = pull_cut_short_ || end == PullEnd::budget;
     if (end == PullEnd::looked_up || end == PullEnd::budget) break;
   }
   pass_budget_ -= std::min(n, pass_budget_);

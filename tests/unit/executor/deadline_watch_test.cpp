@@ -19,6 +19,7 @@
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/executor.hpp"
+#include "hold_strand.hpp"
 #include "test_util.hpp"
 
 namespace gpubatch::testing {
@@ -150,16 +151,6 @@ TEST(PromptDeadline, ARequestExpiresWhileTheStrandIsBusySubmitting) {
   EXPECT_EQ(s.completed, 2u);
   EXPECT_EQ(s.queue_depth, 0u);
   EXPECT_EQ(device->requests_seen(), 2u) << "the expired request never reached the device";
-}
-
-// Holds the strand inside the device's first submit, that of a lone request made from a thread of
-// its own (on an idle executor a future's call submits its batch on the caller's thread, held
-// here): until device.release_submits() only the deadline watch can expire requests.
-static std::future<std::vector<float>> hold_the_strand(FakeDevice& device, const BatchedGpuHandle& gpu) {
-  device.hold_submits();
-  auto first = std::async(std::launch::async, [gpu] { return gpu.relu({1.0f}).get(); });
-  EXPECT_TRUE(device.wait_for_submits_entered(1));
-  return first;
 }
 
 // The watch runs a handler inline, as a completion thread does: a handler that shuts the executor

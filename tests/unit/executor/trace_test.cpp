@@ -15,6 +15,7 @@
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/executor.hpp"
+#include "hold_strand.hpp"
 
 namespace gpubatch::testing {
 namespace {
@@ -149,10 +150,7 @@ TEST(Trace, TheDeadlineWatchsRoundsHaveATrackOfTheirOwn) {
   BatchExecutor executor(device, BatchConfig::adaptive());
   executor.start_trace(path, 64);
   auto gpu = executor.handle();
-  device->hold_submits();
-  // From a thread of its own: on an idle executor a future's call submits on the caller's thread.
-  auto first = std::async(std::launch::async, [gpu] { return gpu.relu({1.0f}).get(); });
-  ASSERT_TRUE(device->wait_for_submits_entered(1));
+  auto first = hold_the_strand(*device, gpu);
   for (int group = 0; group < 2; ++group) {
     std::vector<std::future<std::vector<float>>> doomed;
     for (int i = 0; i < 10; ++i)
@@ -197,9 +195,7 @@ TEST(Trace, AStrandPassPullsAtMostItsBudgetOfExpiredRequests) {
   BatchExecutor executor(device, config);
   executor.start_trace(path, 64);
   auto gpu = executor.handle();
-  device->hold_submits();
-  auto first = std::async(std::launch::async, [gpu] { return gpu.relu({1.0f}).get(); });
-  ASSERT_TRUE(device->wait_for_submits_entered(1));
+  auto first = hold_the_strand(*device, gpu);
   std::vector<std::future<std::vector<float>>> doomed;
   for (int i = 0; i < 20000; ++i)
     doomed.push_back(gpu.relu({float(i)}, SubmitOptions::within(std::chrono::milliseconds(5))));

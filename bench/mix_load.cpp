@@ -5,7 +5,7 @@
 // deadline (--deadline-us, for --deadline-fraction of them). Reported per class (high/low,
 // small/large): latency from the scheduled send time (no coordinated omission) at p50/p99/max,
 // and per level that latency in two: the sender's lag to its call (`send_lag_us`) and the call
-// to the handler (`from_call_us`);
+// to the handler (`from_call_us`), and every request's time inside the call itself (`call_us`);
 // for deadline_exceeded errors how long after the deadline they arrived (`late_us`); with
 // --block-for-us, how long after block_timeout a queue_full arrived. Every result is checked
 // against the CPU reference; `verified` is true only when all were, `lost` counts requests whose
@@ -103,7 +103,7 @@ struct Pool {
 
 // One request as its sender and its completion handler see it.
 struct Slot {
-  Clock::time_point scheduled, called, deadline = Clock::time_point::max(), finished;
+  Clock::time_point scheduled, called, returned, deadline = Clock::time_point::max(), finished;
   bool high = false, is_large = false;
   int input = 0;
   int quarter = 0;  // which quarter of its sender's schedule it was sent in
@@ -119,6 +119,9 @@ struct Samples {
   // The same requests' latency split in two, by [high]: the sender's lag (the call made after the
   // scheduled send: a sender behind its schedule, or descheduled) and the call to the handler.
   std::vector<double> lag_us[2], from_call_us[2];
+  // Every request's time inside the library's call (its own thread's share of the cost, waits
+  // for room in the queue included), by [high], failed requests too.
+  std::vector<double> call_us[2];
   std::vector<double> deadline_late_us, queue_full_late_us;
   // deadline_late_us by where the request failed, read from its message: 0 in the call (its
   // deadline came while it waited for room in the queue), 1 the deadline watch, 2 the strand,
@@ -158,6 +161,7 @@ struct Samples {
     for (int h = 0; h < 2; ++h) {
       lag_us[h].insert(lag_us[h].end(), o.lag_us[h].begin(), o.lag_us[h].end());
       from_call_us[h].insert(from_call_us[h].end(), o.from_call_us[h].begin(), o.from_call_us[h].end());
+      call_us[h].insert(call_us[h].end(), o.call_us[h].begin(), o.call_us[h].end());
     }
     deadline_late_us.insert(deadline_late_us.end(), o.deadline_late_us.begin(), o.deadline_late_us.end());
     queue_full_late_us.insert(queue_full_late_us.end(), o.queue_full_late_us.begin(), o.queue_full_late_us.end());
@@ -215,6 +219,7 @@ void read_error(Slot& s, Samples& out) {
 }
 
 void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
+  out.call_us[s.high].push_back(us(s.returned - s.called));
   if (s.error) read_error(s, out);
   if (!s.code) {
     if (!pool.check(s.is_large, s.input, s.values)) {
@@ -313,6 +318,7 @@ class Sender {
     if (o_.block_for_us > 0) out_.queue_full_late_us.reserve(count);
     bench::reserve_touched(out_.lag_us[high], count);
     bench::reserve_touched(out_.from_call_us[high], count);
+    bench::reserve_touched(out_.call_us[high], count);
   }
 
   // One request scheduled at `scheduled`: its size and input drawn, then the call.
@@ -336,6 +342,7 @@ class Sender {
       s->deadline = opt.deadline = s->called + std::chrono::microseconds(o_.deadline_us);
     pending_.push_back(s);
     gpu_.relu(std::move(x), opt, completion(s, error_mode(o_)));
+    s->returned = Clock::now();
   }
 
   // Records the requests completed so far, in the order they were sent.
@@ -559,7 +566,8 @@ std::string json_report(const Options& o, const Device& device, const Timed& tim
      << dist(all.by_quarter_us[1]) << ", " << dist(all.by_quarter_us[2]) << ", " << dist(all.by_quarter_us[3])
      << "], \"send_lag_us\": {\"high\": " << dist(all.lag_us[1])
      << ", \"low\": " << dist(all.lag_us[0]) << "}, \"from_call_us\": {\"high\": " << dist(all.from_call_us[1])
-     << ", \"low\": " << dist(all.from_call_us[0]) << "}, \"deadline_exceeded\": " << all.deadline_errors
+     << ", \"low\": " << dist(all.from_call_us[0]) << "}, \"call_us\": {\"high\": " << dist(all.call_us[1])
+     << ", \"low\": " << dist(all.call_us[0]) << "}, \"deadline_exceeded\": " << all.deadline_errors
      << ", \"deadline_exceeded_high\": " << all.deadline_errors_high << ", \"refused_high\": " << all.refused_high
      << ", \"deadline_late_us\": " << dist(all.deadline_late_us)
      << ", \"deadline_late_by_path_us\": {\"call\": " << dist(all.late_by_path[0])

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: pool25 jem25 dlprof25c dlprof25b dlprof25 dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3488,6 +3488,98 @@ if on x2set21; then
     load x2-c32-$r gpubatch-load --devices 0,1 --threads 32 --inflight 1024 --requests 16000000 --op relu --size 256
   done
   load x2-c16-one gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+fi
+
+# The deadline's cells from a pool (25th session): this build against the build before it
+# (-prev), every request on a 2 ms deadline at 2 M/s (and 3 M/s), three rounds interleaved; one
+# round of each with jemalloc preloaded as the reference; the crowd and no deadlines beside.
+if on pool25; then
+  P="--device 0 --host-probe"
+  m="--threads 16 --high 0.1 --size 256 --deadline-us 2000"
+  J="LD_PRELOAD=$PWD/.gpu/lib/libjemalloc.so.2"
+  for rep in 1 2 3; do
+    for b in gpubatch-mix gpubatch-mix-prev; do
+      load pl-all-$b-$rep $b $m --deadline-fraction 1 --rate 2000000 --requests 4000000 $P
+    done
+  done
+  for b in gpubatch-mix gpubatch-mix-prev; do
+    load pl-all-$b-jemalloc env $J -- $b $m --deadline-fraction 1 --rate 2000000 --requests 4000000 $P
+    load pl-all3m-$b $b $m --deadline-fraction 1 --rate 3000000 --requests 6000000 $P
+    load pl-none-$b $b $m --deadline-fraction 0 --rate 2000000 --requests 4000000 $P
+  done
+  for b in gpubatch-load gpubatch-load-prev; do
+    load pl-crowd-$b $b --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+  done
+fi
+
+# The allocator (25th session, after dlprof25c found the strand, the watch and the completion
+# threads waiting for glibc's arena locks in free()): the same binaries with jemalloc preloaded
+# (.gpu/lib/libjemalloc.so.2, Debian's libjemalloc2) against glibc's malloc, every request on a
+# 2 ms deadline at 2 M/s and none, and the crowd; interleaved.
+if on jem25; then
+  P="--device 0 --host-probe"
+  m="--threads 16 --high 0.1 --size 256 --deadline-us 2000"
+  J="LD_PRELOAD=$PWD/.gpu/lib/libjemalloc.so.2"
+  crowd="--device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  for rep in 1 2; do
+    load jm-all-glibc-$rep gpubatch-mix $m --deadline-fraction 1 --rate 2000000 --requests 4000000 $P
+    load jm-all-jemalloc-$rep env $J -- gpubatch-mix $m --deadline-fraction 1 --rate 2000000 --requests 4000000 $P
+    load jm-crowd-glibc-$rep gpubatch-load $crowd
+    load jm-crowd-jemalloc-$rep env $J -- gpubatch-load $crowd
+  done
+  load jm-none-glibc gpubatch-mix $m --deadline-fraction 0 --rate 2000000 --requests 4000000 $P
+  load jm-none-jemalloc env $J -- gpubatch-mix $m --deadline-fraction 0 --rate 2000000 --requests 4000000 $P
+  load jm-open-glibc gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate 2500000 --requests 7500000 --host-probe
+  load jm-open-jemalloc env $J -- gpubatch-load --device 0 --threads 16 --op relu --size 256 --rate 2500000 --requests 7500000 --host-probe
+fi
+
+# dlprof25c: where the senders sleep, every request on a deadline at 2 M/s: every 10th context
+# switch with a DWARF stack (glibc has no frame pointers), its commonest stacks (bench/perf_stacks.py).
+if on dlprof25c && have perf && have gpubatch-mix-fp; then
+  fp="gpubatch-mix-fp --threads 16 --high 0.1 --size 256 --deadline-us 2000 --deadline-fraction 1 --rate 2000000 --requests 4000000 --json"
+  timeout 150 "$run" perf record -e cs -c 10 --call-graph dwarf,8192 -o "$out/cs.data" -- "$PWD/$run" $fp > "$out/perf-cs-run.txt" 2>&1
+  timeout 200 "$run" perf script -i "$out/cs.data" 2> /dev/null | gzip -1 > "$out/cs-script.txt.gz"
+  python3 bench/perf_stacks.py "$out/cs-script.txt.gz" gpubatch-mix-fp 9 40 > "$out/cs-stacks.txt" 2>&1
+  for c in gpubatch-strand gpubatch-expiry gpubatch-done; do
+    python3 bench/perf_stacks.py "$out/cs-script.txt.gz" $c 9 8 >> "$out/cs-stacks.txt" 2>&1
+  done
+  rm -f "$out/cs.data" "$out/cs-script.txt.gz"
+fi
+
+# Every request on a deadline at 2 M/s (25th session): where the senders' time goes. The mix with
+# its new call_us (time inside the library's call) against the same load without deadlines; thread
+# CPU by name; a perf profile with call stacks from a frame-pointer build (gpubatch-mix-fp), by
+# symbol, and by caller for the senders' heaviest symbols.
+# dlprof25b: the profiles alone (call 2; call 1's --comm named the wrong command).
+if on dlprof25 || on dlprof25b; then
+  P="--device 0 --host-probe"
+  m="--threads 16 --high 0.1 --size 256 --deadline-us 2000"
+  for rep in 1 2; do
+    on dlprof25 || break
+    load dp-2m-all-$rep gpubatch-mix $m --deadline-fraction 1 --rate 2000000 --requests 4000000 $P
+    load dp-2m-none-$rep gpubatch-mix $m --deadline-fraction 0 --rate 2000000 --requests 4000000 $P
+  done
+  on dlprof25 && timeout 120 python3 bench/thread_cpu.py --json-out "$out/threads-all.json" -- "$run" gpubatch-mix $m \
+    --deadline-fraction 1 --rate 2000000 --requests 4000000 --json > /dev/null 2>> "$out/log.txt"
+  on dlprof25 && timeout 120 python3 bench/thread_cpu.py --json-out "$out/threads-none.json" -- "$run" gpubatch-mix $m \
+    --deadline-fraction 0 --rate 2000000 --requests 4000000 --json > /dev/null 2>> "$out/log.txt"
+  if have perf && have gpubatch-mix-fp; then
+    fp="gpubatch-mix-fp $m --deadline-fraction 1 --rate 2000000 --requests 4000000 --json"
+    timeout 150 "$run" perf record -F 999 --call-graph fp -o "$out/dp.data" -- "$PWD/$run" $fp > "$out/perf-dp.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/dp.data" --no-children --sort comm,sym -g none --percent-limit 0.3 \
+      > "$out/perf-sym.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/dp.data" --children --comm gpubatch-mix-fp --sort sym -g none \
+      --percent-limit 1 > "$out/perf-children.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/dp.data" --no-children --comm gpubatch-mix-fp --sort sym \
+      -g caller,0.5,callee,function,percent --percent-limit 1.5 > "$out/perf-callers.txt" 2>&1
+    rm -f "$out/dp.data"
+    # Where the senders sleep: every context switch with its stack.
+    timeout 150 "$run" perf record -e cs -c 1 --call-graph fp -o "$out/cs.data" -- "$PWD/$run" $fp > "$out/perf-cs-run.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/cs.data" --no-children --comm gpubatch-mix-fp --sort sym \
+      -g caller,0.5,callee,function,percent --percent-limit 2 > "$out/perf-cs.txt" 2>&1
+    timeout 120 "$run" perf report -i "$out/cs.data" --no-children --sort comm -g none > "$out/perf-cs-comm.txt" 2>&1
+    rm -f "$out/cs.data"
+  fi
 fi
 
 # The watch's every-4,096 wake only while it sleeps (24th session): this build against the pass

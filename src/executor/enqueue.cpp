@@ -11,6 +11,7 @@
 #include <string>
 #include <utility>
 
+#include "executor/block_pool.hpp"
 #include "executor/executor_core.hpp"
 #include "executor/executor_internal.hpp"
 #include "gpubatch/error.hpp"
@@ -157,7 +158,9 @@ void ExecutorCore::queue_request(Request&& request, Completion&& completion, std
   // Allocated while the completion is still the caller's: a bad_alloc fails it in enqueue().
   std::shared_ptr<ExpiryCell> expiry;
   if (deadline != Clock::time_point::max()) {
-    expiry = std::make_shared<ExpiryCell>();
+    // From a pool, not malloc: freed on the strand's, the watch's or a completion thread, a
+    // malloc'd cell waited for this thread's arena lock (block_pool.hpp).
+    expiry = std::allocate_shared<ExpiryCell>(PooledAllocator<ExpiryCell>{});
     expiry->deadline = deadline;
     expiry->shape = shape_of(request);  // described only if it expires
   }

@@ -1,0 +1,118 @@
+#pragma once
+// A free list for blocks of one size that are allocated on one set of threads and freed on
+// another: the deadline's ExpiryCell (with its shared_ptr control block) is made on the caller's
+// thread and freed on the strand's, the deadline watch's or a completion thread. Through glibc's
+// malloc every such free took the caller's arena lock against the caller's own next allocation:
+// on the H200, 16 senders with every request on a 2 ms deadline at 2 M/s, the strand, the watch and
+// the completion threads spent 40-90 % of their sleeps waiting for that lock, and the senders fell
+// 330-410 ms behind their schedule (with jemalloc preloaded: 32 us-3 ms; BENCHMARKS.md, twenty-fifth
+// session).
+//
+// Freed blocks go onto one lock-free stack (a compare-and-swap push from any thread); a thread
+// that allocates takes the whole stack at once (an exchange) into a list of its own and serves
+// itself from it, falling back to operator new when both are empty. Push and take-all only, so
+// no ABA: a block never leaves the shared stack alone. Blocks are never given back to the system:
+// the pool keeps the most blocks ever live at once (as malloc's arenas would), and a thread's list
+// goes back onto the shared stack when the thread ends. Under AddressSanitizer every block is
+// new'd and deleted, so that a block used after its free is still caught.
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <new>
+
+namespace gpubatch::detail {
+
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kPoolBlocks = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kPoolBlocks = false;
+#else
+inline constexpr bool kPoolBlocks = true;
+#endif
+#else
+inline constexpr bool kPoolBlocks = true;
+#endif
+
+template <std::size_t Size, std::size_t Align>
+class BlockPool {
+  struct Node {
+    Node* next;
+  };
+  static_assert(Size >= sizeof(Node) && Align >= alignof(Node));
+
+ public:
+  static void* allocate() {
+    if constexpr (kPoolBlocks) {
+      Local& local = local_;
+      if (local.head == nullptr) local.head = shared_.exchange(nullptr, std::memory_order_acquire);
+      if (Node* n = local.head) {
+        local.head = n->next;
+        return n;
+      }
+    }
+    return ::operator new(Size, std::align_val_t{Align});
+  }
+
+  static void deallocate(void* block) noexcept {
+    if constexpr (!kPoolBlocks) {
+      ::operator delete(block, std::align_val_t{Align});
+    } else {
+      Node* n = ::new (block) Node{nullptr};
+      push_chain(n, n);
+    }
+  }
+
+  // Blocks on the shared stack now (a test's look; walks it, so not while others push).
+  static std::size_t shared_count_for_test() noexcept {
+    std::size_t n = 0;
+    for (Node* p = shared_.load(std::memory_order_acquire); p; p = p->next) ++n;
+    return n;
+  }
+
+ private:
+  static void push_chain(Node* first, Node* last) noexcept {
+    last->next = shared_.load(std::memory_order_relaxed);
+    while (!shared_.compare_exchange_weak(last->next, first, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+  }
+
+  // A thread's own list: handed back whole when the thread ends.
+  struct Local {
+    Node* head = nullptr;
+    ~Local() {
+      if (head == nullptr) return;
+      Node* last = head;
+      while (last->next) last = last->next;
+      push_chain(head, last);
+    }
+  };
+
+  static inline std::atomic<Node*> shared_{nullptr};
+  static inline thread_local Local local_;
+};
+
+// A std allocator over BlockPool for single objects (std::allocate_shared's one block); arrays
+// go to std::allocator.
+template <typename T>
+struct PooledAllocator {
+  using value_type = T;
+  PooledAllocator() noexcept = default;
+  template <typename U>
+  PooledAllocator(const PooledAllocator<U>&) noexcept {}
+
+  T* allocate(std::size_t n) {
+    if (n != 1) return std::allocator<T>{}.allocate(n);
+    return static_cast<T*>(BlockPool<sizeof(T), alignof(T) < alignof(void*) ? alignof(void*) : alignof(T)>::allocate());
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (n != 1) return std::allocator<T>{}.deallocate(p, n);
+    BlockPool<sizeof(T), alignof(T) < alignof(void*) ? alignof(void*) : alignof(T)>::deallocate(p);
+  }
+  template <typename U>
+  bool operator==(const PooledAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+}  // namespace gpubatch::detail

@@ -11,7 +11,7 @@
 #include <string>
 #include <utility>
 
-#include "executor/block_pool.hpp"
+#include "gpubatch/detail/block_pool.hpp"
 #include "executor/executor_core.hpp"
 #include "executor/executor_internal.hpp"
 #include "gpubatch/error.hpp"

@@ -34,6 +34,7 @@
 #include <boost/asio/prefer.hpp>
 #include <boost/asio/system_executor.hpp>
 
+#include "gpubatch/detail/block_pool.hpp"
 #include "gpubatch/ops.hpp"
 
 namespace gpubatch::detail {
@@ -165,8 +166,13 @@ template <typename T, typename Handler>
 class HandlerImpl final : public HandlerBase<T> {
   using Executor = boost::asio::associated_executor_t<Handler, boost::asio::system_executor>;
   using Allocator = boost::asio::associated_allocator_t<Handler>;
+  // A handler with an allocator of its own is allocated with it; one without (std::allocator, as
+  // Asio's recycling allocator stands in for it) from a pool: made on the caller's thread and freed
+  // on a completion thread, each of these waited for the caller's glibc arena lock
+  // (block_pool.hpp).
   using SelfAllocator =
-      typename std::allocator_traits<Allocator>::template rebind_alloc<HandlerImpl>;
+      std::conditional_t<std::is_same_v<Allocator, std::allocator<void>>, PooledAllocator<HandlerImpl>,
+                         typename std::allocator_traits<Allocator>::template rebind_alloc<HandlerImpl>>;
   using Traits = std::allocator_traits<SelfAllocator>;
   using Slot = boost::asio::associated_cancellation_slot_t<Handler>;
   // A handler without an executor of its own would run on system_executor, which calls
@@ -215,7 +221,7 @@ class HandlerImpl final : public HandlerBase<T> {
   };
 
  public:
-  // Allocates with the handler's associated allocator; throws (std::bad_alloc) only from it or
+  // Allocates with the handler's associated allocator (or the pool, for std::allocator); throws (std::bad_alloc) only from it or
   // the slot's own memory.
   static HandlerImpl* create(Handler&& handler, const CoreRef& core) {
     SelfAllocator alloc(boost::asio::get_associated_allocator(handler));

@@ -1,7 +1,9 @@
-// BlockPool (src/executor/block_pool.hpp): blocks freed on one thread serve allocations on
+// BlockPool (include/gpubatch/detail/block_pool.hpp): blocks freed on one thread serve allocations on
 // another; nothing is lost or handed out twice, also with many threads freeing while others
 // allocate; a thread's own list goes back to the shared stack when the thread ends.
-#include "executor/block_pool.hpp"
+#include "gpubatch/detail/block_pool.hpp"
+
+#include "gpubatch/detail/completion.hpp"
 
 #include <gtest/gtest.h>
 
@@ -107,6 +109,25 @@ TEST(PooledAllocator, AllocateSharedMakesAndFreesThroughThePool) {
   EXPECT_EQ(freed, 2);  // the temporary and the shared one
   auto again = std::allocate_shared<Cell>(PooledAllocator<Cell>{}, Cell{{}, &freed});
   if (kPoolBlocks) EXPECT_EQ(again.get(), first);  // the block the other thread freed
+}
+
+// A handler that names no allocator has its state (HandlerImpl) from the pool: freed on another
+// thread, the block serves this thread's next handler of the same type.
+TEST(PooledAllocator, AHandlerWithoutAnAllocatorOfItsOwnHasItsStateFromThePool) {
+  if (!kPoolBlocks) GTEST_SKIP() << "blocks are not pooled under AddressSanitizer";
+  int called = 0;
+  auto handler = [&called](std::exception_ptr, std::vector<float>) { ++called; };
+  const std::shared_ptr<ExecutorCore> none;
+  auto first = make_handler_completion<std::vector<float>>(decltype(handler)(handler), CoreRef(none));
+  auto& alt = std::get<HandlerCompletion<std::vector<float>>>(first);
+  const void* block = alt.get();
+  std::thread([&] { alt.release()->complete(nullptr, {}, Delivery{false, nullptr}); }).join();
+  EXPECT_EQ(called, 1);
+  auto second = make_handler_completion<std::vector<float>>(decltype(handler)(handler), CoreRef(none));
+  auto& alt2 = std::get<HandlerCompletion<std::vector<float>>>(second);
+  EXPECT_EQ(static_cast<const void*>(alt2.get()), block);
+  alt2.release()->complete(nullptr, {}, Delivery{false, nullptr});
+  EXPECT_EQ(called, 2);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #pragma once
 // A free list for blocks of one size that are allocated on one set of threads and freed on
 // another: the deadline's ExpiryCell (with its shared_ptr control block) is made on the caller's
-// thread and freed on the strand's, the deadline watch's or a completion thread. Through glibc's
+// thread and freed on the strand's, the deadline watch's or a completion thread; a completion
+// handler's state (HandlerImpl, when the handler has no allocator of its own) is made on the
+// caller's thread and freed on a completion thread. Through glibc's
 // malloc every such free took the caller's arena lock against the caller's own next allocation:
 // on the H200, 16 senders with every request on a 2 ms deadline at 2 M/s, the strand, the watch and
 // the completion threads spent 40-90 % of their sleeps waiting for that lock, and the senders fell
@@ -100,6 +102,9 @@ struct PooledAllocator {
   PooledAllocator() noexcept = default;
   template <typename U>
   PooledAllocator(const PooledAllocator<U>&) noexcept {}
+  // In place of a std::allocator (a handler's associated allocator when it names none).
+  template <typename U>
+  explicit PooledAllocator(const std::allocator<U>&) noexcept {}
 
   T* allocate(std::size_t n) {
     if (n != 1) return std::allocator<T>{}.allocate(n);

@@ -3,7 +3,8 @@
 the kernel's way in (the outermost kernel frame below the syscall entry: `__x64_sys_futex`,
 `asm_exc_page_fault`), then the innermost user-space frames that name a symbol. With `perf record
 -e cs --call-graph fp`: where a load's threads go to sleep (scripts/gpu_session.sh dlprof25c).
-Usage: bench/perf_stacks.py perf-script.txt[.gz] COMM [DEPTH=8] [TOP=25]"""
+Usage: bench/perf_stacks.py perf-script.txt[.gz] COMM [DEPTH=8] [TOP=25]
+(COMM '*': every command, each stack led by its command.)"""
 import gzip
 import sys
 from collections import Counter
@@ -47,10 +48,10 @@ def main():
     top = int(sys.argv[4]) if len(sys.argv) > 4 else 25
     stacks, total = Counter(), 0
     for c, frames in samples(path):
-        if c != comm:
+        if comm != '*' and c != comm:
             continue
         total += 1
-        stacks[' <- '.join(f[:90] for f in frames[:depth])] += 1
+        stacks[(c + ': ' if comm == '*' else '') + ' <- '.join(f[:90] for f in frames[:depth])] += 1
     print(f'{total} samples of {comm}')
     for s, n in stacks.most_common(top):
         print(f'{100 * n / max(total, 1):5.1f}% {n:8d}  {s}')

@@ -58,6 +58,26 @@ TEST(BlockPool, AThreadsOwnListGoesBackWhenItEnds) {
   EXPECT_EQ(P::shared_count_for_test(), 4u);
 }
 
+// Past its cap the pool gives freed blocks back to the system: it never holds more than the cap,
+// however many blocks were live at once.
+TEST(BlockPool, PastItsCapAFreedBlockGoesBackToTheSystem) {
+  if (!kPoolBlocks) GTEST_SKIP() << "blocks are not pooled under AddressSanitizer";
+  using P = BlockPool<72, alignof(void*), 72 * 10>;
+  static_assert(P::kCap == 10);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 15; ++i) blocks.push_back(P::allocate());
+  EXPECT_EQ(P::made(), 15u);
+  for (void* b : blocks) P::deallocate(b);
+  EXPECT_EQ(P::made(), 10u);
+  EXPECT_EQ(P::shared_count_for_test(), 10u);
+  // The ten kept serve the next ten allocations; the eleventh is new.
+  std::vector<void*> again;
+  for (int i = 0; i < 11; ++i) again.push_back(P::allocate());
+  EXPECT_EQ(P::made(), 11u);
+  for (void* b : again) P::deallocate(b);
+  EXPECT_EQ(P::made(), 10u);
+}
+
 // Producers allocate and stamp blocks, consumers check the stamp and free them: every block is
 // live in one place at a time (a block handed out twice would be stamped twice and fail the check).
 TEST(BlockPool, ManyThreadsNeverShareALiveBlock) {

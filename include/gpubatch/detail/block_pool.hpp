@@ -14,10 +14,10 @@
 // that allocates takes the whole stack at once (an exchange) into a list of its own and serves
 // itself from it, falling back to operator new when both are empty. Push and take-all only, so
 // no ABA: a block never leaves the shared stack alone. The pool keeps at most CapBytes of blocks
-// (16 MiB by default: some 130,000 deadline cells of 128 bytes, thirty times what 2 M requests/s on 2 ms
-// deadlines hold at once); past that a freed block goes back to the system, so threads that took
-// the shared stack and then went quiet cannot make it grow without bound. A thread's list goes
-// back onto the shared stack when the thread ends. Under AddressSanitizer every block is new'd
+// (16 MiB by default: some 130,000 deadline cells of 128 bytes, thirty times what 2 M requests/s
+// on 2 ms deadlines hold at once); past that a freed block goes back to the system, so threads
+// that took the shared stack and then went quiet cannot make it grow without bound. A thread's
+// list goes back onto the shared stack when the thread ends. Under AddressSanitizer every block is new'd
 // and deleted, so that a block used after its free is still caught.
 #include <atomic>
 #include <cstddef>

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <memory>
 #include <new>
+#include <utility>
 
 namespace gpubatch::detail {
 
@@ -91,14 +92,16 @@ class BlockPool {
     }
   }
 
-  // A thread's own list: handed back whole when the thread ends.
+  // A thread's own list: handed back whole when the thread ends (and emptied, so that a block
+  // allocated later in the thread's teardown is taken afresh, never from the list handed back).
   struct Local {
     Node* head = nullptr;
     ~Local() {
-      if (head == nullptr) return;
-      Node* last = head;
+      Node* first = std::exchange(head, nullptr);
+      if (first == nullptr) return;
+      Node* last = first;
       while (last->next) last = last->next;
-      push_chain(head, last);
+      push_chain(first, last);
     }
   };
 

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <set>
 #include <thread>
@@ -51,11 +52,45 @@ TEST(BlockPool, AThreadsOwnListGoesBackWhenItEnds) {
   using P = Pool<104>;
   std::vector<void*> blocks;
   for (int i = 0; i < 4; ++i) blocks.push_back(P::allocate());
-  for (void* b : blocks) P::deallocate(b);
+  std::thread([&] {
+    for (void* b : blocks) P::deallocate(b);
+  }).join();
   ASSERT_EQ(P::shared_count_for_test(), 4u);
   // This thread takes all four into its own list, uses one, and ends with three in it.
   std::thread([] { P::deallocate(P::allocate()); }).join();
   EXPECT_EQ(P::shared_count_for_test(), 4u);
+}
+
+// A thread's frees reach the shared stack kBatch at a time (one push for them all); its own next
+// allocation takes them back first.
+TEST(BlockPool, AThreadsFreesReachTheSharedStackABatchAtATime) {
+  if (!kPoolBlocks) GTEST_SKIP() << "blocks are not pooled under AddressSanitizer";
+  using P = Pool<112>;
+  std::vector<void*> blocks;
+  for (std::size_t i = 0; i < P::kBatch + 2; ++i) blocks.push_back(P::allocate());
+  std::promise<void> one_short, batch_out, go_on;
+  auto go = go_on.get_future();
+  std::thread freer([&] {
+    for (std::size_t i = 0; i + 1 < P::kBatch; ++i) P::deallocate(blocks[i]);
+    one_short.set_value();
+    go.wait();
+    P::deallocate(blocks[P::kBatch - 1]);
+    P::deallocate(blocks[P::kBatch]);
+    // Its own allocation takes back the one it holds, not the shared batch.
+    void* mine = P::allocate();
+    EXPECT_EQ(mine, blocks[P::kBatch]);
+    P::deallocate(mine);
+    batch_out.set_value();
+  });
+  one_short.get_future().wait();
+  EXPECT_EQ(P::shared_count_for_test(), 0u);
+  auto out = batch_out.get_future();
+  go_on.set_value();
+  out.wait();
+  EXPECT_EQ(P::shared_count_for_test(), P::kBatch);
+  freer.join();
+  EXPECT_EQ(P::shared_count_for_test(), P::kBatch + 1);
+  P::deallocate(blocks[P::kBatch + 1]);
 }
 
 // Past its cap the pool gives freed blocks back to the system: it never holds more than the cap,
@@ -67,15 +102,20 @@ TEST(BlockPool, PastItsCapAFreedBlockGoesBackToTheSystem) {
   std::vector<void*> blocks;
   for (int i = 0; i < 15; ++i) blocks.push_back(P::allocate());
   EXPECT_EQ(P::made(), 15u);
-  for (void* b : blocks) P::deallocate(b);
+  std::thread([&] {
+    for (void* b : blocks) P::deallocate(b);
+  }).join();
   EXPECT_EQ(P::made(), 10u);
   EXPECT_EQ(P::shared_count_for_test(), 10u);
   // The ten kept serve the next ten allocations; the eleventh is new.
   std::vector<void*> again;
   for (int i = 0; i < 11; ++i) again.push_back(P::allocate());
   EXPECT_EQ(P::made(), 11u);
-  for (void* b : again) P::deallocate(b);
+  std::thread([&] {
+    for (void* b : again) P::deallocate(b);
+  }).join();
   EXPECT_EQ(P::made(), 10u);
+  EXPECT_EQ(P::shared_count_for_test(), 10u);
 }
 
 // Producers allocate and stamp blocks, consumers check the stamp and free them: every block is

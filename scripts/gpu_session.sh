@@ -3490,7 +3490,7 @@ if on x2set21; then
   load x2-c16-one gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
 fi
 
-# gen25: gpubatch-mix whose handler lets go of its Slot before marking it done (the sender frees
+# gen25 (the generator change it measured was reverted): gpubatch-mix whose handler lets go of its Slot before marking it done (the sender frees
 # it on its own thread; gpubatch-mix-gen) against the generator before (gpubatch-mix, the same
 # library): the priority mix at saturation, three rounds interleaved, with idle and jemalloc beside;
 # every request on a deadline at 2 M/s, two rounds.

@@ -68,8 +68,9 @@ TEST(BlockPool, AThreadsFreesReachTheSharedStackABatchAtATime) {
   using P = Pool<112>;
   std::vector<void*> blocks;
   for (std::size_t i = 0; i < P::kBatch + 2; ++i) blocks.push_back(P::allocate());
-  std::promise<void> one_short, batch_out, go_on;
+  std::promise<void> one_short, batch_out, go_on, end;
   auto go = go_on.get_future();
+  auto may_end = end.get_future();
   std::thread freer([&] {
     for (std::size_t i = 0; i + 1 < P::kBatch; ++i) P::deallocate(blocks[i]);
     one_short.set_value();
@@ -81,6 +82,7 @@ TEST(BlockPool, AThreadsFreesReachTheSharedStackABatchAtATime) {
     EXPECT_EQ(mine, blocks[P::kBatch]);
     P::deallocate(mine);
     batch_out.set_value();
+    may_end.wait();  // ending hands back the one it holds
   });
   one_short.get_future().wait();
   EXPECT_EQ(P::shared_count_for_test(), 0u);
@@ -88,6 +90,7 @@ TEST(BlockPool, AThreadsFreesReachTheSharedStackABatchAtATime) {
   go_on.set_value();
   out.wait();
   EXPECT_EQ(P::shared_count_for_test(), P::kBatch);
+  end.set_value();
   freer.join();
   EXPECT_EQ(P::shared_count_for_test(), P::kBatch + 1);
   P::deallocate(blocks[P::kBatch + 1]);

@@ -11,9 +11,9 @@
 #include <string>
 #include <utility>
 
-#include "gpubatch/detail/block_pool.hpp"
 #include "executor/executor_core.hpp"
 #include "executor/executor_internal.hpp"
+#include "gpubatch/detail/block_pool.hpp"
 #include "gpubatch/error.hpp"
 
 namespace gpubatch::detail {

@@ -93,7 +93,8 @@ class BlockPool {
  private:
   static void push_chain(Node* first, Node* last) noexcept {
     last->next = shared_.load(std::memory_order_relaxed);
-    while (!shared_.compare_exchange_weak(last->next, first, std::memory_order_release, std::memory_order_relaxed)) {
+    while (!shared_.compare_exchange_weak(last->next, first, std::memory_order_release,
+                                          std::memory_order_relaxed)) {
     }
   }
 
@@ -140,6 +141,7 @@ class BlockPool {
 template <typename T>
 struct PooledAllocator {
   using value_type = T;
+  using Pool = BlockPool<sizeof(T), (alignof(T) < alignof(void*) ? alignof(void*) : alignof(T))>;
   PooledAllocator() noexcept = default;
   template <typename U>
   PooledAllocator(const PooledAllocator<U>&) noexcept {}
@@ -149,11 +151,11 @@ struct PooledAllocator {
 
   T* allocate(std::size_t n) {
     if (n != 1) return std::allocator<T>{}.allocate(n);
-    return static_cast<T*>(BlockPool<sizeof(T), alignof(T) < alignof(void*) ? alignof(void*) : alignof(T)>::allocate());
+    return static_cast<T*>(Pool::allocate());
   }
   void deallocate(T* p, std::size_t n) noexcept {
     if (n != 1) return std::allocator<T>{}.deallocate(p, n);
-    BlockPool<sizeof(T), alignof(T) < alignof(void*) ? alignof(void*) : alignof(T)>::deallocate(p);
+    Pool::deallocate(p);
   }
   template <typename U>
   bool operator==(const PooledAllocator<U>&) const noexcept {

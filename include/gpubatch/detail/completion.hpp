@@ -171,7 +171,8 @@ class HandlerImpl final : public HandlerBase<T> {
   // on a completion thread, each of these waited for the caller's glibc arena lock
   // (block_pool.hpp).
   using SelfAllocator =
-      std::conditional_t<std::is_same_v<Allocator, std::allocator<void>>, PooledAllocator<HandlerImpl>,
+      std::conditional_t<std::is_same_v<Allocator, std::allocator<void>>,
+                         PooledAllocator<HandlerImpl>,
                          typename std::allocator_traits<Allocator>::template rebind_alloc<HandlerImpl>>;
   using Traits = std::allocator_traits<SelfAllocator>;
   using Slot = boost::asio::associated_cancellation_slot_t<Handler>;
@@ -221,8 +222,8 @@ class HandlerImpl final : public HandlerBase<T> {
   };
 
  public:
-  // Allocates with the handler's associated allocator (or the pool, for std::allocator); throws (std::bad_alloc) only from it or
-  // the slot's own memory.
+  // Allocates with the handler's associated allocator (or the pool, for std::allocator); throws
+  // (std::bad_alloc) only from it or the slot's own memory.
   static HandlerImpl* create(Handler&& handler, const CoreRef& core) {
     SelfAllocator alloc(boost::asio::get_associated_allocator(handler));
     HandlerImpl* p = Traits::allocate(alloc, 1);

@@ -22,11 +22,19 @@ namespace {
 template <std::size_t Size>
 using Pool = BlockPool<Size, alignof(void*)>;
 
+// Frees `blocks` on a thread of its own, which ends (handing what it holds to the shared stack).
+template <typename P>
+void free_on_another_thread(const std::vector<void*>& blocks) {
+  std::thread([&] {
+    for (void* b : blocks) P::deallocate(b);
+  }).join();
+}
+
 TEST(BlockPool, ABlockFreedOnAnotherThreadServesTheNextAllocation) {
   if (!kPoolBlocks) GTEST_SKIP() << "blocks are not pooled under AddressSanitizer";
   using P = Pool<88>;
   void* a = P::allocate();
-  std::thread([a] { P::deallocate(a); }).join();
+  free_on_another_thread<P>({a});
   EXPECT_EQ(P::shared_count_for_test(), 1u);
   EXPECT_EQ(P::allocate(), a);
   EXPECT_EQ(P::shared_count_for_test(), 0u);
@@ -38,9 +46,7 @@ TEST(BlockPool, AThreadTakesTheWholeSharedStackAndServesItselfFromIt) {
   using P = Pool<96>;
   std::vector<void*> blocks;
   for (int i = 0; i < 5; ++i) blocks.push_back(P::allocate());
-  std::thread([&] {
-    for (void* b : blocks) P::deallocate(b);
-  }).join();
+  free_on_another_thread<P>(blocks);
   std::set<void*> again;
   for (int i = 0; i < 5; ++i) again.insert(P::allocate());
   EXPECT_EQ(again, std::set<void*>(blocks.begin(), blocks.end()));
@@ -52,9 +58,7 @@ TEST(BlockPool, AThreadsOwnListGoesBackWhenItEnds) {
   using P = Pool<104>;
   std::vector<void*> blocks;
   for (int i = 0; i < 4; ++i) blocks.push_back(P::allocate());
-  std::thread([&] {
-    for (void* b : blocks) P::deallocate(b);
-  }).join();
+  free_on_another_thread<P>(blocks);
   ASSERT_EQ(P::shared_count_for_test(), 4u);
   // This thread takes all four into its own list, uses one, and ends with three in it.
   std::thread([] { P::deallocate(P::allocate()); }).join();
@@ -105,18 +109,14 @@ TEST(BlockPool, PastItsCapAFreedBlockGoesBackToTheSystem) {
   std::vector<void*> blocks;
   for (int i = 0; i < 15; ++i) blocks.push_back(P::allocate());
   EXPECT_EQ(P::made(), 15u);
-  std::thread([&] {
-    for (void* b : blocks) P::deallocate(b);
-  }).join();
+  free_on_another_thread<P>(blocks);
   EXPECT_EQ(P::made(), 10u);
   EXPECT_EQ(P::shared_count_for_test(), 10u);
   // The ten kept serve the next ten allocations; the eleventh is new.
   std::vector<void*> again;
   for (int i = 0; i < 11; ++i) again.push_back(P::allocate());
   EXPECT_EQ(P::made(), 11u);
-  std::thread([&] {
-    for (void* b : again) P::deallocate(b);
-  }).join();
+  free_on_another_thread<P>(again);
   EXPECT_EQ(P::made(), 10u);
   EXPECT_EQ(P::shared_count_for_test(), 10u);
 }

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: gen25 batch25 open25b final25b final25 open25 openprof25 prio25 dlalloc25 handl25 pool25 jem25 dlprof25c dlprof25b dlprof25 dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: sat26c sat26b sat26 depth26 gen25 batch25 open25b final25b final25 open25 openprof25 prio25 dlalloc25 handl25 pool25 jem25 dlprof25c dlprof25b dlprof25 dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3488,6 +3488,97 @@ if on x2set21; then
     load x2-c32-$r gpubatch-load --devices 0,1 --threads 32 --inflight 1024 --requests 16000000 --op relu --size 256
   done
   load x2-c16-one gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+fi
+
+# sat26c: with priority levels (and a latency target) the in-flight limit stays as it was; the
+# priority mix at saturation again (its high level should now match off), the crowd at 1,024 and
+# 2,048 each with 4 (this build's default) against off, and 3 and 6 batches saturated.
+if on sat26c; then
+  P="--device 0 --host-probe"
+  crowd="--device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  load u-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 $P
+  for rep in 1 2 3; do
+    for m in on off 3 6; do
+      e=""; [ $m = on ] || e="env GPUBATCH_SATURATED_INFLIGHT=$m --"
+      load u-crowd-$m-$rep $e gpubatch-load $crowd
+      [ $rep -le 2 ] && load u-crowd2048-$m-$rep $e gpubatch-load --device 0 --threads 16 --inflight 2048 --requests 8000000 --op relu --size 256
+      [ $m = on ] || [ $m = off ] && [ $rep -le 2 ] && load u-mixsat-$m-$rep $e gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
+    done
+  done
+fi
+
+# sat26b: sat26 again on another machine (call 2's lost up to 4.3 s of CPU to steal in a run),
+# the loads where the count cap is raised: the crowds (four and two rounds), the open loop at
+# 3 M/s, and the priority mix at saturation as the check that the high level loses nothing.
+if on sat26b; then
+  P="--device 0 --host-probe"
+  crowd="--device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  off="env GPUBATCH_SATURATED_INFLIGHT=off --"
+  load t-lone gpubatch-load --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+  load t-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 $P
+  for rep in 1 2 3 4; do
+    for m in on off; do
+      e=""; [ $m = off ] && e=$off
+      load t-crowd-$m-$rep $e gpubatch-load $crowd
+      [ $rep -le 2 ] && load t-hcrowd-$m-$rep $e gpubatch-load $crowd --handlers
+      [ $rep -le 2 ] && load t-crowd2048-$m-$rep $e gpubatch-load --device 0 --threads 16 --inflight 2048 --requests 8000000 --op relu --size 256
+      [ $rep -le 3 ] && load t-mixsat-$m-$rep $e gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
+      [ $rep -le 2 ] && load t-open3000000-$m-$rep $e gpubatch-load --threads 16 --op relu --size 256 --rate 3000000 --requests 9000000 $P
+    done
+  done
+fi
+
+# sat26 (26th session): twice max_inflight_batches in flight once the count cap is raised
+# (saturated), against GPUBATCH_SATURATED_INFLIGHT=off (the behaviour before), the same binary,
+# interleaved: the crowds, the open loop at 2-3 M/s, the priority mix at saturation, every request
+# on a deadline.
+if on sat26; then
+  P="--device 0 --host-probe"
+  crowd="--device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256"
+  off="env GPUBATCH_SATURATED_INFLIGHT=off --"
+  load s-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 $P
+  for rep in 1 2 3; do
+    for m in on off; do
+      e=""; [ $m = off ] && e=$off
+      load s-crowd-$m-$rep $e gpubatch-load $crowd
+      load s-hcrowd-$m-$rep $e gpubatch-load $crowd --handlers
+      [ $rep = 3 ] || load s-crowd2048-$m-$rep $e gpubatch-load --device 0 --threads 16 --inflight 2048 --requests 8000000 --op relu --size 256
+    done
+  done
+  for rep in 1 2; do
+    for r in 2000000 2500000 3000000; do
+      for m in on off; do
+        e=""; [ $m = off ] && e=$off
+        load s-open$r-$m-$rep $e gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3)) $P
+      done
+    done
+    for m in on off; do
+      e=""; [ $m = off ] && e=$off
+      load s-mixsat-$m-$rep $e gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
+      load s-dlall-$m-$rep $e gpubatch-mix --threads 16 --high 0.1 --size 256 --deadline-us 2000 --deadline-fraction 1 --rate 2000000 --requests 4000000 $P
+    done
+  done
+fi
+
+# depth26 (26th session): what bounds the crowd on one GPU. The issue fixes 16 threads of
+# 256-float relu but not their depth: the crowd at --inflight 1024 (issue 11's), 2048 and 4096
+# per thread, max_inflight_batches 2 (adaptive's) against 4, interleaved; per-thread CPU
+# (bench/thread_cpu.py) and a trace of the default crowd (bench/trace_batches.py).
+if on depth26; then
+  c="--device 0 --threads 16 --op relu --size 256"
+  for rep in 1 2; do
+    for d in 1024 2048 4096; do
+      load dp-crowd$d-$rep gpubatch-load $c --inflight $d --requests 8000000
+      load dp-crowd$d-mib4-$rep env GPUBATCH_MAX_INFLIGHT_BATCHES=4 -- gpubatch-load $c --inflight $d --requests 8000000
+    done
+  done
+  load dp-crowd1024-handlers gpubatch-load $c --inflight 1024 --requests 8000000 --handlers
+  load dp-crowd4096-handlers gpubatch-load $c --inflight 4096 --requests 8000000 --handlers
+  for d in 1024 4096; do
+    timeout 120 python3 bench/thread_cpu.py --json-out "$out/threads-crowd$d.json" -- "$run" gpubatch-load $c --inflight $d --requests 8000000 --json > "$out/threads-crowd$d.txt" 2>&1
+  done
+  traced dp-crowd1024-traced crowd1024 gpubatch-load $c --inflight 1024 --requests 4000000
+  traced dp-crowd4096-traced crowd4096 gpubatch-load $c --inflight 4096 --requests 4000000
 fi
 
 # gen25 (the generator change it measured was reverted): gpubatch-mix whose handler lets go of its Slot before marking it done (the sender frees

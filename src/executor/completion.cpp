@@ -54,7 +54,7 @@ void ExecutorCore::return_batch_to_pool(std::unique_ptr<Batch> batch) {
     return;
   }
   std::lock_guard<std::mutex> lock(pool_mutex_);
-  if (pool_.size() < 2 * max_inflight_ + 2) pool_.push_back(std::move(batch));
+  if (pool_.size() < 2 * saturated_inflight_ + 2) pool_.push_back(std::move(batch));
 }
 
 // Owners: the strand (a batch's copies into staging) and any thread taking a batch's results (a

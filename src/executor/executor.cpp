@@ -339,6 +339,16 @@ std::chrono::microseconds saturated_after() noexcept {
   return std::chrono::microseconds(std::clamp(std::strtol(v, nullptr, 10), 0L, 10'000'000L));
 }
 
+// GPUBATCH_SATURATED_INFLIGHT: in-flight batches once the count cap has been raised (0 or
+// "off": max_inflight_batches, as before the twenty-sixth session); default twice that.
+std::size_t saturated_inflight(std::size_t max_inflight) noexcept {
+  const char* v = std::getenv("GPUBATCH_SATURATED_INFLIGHT");
+  if (v == nullptr || *v == 0) return 2 * max_inflight;
+  if (std::string_view(v) == "off") return max_inflight;
+  const long n = std::clamp(std::strtol(v, nullptr, 10), 0L, 1024L);
+  return n == 0 ? max_inflight : std::max<std::size_t>(max_inflight, static_cast<std::size_t>(n));
+}
+
 namespace {
 BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {
   BatchFormer<Pending>::Limits l;
@@ -358,6 +368,12 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       max_request_bytes_(device_->max_request_bytes()),
       big_request_bytes_(config_.max_batch_bytes / config_.max_batch_size),
       max_inflight_(config_.max_inflight_batches * std::max<std::size_t>(1, device_->slot_multiplier())),
+      // A latency target sizes batches for max_inflight_batches ahead of a request (cost_model.hpp),
+      // and an express batch waits on the device behind the regular ones in flight.
+      saturated_inflight_(config_.target_p99.count() > 0 || config_.priority_levels > 1
+                              ? max_inflight_
+                              : saturated_inflight(max_inflight_)),
+      inflight_limit_(max_inflight_),
       watchdog_(std::chrono::duration_cast<Clock::duration>(config_.batch_timeout) *
                 static_cast<long>(std::max<std::size_t>(1, device_->watchdog_periods()))),
       await_width_(std::clamp<std::size_t>(device_->inflight_multiplier(), 1, config_.completion_threads)),

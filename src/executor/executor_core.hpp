@@ -167,6 +167,8 @@ std::uint32_t express_depth() noexcept;
 std::chrono::microseconds express_hold() noexcept;  // GPUBATCH_EXPRESS_HOLD_US, else 50 us
 // GPUBATCH_SATURATED_AFTER_US: full batches in a row for this long raise the count cap (10 ms).
 std::chrono::microseconds saturated_after() noexcept;
+// In-flight batches while saturated (the count cap raised), from max_inflight_batches' count.
+std::size_t saturated_inflight(std::size_t max_inflight) noexcept;
 // GPUBATCH_EXPRESS_SPLIT: level-0 requests held beside which a regular batch leaves the levels
 // above 0 to an express batch sent ahead of it (ExecutorCore::express_splits); "off" or 0 never.
 std::size_t express_split() noexcept;
@@ -351,7 +353,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     return requests > 0 && batch_bytes / requests >= kLargeRequest ? 1 : 2;
   }
   bool slot_free() const noexcept {
-    return inflight_halves_.load(std::memory_order_seq_cst) < 2 * max_inflight_;
+    return inflight_halves_.load(std::memory_order_seq_cst) < 2 * inflight_limit_.load(std::memory_order_relaxed);
   }
   // Priorities (DESIGN.md "Priorities"): requests of levels above 0 go out at once in an express
   // batch of their own, in one in-flight slot kept for such batches beside max_inflight_batches.
@@ -639,6 +641,16 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // max_inflight_batches per device behind device_ (a device set: per member), and the watchdog's
   // limit for one batch (batch_timeout, times the periods a device set asks for its re-run).
   const std::size_t max_inflight_;
+  // Batches in flight now: max_inflight_, or saturated_inflight_ while the count cap is raised
+  // (note_taken). Saturated, a closed loop's latency is its callers' depth over the rate, so only
+  // the rate counts, and with two batches in flight each one's pack, round trip and completion
+  // ran one after another: the H200's crowd (16 callers of 256-float relu, 1,024 or 2,048 each
+  // outstanding) carried 5.1-5.7 M requests/s with 2 and 5.6-6.7 with 4 (BENCHMARKS.md,
+  // twenty-sixth session). Unsaturated, more in flight would only make batches smaller. Not with
+  // priority levels: an express batch runs behind the regular batches in flight, and at 3 M/s the
+  // high level's p99 was 1.1-1.5 ms with four against 0.7-1.4 with two; nor with a latency target.
+  const std::size_t saturated_inflight_;
+  std::atomic<std::size_t> inflight_limit_;
   const Clock::duration watchdog_;
   // Completion threads that may wait for the device at once: one per device behind device_, so
   // that a batch a set's member has finished is not held behind one still running on another.

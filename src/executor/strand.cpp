@@ -428,14 +428,15 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
 }
 
 // A regular batch of `n` was taken: the count cap learns whether the executor is saturated
-// (count_cap.hpp), and the former, the completion threads' polls and a trace's "batch count
-// limit" counter follow its limit when it changes.
+// (count_cap.hpp), and the former, the completion threads' polls, the in-flight limit
+// (inflight_limit_) and a trace's "batch count limit" counter follow its limit when it changes.
 void ExecutorCore::note_taken(std::size_t n, Clock::time_point now) noexcept {
   const std::size_t before = count_cap_.limit();
   count_cap_.taken(n, now);
   if (count_cap_.limit() == before) return;
   former_.set_count_limit(count_cap_.limit());
   count_limit_.store(count_cap_.limit(), std::memory_order_relaxed);
+  inflight_limit_.store(count_cap_.raised() ? saturated_inflight_ : max_inflight_, std::memory_order_relaxed);
   if (trace_.on()) {
     try {
       trace_.counter("batch count limit", now, static_cast<double>(count_cap_.limit()));

@@ -1,7 +1,8 @@
 // latency_batch_size on a fake device (BatchConfig::latency_batch_size; the cap itself:
 // count_cap_test.cpp): under the adaptive policy batches stay at the small cap until they have
-// been full for GPUBATCH_SATURATED_AFTER_US, then grow to max_batch_size, and batches that take
-// what waits whole for as long bring the small cap back; the deadline policy and 0 leave it off.
+// been full for GPUBATCH_SATURATED_AFTER_US, then grow to max_batch_size (and twice
+// max_inflight_batches go in flight, GPUBATCH_SATURATED_INFLIGHT), and batches that take what
+// waits whole for as long bring the small cap back; the deadline policy and 0 leave it off.
 #include "gpubatch/executor.hpp"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -78,9 +80,34 @@ TEST(LatencyBatchSize, BelowTheSustainBatchesStayAtTheSmallCap) {
   BatchExecutor executor(device, capped(16, 64));
   const auto sizes = crowd(executor, *device, 400);
   EXPECT_EQ(*std::max_element(sizes.begin(), sizes.end()), 16u);
+  EXPECT_EQ(device->max_inflight(), 1u) << "not saturated: max_inflight_batches";
   std::size_t total = 0;
   for (std::size_t n : sizes) total += n;
   EXPECT_EQ(total, 400u);
+}
+
+// Saturated (the cap raised), twice max_inflight_batches go in flight; GPUBATCH_SATURATED_INFLIGHT
+// names another count or turns it off, and a latency target (its batch sizes assume that many
+// ahead of a request) or priority levels (an express batch runs behind them) keep
+// max_inflight_batches.
+TEST(LatencyBatchSize, SaturatedTwiceTheBatchesGoInFlight) {
+  EnvGuard sustain("GPUBATCH_SATURATED_AFTER_US", "10000");
+  struct Case {
+    const char* env;
+    int keep;  // 1: a latency target, 2: two priority levels
+    std::size_t expected;
+  };
+  for (const Case c : {Case{"", 0, 2}, Case{"3", 0, 3}, Case{"off", 0, 1}, Case{"", 1, 1}, Case{"", 2, 1}}) {
+    EnvGuard inflight("GPUBATCH_SATURATED_INFLIGHT", c.env);
+    auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 2ms});
+    BatchConfig config = capped(16, 64);
+    if (c.keep == 1) config.target_p99 = 10s;
+    if (c.keep == 2) config.priority_levels = 2;
+    BatchExecutor executor(device, config);
+    const auto sizes = crowd(executor, *device, 3000);
+    EXPECT_EQ(std::accumulate(sizes.begin(), sizes.end(), std::size_t{0}), 3000u);
+    EXPECT_EQ(device->max_inflight(), c.expected) << "\"" << c.env << "\" keep " << c.keep;
+  }
 }
 
 // 0, and the deadline policy (which waits for full batches by design): max_batch_size from the

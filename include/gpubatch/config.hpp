@@ -17,7 +17,9 @@
 //   policy               "deadline" | "adaptive" (adaptive also flushes whenever an in-flight
 //                        slot is free)
 //   queue_capacity       requests the submission queue holds before back-pressure applies
-//   max_inflight_batches batches submitted to the device and not yet completed
+//   max_inflight_batches batches submitted to the device and not yet completed (adaptive:
+//                        twice this many once saturated, without priority levels or a
+//                        latency target; DESIGN.md "Twice the batches in flight once saturated")
 //   overflow             "block" | "block_for" | "reject": what a full queue does to a caller
 //   block_timeout_us     how long `block_for` waits before failing with queue_full
 //   max_batch_bytes      input + output bytes of one batch (a larger request goes alone; on one

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: final26 sat26c sat26b sat26 depth26 gen25 batch25 open25b final25b final25 open25 openprof25 prio25 dlalloc25 handl25 pool25 jem25 dlprof25c dlprof25b dlprof25 dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: crowdtrace26 lonesys26 loneprof26b loneprof26 final26 sat26c sat26b sat26 depth26 gen25 batch25 open25b final25b final25 open25 openprof25 prio25 dlalloc25 handl25 pool25 jem25 dlprof25c dlprof25b dlprof25 dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3488,6 +3488,66 @@ if on x2set21; then
     load x2-c32-$r gpubatch-load --devices 0,1 --threads 32 --inflight 1024 --requests 16000000 --op relu --size 256
   done
   load x2-c16-one gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+fi
+
+# crowdtrace26: the crowd with four batches in flight once saturated: a trace
+# (bench/trace_batches.py) and CPU seconds per thread name (bench/thread_cpu.py), beside a plain run.
+if on crowdtrace26; then
+  c="--device 0 --threads 16 --inflight 1024 --op relu --size 256"
+  load ct-crowd gpubatch-load $c --requests 8000000
+  timeout 120 python3 bench/thread_cpu.py --json-out "$out/threads-crowd.json" -- "$run" gpubatch-load $c --requests 8000000 --json > "$out/threads-crowd-run.txt" 2>&1
+  traced ct-crowd-traced crowd gpubatch-load $c --requests 4000000
+fi
+
+# lonesys26: system calls per lone request, future against Device::run (perf stat on the
+# syscall tracepoints; needs .gpu/bin/perf).
+if on lonesys26; then
+  lone="--device 0 --threads 1 --inflight 1 --requests 40000 --op relu --size 256"
+  for m in future unbatched sync; do
+    a=""; [ $m = unbatched ] && a="--unbatched"; [ $m = sync ] && a="--sync"
+    have perf && timeout 120 "$run" perf stat -e raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_ioctl,syscalls:sys_enter_sched_yield,syscalls:sys_enter_epoll_wait,context-switches \
+      -o "$out/stat-$m.txt" -- "$PWD/$run" gpubatch-load $lone $a --json > "$out/stat-$m-run.txt" 2>&1
+  done
+fi
+
+# loneprof26b: who reads the GPU's registers on the lone future's path (osDevReadReg032 took 10 %
+# of its caller's samples against 5 % of Device::run's): both under perf with call graphs,
+# the callers of the kernel's symbols that differ.
+if on loneprof26b; then
+  lone="--device 0 --threads 1 --inflight 1 --requests 40000 --op relu --size 256"
+  for m in future unbatched; do
+    a=""; [ $m = unbatched ] && a="--unbatched"
+    if have perf; then
+      timeout 120 "$run" perf record -F 19999 -g -o "$out/$m.data" -- "$PWD/$run" gpubatch-load $lone $a > "$out/perf-$m-run.txt" 2>&1
+      for sym in osDevReadReg032 kbusFlushSingle_GV100 cpa_flush; do
+        timeout 120 "$run" perf report -i "$out/$m.data" --comm gpubatch-load --no-children -S $sym -G \
+          --stdio > "$out/perf-$m-$sym.txt" 2>&1
+      done
+      timeout 120 "$run" perf report -i "$out/$m.data" --comm gpubatch-load --no-children --sort sym -g caller,0.5,callee \
+        --percent-limit 2 --stdio > "$out/perf-$m-top.txt" 2>&1
+      rm -f "$out/$m.data"
+    fi
+  done
+fi
+
+# loneprof26: where a lone future's extra microsecond over Device::run goes: each under perf
+# (flat, by symbol; needs .gpu/bin/perf and a binary with its symbol table), then plain runs.
+if on loneprof26; then
+  lone="--device 0 --threads 1 --inflight 1 --requests 40000 --op relu --size 256"
+  for m in future unbatched; do
+    a=""; [ $m = unbatched ] && a="--unbatched"
+    load lp-$m-1 gpubatch-load $lone $a
+    if have perf; then
+      timeout 120 "$run" perf record -F 19999 -o "$out/$m.data" -- "$PWD/$run" gpubatch-load $lone $a > "$out/perf-$m-run.txt" 2>&1
+      timeout 120 "$run" perf report -i "$out/$m.data" --comm gpubatch-load --no-children --sort dso,sym -g none \
+        --percent-limit 0.25 > "$out/perf-$m.txt" 2>&1
+      rm -f "$out/$m.data"
+    fi
+  done
+  for rep in 2 3; do
+    load lp-future-$rep gpubatch-load $lone
+    load lp-unbatched-$rep gpubatch-load $lone --unbatched
+  done
 fi
 
 # final26: the issues' targets with this session's build (twice the batches in flight once

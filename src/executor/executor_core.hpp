@@ -6,8 +6,8 @@
 //   strand      whoever holds strand_awake_: the io_context thread, or for one pass a synchronous
 //               caller that found it idle (run_strand); drains the queues into the forming batch,
 //               decides when to flush, submits to the device (at most max_inflight_batches at a
-//               time, large-request batches at half a slot), keeps one timer for the oldest
-//               request's max_wait and the earliest request deadline;
+//               time, twice that once saturated, large-request batches at half a slot), keeps
+//               one timer for the oldest request's max_wait and the earliest request deadline;
 //   completion  threads: one at a time (a device set: one per member) waits for the oldest
 //               submitted batch (polling a lone caller's or a full one for completion_spin, then
 //               blocking); a finished batch

@@ -137,6 +137,10 @@ struct Stats {
   // Requests a regular batch may take now: latency_batch_size until the executor has been
   // saturated for a while, then max_batch_size (BatchConfig::latency_batch_size).
   std::uint64_t batch_count_limit = 0;
+  // Batches that may be in flight now: max_inflight_batches, or twice that while the adaptive
+  // policy is saturated (the count limit raised; not with priority levels or target_p99). With
+  // a core per member of a device set, the first core's.
+  std::uint64_t inflight_limit = 0;
 
   TransferCounts transfers;  // from the device: every path that used it, not only this executor
                              // (a device set: the sum over its members)

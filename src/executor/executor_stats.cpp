@@ -155,6 +155,7 @@ void ExecutorCore::fill_device_model(Stats& s) const {
   s.cost_fixed = cost_.fixed();
   s.cost_ns_per_byte = cost_.ns_per_byte();
   s.batch_count_limit = count_limit_.load(std::memory_order_relaxed);
+  s.inflight_limit = inflight_limit_.load(std::memory_order_relaxed);
   if (config_.target_p99.count() == 0) return;
   const auto budget = batch_time_budget(config_);
   const std::size_t set = target_cap_.load(std::memory_order_relaxed);  // the strand's, with its arrival rate

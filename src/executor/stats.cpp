@@ -174,6 +174,8 @@ const Family kDeviceFamilies[] = {
      {{"", [](S s) { return static_cast<std::uint64_t>(s.target_batch_bytes); }}}},
     {"batch_count_limit", "gauge", "Requests a regular batch may take now (latency_batch_size until saturated).",
      {{"", [](S s) { return static_cast<std::uint64_t>(s.batch_count_limit); }}}},
+    {"inflight_limit", "gauge", "Batches that may be in flight now (max_inflight_batches, twice that while saturated).",
+     {{"", [](S s) { return static_cast<std::uint64_t>(s.inflight_limit); }}}},
     {"transfers_total", "counter", "Upload and download passes on the device.",
      {{"direction=\"up\"", [](S s) { return s.transfers.uploads; }},
       {"direction=\"down\"", [](S s) { return s.transfers.downloads; }}}},

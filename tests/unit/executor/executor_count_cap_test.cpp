@@ -81,6 +81,7 @@ TEST(LatencyBatchSize, BelowTheSustainBatchesStayAtTheSmallCap) {
   const auto sizes = crowd(executor, *device, 400);
   EXPECT_EQ(*std::max_element(sizes.begin(), sizes.end()), 16u);
   EXPECT_EQ(device->max_inflight(), 1u) << "not saturated: max_inflight_batches";
+  EXPECT_EQ(executor.stats().inflight_limit, 1u);
   std::size_t total = 0;
   for (std::size_t n : sizes) total += n;
   EXPECT_EQ(total, 400u);
@@ -107,6 +108,11 @@ TEST(LatencyBatchSize, SaturatedTwiceTheBatchesGoInFlight) {
     const auto sizes = crowd(executor, *device, 3000);
     EXPECT_EQ(std::accumulate(sizes.begin(), sizes.end(), std::size_t{0}), 3000u);
     EXPECT_EQ(device->max_inflight(), c.expected) << "\"" << c.env << "\" keep " << c.keep;
+    // Still saturated as far as the cap knows (nothing has been light for the sustain since).
+    const Stats s = executor.stats();
+    EXPECT_EQ(s.batch_count_limit, 64u);
+    EXPECT_EQ(s.inflight_limit, c.expected);
+    EXPECT_NE(to_prometheus(s).find("gpubatch_inflight_limit " + std::to_string(c.expected) + "\n"), std::string::npos);
   }
 }
 

@@ -16,9 +16,8 @@
 // each batch flushed lately (flushed()).
 //
 // Only a measured, recent rate is trusted: a window counts only while a backlog waited at both
-// of its ends (an idle queue says nothing of how fast it drains) and when it is no longer than
-// kStale (a longer one held a stall); the rate is the fastest of the last three windows, once
-// there are three; and a rate older than kStale predicts nothing (the load may have changed). A request is refused only when even this
+// of its ends (an idle queue says nothing of how fast it drains), and a rate older than
+// kStale predicts nothing (the load may have changed). A request is refused only when even this
 // rate, counted over every request ahead of it and none of the device time after, outlasts its
 // deadline: the prediction errs towards admitting.
 #include <algorithm>
@@ -55,20 +54,11 @@ class DrainRate {
     start_ = now;
     start_taken_ = taken;
     if (n == 0) return;  // stuck (a device holding its submit): no rate, and a stale one fades
-    // A window longer than kStale held a stall, not a rate. No sample.
-    if (span > kStale) return;
-    samples_[next_sample_] = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(span).count()) /
-                             static_cast<double>(n);
-    next_sample_ = (next_sample_ + 1) % kSamples;
-    if (samples_seen_ < kSamples) ++samples_seen_;
-    if (samples_seen_ < kSamples) return;
-    // The fastest of the last kSamples windows: one window across a shorter stall (the first
-    // batch's pipeline compiled inside its submit, the host stood still) with few requests taken
-    // is outvoted. Averaged in, such a window makes tens of milliseconds a request of a stall of
-    // tens of milliseconds; the likely cause of a CI run of 2026-12-01 in which Example.scheduling
-    // saw lavapipe refuse level-0 requests with a 5 s deadline behind at most 512 others. A rate
-    // that falls is trusted once kSamples windows agree; the prediction errs towards admitting.
-    ns_per_request_ = *std::min_element(samples_, samples_ + kSamples);
+    const double sample = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(span).count()) /
+                          static_cast<double>(n);
+    // Weighted towards the newest window: a rate that rises (the strand catching up) is trusted
+    // within a few windows.
+    ns_per_request_ = ns_per_request_ == 0.0 ? sample : 0.5 * ns_per_request_ + 0.5 * sample;
     published_ns_.store(static_cast<std::int64_t>(ns_per_request_ + 0.5), std::memory_order_relaxed);
     updated_.store(now.time_since_epoch().count(), std::memory_order_release);
   }
@@ -110,9 +100,6 @@ class DrainRate {
   Clock::time_point start_{};
   std::uint64_t start_taken_ = 0;
   double ns_per_request_ = 0.0;
-  static constexpr std::size_t kSamples = 3;
-  double samples_[kSamples] = {};
-  std::size_t next_sample_ = 0, samples_seen_ = 0;
   std::int64_t waits_[kFlushes] = {};
   std::size_t next_wait_ = 0, flushes_ = 0;
   // Published.

@@ -24,17 +24,12 @@ TEST(DrainRate, PredictsNothingBeforeAWholeWindowOfBacklog) {
   EXPECT_EQ(r.ns_per_request(), 0);
 }
 
-// Three windows make a rate: the fastest of them.
 TEST(DrainRate, MeasuresRequestsPerSecondOverABacklog) {
   DrainRate r;
   r.observe(t0, 100, true);
   r.observe(t0 + 2ms, 100 + 2000, true);  // 1 us per request
-  r.observe(t0 + 4ms, 2100 + 1000, true);  // 2 us
-  EXPECT_EQ(r.ns_per_request(), 0) << "two windows are not yet a rate";
-  EXPECT_EQ(r.wait_behind(5000, t0 + 4ms).count(), 0);
-  r.observe(t0 + 6ms, 3100 + 1000, true);  // 2 us
   EXPECT_EQ(r.ns_per_request(), 1000);
-  EXPECT_EQ(r.wait_behind(5000, t0 + 6ms), 5ms);
+  EXPECT_EQ(r.wait_behind(5000, t0 + 2ms), 5ms);
 }
 
 TEST(DrainRate, AnIdleQueueSaysNothingOfTheRate) {
@@ -44,8 +39,6 @@ TEST(DrainRate, AnIdleQueueSaysNothingOfTheRate) {
   r.observe(t0 + 10ms, 1010, true);  // a new backlog opens a new window
   EXPECT_EQ(r.ns_per_request(), 0);
   r.observe(t0 + 12ms, 1010 + 4000, true);  // 0.5 us per request
-  r.observe(t0 + 14ms, 5010 + 4000, true);
-  r.observe(t0 + 16ms, 9010 + 4000, true);
   EXPECT_EQ(r.ns_per_request(), 500);
 }
 
@@ -64,34 +57,11 @@ TEST(DrainRate, AStuckStrandGivesNoRateAndAnOldRatePredictsNothing) {
   DrainRate r;
   r.observe(t0, 0, true);
   r.observe(t0 + 1ms, 1000, true);
-  r.observe(t0 + 2ms, 2000, true);
-  r.observe(t0 + 3ms, 3000, true);
   ASSERT_EQ(r.ns_per_request(), 1000);
-  r.observe(t0 + 7ms, 3000, true);  // nothing taken: not a rate of zero
+  r.observe(t0 + 5ms, 1000, true);  // nothing taken: not a rate of zero
   EXPECT_EQ(r.ns_per_request(), 1000);
-  EXPECT_EQ(r.wait_behind(10, t0 + 7ms), 10us);  // last measured at 3 ms: still recent
-  EXPECT_EQ(r.wait_behind(10, t0 + 3ms + DrainRate::kStale + 1us).count(), 0);
-}
-
-// A strand that stood still inside one pass (a pipeline compiled in the first submit, the host
-// stalled) and then took a batch: the window across the stall is not a rate, and the windows
-// after it are.
-TEST(DrainRate, AWindowAcrossAStallIsNotARate) {
-  DrainRate r;
-  std::uint64_t taken = 0;
-  auto t = t0;
-  r.observe(t, taken, true);
-  r.observe(t += 3s, taken += 256, true);  // 256 requests over 3 s: a stall, not 11.7 ms a request
-  for (int i = 0; i < 2; ++i) r.observe(t += 1ms, taken += 1000, true);
-  EXPECT_EQ(r.ns_per_request(), 0) << "the stall was no window: two so far";
-  r.observe(t += 1ms, taken += 1000, true);
-  EXPECT_EQ(r.ns_per_request(), 1000);
-  r.observe(t += DrainRate::kStale + 1ms, taken += 5000, true);  // longer than kStale: no sample
-  EXPECT_EQ(r.ns_per_request(), 1000) << "the stall left the rate as it was";
-  // A shorter stall inside a window (40 ms, one request taken) is outvoted by the windows around it.
-  r.observe(t += 40ms, taken += 1, true);
-  EXPECT_EQ(r.ns_per_request(), 1000);
-  EXPECT_EQ(r.wait_behind(512, t), 512us);
+  EXPECT_EQ(r.wait_behind(10, t0 + 5ms), 10us);  // last measured at 1 ms: still recent
+  EXPECT_EQ(r.wait_behind(10, t0 + 1ms + DrainRate::kStale + 1us).count(), 0);
 }
 
 TEST(DrainRate, TheShortestRecentWaitOfTheNewestRequestsOfTheLastBatches) {

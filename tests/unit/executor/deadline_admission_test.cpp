@@ -79,14 +79,19 @@ TEST(DeadlineAdmission, ARequestTheBacklogWouldOutlastIsRefusedAtTheCall) {
 TEST(DeadlineAdmission, RefusedRequestsNameTheirShapeAndTheReason) {
   Backlogged b(true);
   b.let_it_drain();
-  std::future<std::vector<float>> refused;
+  std::string what;
   for (int i = 0; i < 50; ++i) {
-    refused = b.gpu.relu(std::vector<float>(7, 1.0f), SubmitOptions::within(5ms));
-    if (ready(refused)) break;
+    const auto pushed = Clock::now();
+    auto refused = b.gpu.relu(std::vector<float>(7, 1.0f), SubmitOptions::within(5ms));
+    // Ready 5 ms after the call may be one accepted and then expired (this thread preempted).
+    const bool at_the_call = ready(refused) && Clock::now() - pushed < 5ms;
+    if (at_the_call) {
+      what = error_message(refused);
+      break;
+    }
     std::this_thread::sleep_for(2ms);
   }
-  ASSERT_TRUE(ready(refused));
-  const std::string what = error_message(refused);
+  ASSERT_FALSE(what.empty()) << "no request was refused at its call";
   EXPECT_NE(what.find("relu request (7 floats)"), std::string::npos) << what;
   EXPECT_NE(what.find("refused at submission"), std::string::npos) << what;
   b.executor->shutdown();

@@ -466,22 +466,35 @@ TEST(PromptDeadline, ARefusedRequestIsNotExpiredLater) {
   auto executor = jammed(*device, device, OverflowPolicy::reject, held);
   auto gpu = executor->handle();
   const std::uint64_t before = executor->stats().rejected;  // some of the jam's own may be refused
-  std::vector<std::future<std::vector<float>>> refused;
+  std::size_t refused = 0, accepted = 0;
   for (int i = 0; i < 16; ++i) {
+    const auto pushed = std::chrono::steady_clock::now();
     auto f = gpu.relu({1.0f}, SubmitOptions::within(5ms));
-    if (ready(f)) refused.push_back(std::move(f));
-    else held.push_back(std::move(f));
+    if (!ready(f)) {
+      held.push_back(std::move(f));
+      ++accepted;
+      continue;
+    }
+    // Ready at once is a refusal, unless this thread lost the core for the whole 5 ms (a CI run
+    // under a sanitizer did): then it is an accepted request the watch failed at its deadline.
+    const auto code = error_code(f);
+    if (code == ErrorCode::queue_full) {
+      ++refused;
+    } else {
+      EXPECT_EQ(code, ErrorCode::deadline_exceeded);
+      EXPECT_GE(std::chrono::steady_clock::now() - pushed, 5ms) << "failed before its deadline";
+      ++accepted;
+    }
   }
-  ASSERT_FALSE(refused.empty());
-  for (auto& f : refused) EXPECT_EQ(error_code(f), ErrorCode::queue_full);
+  ASSERT_GT(refused, 0u);
   std::this_thread::sleep_for(30ms);  // every deadline has passed, with the watch running
   const Stats s = executor->stats();
-  EXPECT_EQ(s.rejected - before, refused.size());
-  EXPECT_LE(s.expired, held.size() - 8) << "only the accepted ones with a deadline may expire";
+  EXPECT_EQ(s.rejected - before, refused);
+  EXPECT_LE(s.expired, accepted) << "only the accepted ones with a deadline may expire";
   device->resume();
   for (auto& f : held) ASSERT_TRUE(ready_within(f, 30s));
   executor->shutdown();
-  EXPECT_EQ(executor->stats().rejected - before, refused.size());
+  EXPECT_EQ(executor->stats().rejected - before, refused);
 }
 
 // A caller that waits for room (overflow = block) past its request's deadline: the request fails

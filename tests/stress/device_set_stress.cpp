@@ -143,7 +143,10 @@ TEST(DeviceSetStress, AMemberLostMidRunLosesNothing) {
   EXPECT_EQ(st.completed, st.submitted);
   EXPECT_EQ(st.completed, static_cast<std::uint64_t>(kThreads * kPerThread + 2));  // + the probes
   EXPECT_GE(sum_of(st, &DeviceStats::losses), 3u);
-  EXPECT_EQ(sum_of(st, &DeviceStats::failovers), 2u);  // wait and hang; a submit loss ran nowhere
+  // The wait's loss and the hang's each re-ran at least their batch on the other member (a submit
+  // loss runs nowhere yet). Another batch in flight on the hung member then may time out with it:
+  // under TSan beside other tests, three failovers (never a lost or wrong result).
+  EXPECT_GE(sum_of(st, &DeviceStats::failovers), 2u);
   for (const DeviceStats& d : st.devices) {
     EXPECT_TRUE(d.live) << d.name;  // recovered (the VkDevice was not really lost)
     EXPECT_GT(d.batches, 0u);

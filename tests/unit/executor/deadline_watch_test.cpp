@@ -254,7 +254,7 @@ TEST(PromptDeadline, EachExpiredRequestNamesItsOwnShape) {
   BatchExecutor executor(device, BatchConfig::adaptive());
   auto gpu = executor.handle();
   auto first = hold_the_strand(*device, gpu);
-  const auto when = SubmitOptions::within(20ms);
+  const auto when = SubmitOptions::within(100ms);  // all six queued before it, on a slow machine too
   std::vector<std::future<std::vector<float>>> ones, threes;
   for (int i = 0; i < 3; ++i) {
     ones.push_back(gpu.relu({1.0f}, when));
@@ -365,7 +365,10 @@ std::set<std::thread::id> threads_that_expired(bool spread) {
   std::set<std::thread::id> threads;
   std::atomic<int> expired{0}, other{0};
   std::promise<void> all;
-  const auto when = Clock::now() + 20ms;  // one deadline for all: one round of the watch
+  // One deadline for all: one round of the watch. Far enough ahead that all 256 are queued before
+  // it (under TSan beside other tests the loop once took over 20 ms: the later ones were refused
+  // at their call, on this thread).
+  const auto when = Clock::now() + 500ms;
   for (int i = 0; i < kRequests; ++i) {
     gpu.relu({1.0f}, SubmitOptions::at(when), [&](std::exception_ptr e, std::vector<float>) {
       std::this_thread::sleep_for(200us);  // a handler with some work to do
@@ -384,6 +387,7 @@ std::set<std::thread::id> threads_that_expired(bool spread) {
       if (expired + other == kRequests) all.set_value();
     });
   }
+  EXPECT_LT(Clock::now(), when) << "256 requests took over 500 ms to queue";
   const bool done = all.get_future().wait_for(30s) == std::future_status::ready;
   device->release_submits();
   EXPECT_TRUE(done);

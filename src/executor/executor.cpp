@@ -349,6 +349,15 @@ std::size_t saturated_inflight(std::size_t max_inflight) noexcept {
   return n == 0 ? max_inflight : std::max<std::size_t>(max_inflight, static_cast<std::size_t>(n));
 }
 
+// GPUBATCH_HOST_SMALL_BATCH: on a device of host cores, a regular batch under this many requests
+// waits for the one in flight (executor_core.hpp, host_small_batch_); "off" or 0: never.
+std::size_t host_small_batch() noexcept {
+  const char* v = std::getenv("GPUBATCH_HOST_SMALL_BATCH");
+  if (v == nullptr || *v == 0) return 256;
+  if (std::string_view(v) == "off") return 0;
+  return static_cast<std::size_t>(std::clamp(std::strtol(v, nullptr, 10), 0L, 1L << 30));
+}
+
 namespace {
 BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {
   BatchFormer<Pending>::Limits l;
@@ -374,6 +383,8 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
                               ? max_inflight_
                               : saturated_inflight(max_inflight_)),
       inflight_limit_(max_inflight_),
+      host_small_batch_(device_->runs_on_host_cpu() ? host_small_batch() : 0),
+      host_small_inflight_(host_small_batch_ == 0 ? 0 : std::max<std::size_t>(1, device_->slot_multiplier())),
       watchdog_(std::chrono::duration_cast<Clock::duration>(config_.batch_timeout) *
                 static_cast<long>(std::max<std::size_t>(1, device_->watchdog_periods()))),
       await_width_(std::clamp<std::size_t>(device_->inflight_multiplier(), 1, config_.completion_threads)),

@@ -169,6 +169,7 @@ std::chrono::microseconds express_hold() noexcept;  // GPUBATCH_EXPRESS_HOLD_US,
 std::chrono::microseconds saturated_after() noexcept;
 // In-flight batches while saturated (the count cap raised), from max_inflight_batches' count.
 std::size_t saturated_inflight(std::size_t max_inflight) noexcept;
+std::size_t host_small_batch() noexcept;  // GPUBATCH_HOST_SMALL_BATCH (executor.cpp)
 // GPUBATCH_EXPRESS_SPLIT: level-0 requests held beside which a regular batch leaves the levels
 // above 0 to an express batch sent ahead of it (ExecutorCore::express_splits); "off" or 0 never.
 std::size_t express_split() noexcept;
@@ -353,7 +354,15 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     return requests > 0 && batch_bytes / requests >= kLargeRequest ? 1 : 2;
   }
   bool slot_free() const noexcept {
-    return inflight_halves_.load(std::memory_order_seq_cst) < 2 * inflight_limit_.load(std::memory_order_relaxed);
+    std::size_t limit = inflight_limit_.load(std::memory_order_relaxed);
+    if (small_batch_forming_.load(std::memory_order_relaxed)) limit = std::min(limit, host_small_inflight_);
+    return inflight_halves_.load(std::memory_order_seq_cst) < 2 * limit;
+  }
+  // The strand notes whether the batch it forms is small for a device of host cores (below).
+  void note_forming_size() noexcept {
+    if (host_small_inflight_ != 0)
+      small_batch_forming_.store(former_.size() < host_small_batch_ && last_taken_ >= kHostStream,
+                                 std::memory_order_relaxed);
   }
   // Priorities (DESIGN.md "Priorities"): requests of levels above 0 go out at once in an express
   // batch of their own, in one in-flight slot kept for such batches beside max_inflight_batches.
@@ -651,6 +660,22 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // high level's p99 was 1.1-1.5 ms with four against 0.7-1.4 with two; nor with a latency target.
   const std::size_t saturated_inflight_;
   std::atomic<std::size_t> inflight_limit_;
+  // On a device of host cores (lavapipe), a regular batch of fewer than host_small_batch_ requests
+  // waits while host_small_inflight_ batches are in flight (one per device behind device_), and
+  // grows meanwhile: the device runs its batches one after another on the same cores as the
+  // executor, so a second small batch overlaps nothing and pays a batch's fixed cost (about
+  // 200 us of CPU on lavapipe) for half the requests. On the 2-core machine, 2 threads x 64
+  // outstanding of 256-float relu: 215-290 k requests/s with one batch in flight against
+  // 188-240 k with two, 6 of 6 interleaved rounds; 65,536 floats, 2 x 8: 1.14-1.24 against
+  // 0.99-1.04 GB/s. A crowd's batches of ~800 keep both slots: one in flight there served 2-15 %
+  // less (BENCHMARKS.md, twenty-seventh session). GPUBATCH_HOST_SMALL_BATCH=N|off (0 when off).
+  const std::size_t host_small_batch_;
+  const std::size_t host_small_inflight_;
+  std::atomic<bool> small_batch_forming_{false};  // the strand's former holds fewer than that
+  // Only behind a batch of at least kHostStream requests: callers that each wait for their one
+  // request (two `--sync` threads) cannot grow a batch by waiting, and served 13-34 % less.
+  static constexpr std::size_t kHostStream = 16;
+  std::size_t last_taken_ = 0;  // the strand's last regular batch, in requests
   const Clock::duration watchdog_;
   // Completion threads that may wait for the device at once: one per device behind device_, so
   // that a batch a set's member has finished is not held behind one still running on another.

@@ -164,6 +164,7 @@ void ExecutorCore::form_and_flush(bool cancels) {
   apply_latency_target(now);
   for (;;) {
     pull(now);
+    note_forming_size();
     if (next_deadline() <= now && now - last_sweep_ >= kSweepInterval) {
       last_sweep_ = now;
       expire_forming(now);
@@ -187,6 +188,7 @@ void ExecutorCore::form_and_flush(bool cancels) {
     flush(*decision.reason, now, false, upper_waits_for_express());
     now = Clock::now();
   }
+  note_forming_size();  // what the last look sees (slot_free)
 }
 
 // After forming: requests with a deadline that wait in the queues behind a full former still
@@ -431,6 +433,7 @@ void ExecutorCore::flush(FlushReason reason, Clock::time_point now, bool express
 // (count_cap.hpp), and the former, the completion threads' polls, the in-flight limit
 // (inflight_limit_) and a trace's "batch count limit" counter follow its limit when it changes.
 void ExecutorCore::note_taken(std::size_t n, Clock::time_point now) noexcept {
+  last_taken_ = n;
   const std::size_t before = count_cap_.limit();
   count_cap_.taken(n, now);
   if (count_cap_.limit() == before) return;

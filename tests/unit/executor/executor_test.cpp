@@ -23,6 +23,7 @@
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
+#include "hold_strand.hpp"
 #include "test_util.hpp"
 
 namespace gpubatch::testing {
@@ -881,6 +882,47 @@ TEST(BatchExecutor, CompletionThreadsOnHostCoresAreAtMostHalfTheCores) {
   BatchExecutor executor(std::make_shared<FakeDevice>(FakeDevice::Options{.host_cpu = true}), config);
   EXPECT_EQ(executor.config().completion_threads, 64u);
   run_one(executor);
+}
+
+// Batches on the device once a small batch arrives behind a stream's batch of 20 that the device
+// holds: the stream's batch goes into the second slot beside a lone caller's (whose batch of one
+// goes at once), then one request more.
+std::size_t batches_beside_a_held_stream(bool host_cpu) {
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.host_cpu = host_cpu});
+  BatchConfig config = BatchConfig::adaptive();
+  config.max_inflight_batches = 2;
+  BatchExecutor executor(device, config);
+  auto gpu = executor.handle();
+  device->hold(-1.0f);
+  auto lone = hold_the_strand(*device, gpu);  // a lone caller's relu({1}), its submit held
+  std::vector<std::future<std::vector<float>>> stream;
+  for (int i = 0; i < 20; ++i) stream.push_back(gpu.relu({i == 0 ? -1.0f : float(i)}));
+  device->release_submits();
+  EXPECT_TRUE(ready_within(lone, 30s));
+  EXPECT_EQ(lone.get(), std::vector<float>{1.0f});
+  EXPECT_TRUE(device->wait_for_batches(2));
+  auto small = gpu.relu({7.0f});
+  std::this_thread::sleep_for(50ms);
+  const std::size_t seen = device->batches();
+  device->release(-1.0f);
+  if (!ready_within(small, 30s)) {  // no hang: the executor's destructor resolves what is left
+    ADD_FAILURE() << "the small batch never went";
+    return seen;
+  }
+  EXPECT_EQ(small.get(), std::vector<float>{7.0f});
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(stream[i].get(), std::vector<float>{i == 0 ? 0.0f : float(i)});
+  EXPECT_EQ(device->batch_sizes(), (std::vector<std::size_t>{1, 20, 1}));
+  return seen;
+}
+
+// On a device of host cores, a batch of fewer than 256 requests behind a batch of a stream (16 or
+// more) waits for it instead of taking the second slot (executor_core.hpp, host_small_batch_); a
+// GPU's goes at once, and so it does with GPUBATCH_HOST_SMALL_BATCH=off.
+TEST(BatchExecutor, OnHostCoresASmallBatchWaitsForTheStreamsBatchInFlight) {
+  EXPECT_EQ(batches_beside_a_held_stream(true), 2u) << "host cores: the small batch waits";
+  EXPECT_EQ(batches_beside_a_held_stream(false), 3u) << "a GPU: the second slot";
+  EnvGuard off("GPUBATCH_HOST_SMALL_BATCH", "off");
+  EXPECT_EQ(batches_beside_a_held_stream(true), 3u) << "off: the second slot";
 }
 
 }  // namespace

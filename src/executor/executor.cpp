@@ -326,12 +326,17 @@ std::chrono::microseconds express_hold() noexcept {
   return std::chrono::microseconds(std::clamp(std::strtol(v, nullptr, 10), 0L, 1000000L));
 }
 
-std::size_t express_split() noexcept {
-  const char* v = std::getenv("GPUBATCH_EXPRESS_SPLIT");
-  if (v == nullptr || *v == 0) return 1024;
+namespace {
+// A request count from the environment: unset or empty `fallback`, "off" 0, else the number.
+std::size_t env_count_or_off(const char* name, std::size_t fallback) noexcept {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == 0) return fallback;
   if (std::string_view(v) == "off") return 0;
   return static_cast<std::size_t>(std::clamp(std::strtol(v, nullptr, 10), 0L, 1L << 30));
 }
+}  // namespace
+
+std::size_t express_split() noexcept { return env_count_or_off("GPUBATCH_EXPRESS_SPLIT", 1024); }
 
 std::chrono::microseconds saturated_after() noexcept {
   const char* v = std::getenv("GPUBATCH_SATURATED_AFTER_US");
@@ -351,12 +356,7 @@ std::size_t saturated_inflight(std::size_t max_inflight) noexcept {
 
 // GPUBATCH_HOST_SMALL_BATCH: on a device of host cores, a regular batch under this many requests
 // waits for the one in flight (executor_core.hpp, host_small_batch_); "off" or 0: never.
-std::size_t host_small_batch() noexcept {
-  const char* v = std::getenv("GPUBATCH_HOST_SMALL_BATCH");
-  if (v == nullptr || *v == 0) return 256;
-  if (std::string_view(v) == "off") return 0;
-  return static_cast<std::size_t>(std::clamp(std::strtol(v, nullptr, 10), 0L, 1L << 30));
-}
+std::size_t host_small_batch() noexcept { return env_count_or_off("GPUBATCH_HOST_SMALL_BATCH", 256); }
 
 namespace {
 BatchFormer<Pending>::Limits former_limits(const BatchConfig& c) {

@@ -665,10 +665,10 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // grows meanwhile: the device runs its batches one after another on the same cores as the
   // executor, so a second small batch overlaps nothing and pays a batch's fixed cost (about
   // 200 us of CPU on lavapipe) for half the requests. On the 2-core machine, 2 threads x 64
-  // outstanding of 256-float relu: 215-290 k requests/s with one batch in flight against
-  // 188-240 k with two, 6 of 6 interleaved rounds; 65,536 floats, 2 x 8: 1.14-1.24 against
-  // 0.99-1.04 GB/s. A crowd's batches of ~800 keep both slots: one in flight there served 2-15 %
-  // less (BENCHMARKS.md, twenty-seventh session). GPUBATCH_HOST_SMALL_BATCH=N|off (0 when off).
+  // outstanding of 256-float relu: 285-291 k requests/s against 223-228 k with the rule off (ahead
+  // in 8 of 9 interleaved rounds). A crowd's batches of ~800 keep both slots: one batch in flight
+  // for every load served it 2-15 % less (BENCHMARKS.md, twenty-seventh session).
+  // GPUBATCH_HOST_SMALL_BATCH=N|off (0 when off).
   const std::size_t host_small_batch_;
   const std::size_t host_small_inflight_;
   std::atomic<bool> small_batch_forming_{false};  // the strand's former holds fewer than that

@@ -116,7 +116,8 @@ void ExecutorCore::serve_bulk(BulkJob& job) noexcept {
     }
   }
   if (inflight) {
-    await_lane(job.request, job.completion, job.enqueued, inflight, watchdog_, what, direct_stats_);
+    // The watchdog counts from the submission: a job's wait in the bulk queue is not the device's.
+    await_lane(job.request, job.completion, job.enqueued, inflight, Clock::now(), watchdog_, what, direct_stats_);
     return;
   }
   Result none;

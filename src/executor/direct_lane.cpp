@@ -30,7 +30,7 @@ bool ExecutorCore::try_direct(Request& request, Completion& completion, Clock::t
   }
   direct_stats_.accepted.fetch_add(1, std::memory_order_relaxed);
   // The request stays the caller's (it lives until this call returns); the batch's watchdog.
-  await_lane(request, completion, now, inflight, watchdog_, "a large request's own batch", direct_stats_);
+  await_lane(request, completion, now, inflight, Clock::now(), watchdog_, "a large request's own batch", direct_stats_);
   large_running_.fetch_sub(1, std::memory_order_relaxed);
   return true;
 }
@@ -59,7 +59,7 @@ bool ExecutorCore::try_split(Request& request, Completion& completion, Clock::ti
     return false;
   }
   split_stats_.accepted.fetch_add(1, std::memory_order_relaxed);
-  await_lane(request, completion, now, inflight, watchdog_, "a chunked request", split_stats_);
+  await_lane(request, completion, now, inflight, Clock::now(), watchdog_, "a chunked request", split_stats_);
   splitting_.store(false, std::memory_order_release);
   return true;
 }

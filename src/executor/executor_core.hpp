@@ -536,6 +536,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     Request request;
     Completion completion;
     Clock::time_point enqueued{};
+    Clock::time_point accepted{};  // the ring took its ticket: the backstop counts from here
     std::unique_ptr<InFlightBatch> inflight;
   };
   void start_resident();
@@ -625,10 +626,11 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     }
     return inflight;
   }
-  // Waits for a lane's request (`what` names the lane in errors), then counts and resolves it.
+  // Waits for a lane's request (`what` names the lane in errors), then counts and resolves it;
+  // device_lost when it is not done `limit` after `submitted` (its submission, not its arrival).
   void await_lane(Request& request, Completion& completion, Clock::time_point enqueued,
-                  std::unique_ptr<InFlightBatch>& inflight, Clock::duration limit, const char* what,
-                  LaneStats& stats) noexcept;
+                  std::unique_ptr<InFlightBatch>& inflight, Clock::time_point submitted, Clock::duration limit,
+                  const char* what, LaneStats& stats) noexcept;
   void finish_lane(Request& request, Completion& completion, Clock::time_point enqueued, Result& result,
                    std::exception_ptr error, bool cancelled, const char* what, LaneStats& stats) noexcept;
 

@@ -16,18 +16,19 @@ namespace gpubatch::detail {
 
 namespace {
 
-// A fresh Error equal to the one being handled, with the request named (never shares the caught
-// object across threads; see fresh_current_exception in executor.cpp).
-std::exception_ptr current_error_for(const Request& r) noexcept {
+// A fresh Error equal to the one being handled, with the request and its lane (`what`) named
+// (never shares the caught object across threads; see fresh_current_exception in executor.cpp).
+std::exception_ptr current_error_for(const Request& r, const char* what) noexcept {
   try {
+    const std::string named = describe(r) + " (" + what + "): ";
     try {
       throw;
     } catch (const Error& e) {
-      return std::make_exception_ptr(Error(e.code(), describe(r) + " (resident): " + std::string(e.message())));
+      return std::make_exception_ptr(Error(e.code(), named + std::string(e.message())));
     } catch (const std::exception& e) {
-      return std::make_exception_ptr(Error(ErrorCode::internal, describe(r) + " (resident): " + e.what()));
+      return std::make_exception_ptr(Error(ErrorCode::internal, named + e.what()));
     } catch (...) {
-      return std::make_exception_ptr(Error(ErrorCode::internal, describe(r) + " (resident): unknown exception"));
+      return std::make_exception_ptr(Error(ErrorCode::internal, named + "unknown exception"));
     }
   } catch (...) {
     return std::current_exception();
@@ -76,7 +77,9 @@ bool ExecutorCore::try_resident(Request& request, Completion& completion, Clock:
   if (!inflight) return false;
   resident_stats_.accepted.fetch_add(1, std::memory_order_relaxed);
   bool wake = false;
-  ResidentEntry entry{std::move(request), std::move(completion), now, std::move(inflight)};
+  // The backstop counts from here: a ring opened for this request (after a loss; on lavapipe a
+  // VkDevice and a pipeline of its own, 0.4 s and more under a sanitizer) is not the kernel late.
+  ResidentEntry entry{std::move(request), std::move(completion), now, Clock::now(), std::move(inflight)};
   // A synchronous caller polls its own slot's done word: no hop through the lane thread (on the
   // H200 that hop and the future's wake-up made a 3.8 us kernel round trip 12-19 us). So does a
   // future's caller with lone_future_waits, for completion_spin at most: its future comes back
@@ -140,7 +143,7 @@ void ExecutorCore::resident_loop() {
 // retires the ring, so that no later request queues behind a stuck ticket; twice that is only a
 // backstop for a device without one.
 void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
-  await_lane(e.request, e.completion, e.enqueued, e.inflight,
+  await_lane(e.request, e.completion, e.enqueued, e.inflight, e.accepted,
              2 * std::chrono::duration_cast<Clock::duration>(config_.batch_timeout), "the resident kernel",
              resident_stats_);
 }
@@ -153,11 +156,11 @@ void ExecutorCore::await_resident(ResidentEntry& e) noexcept {
 // BENCHMARKS.md fifth session of 2026-11-26, calls 8-10). device_lost goes through the
 // recovery batches use.
 void ExecutorCore::await_lane(Request& request, Completion& completion, Clock::time_point enqueued,
-                              std::unique_ptr<InFlightBatch>& inflight, Clock::duration limit,
-                              const char* what, LaneStats& st) noexcept {
+                              std::unique_ptr<InFlightBatch>& inflight, Clock::time_point submitted,
+                              Clock::duration limit, const char* what, LaneStats& st) noexcept {
   std::exception_ptr error;  // none: served
   bool cancelled = false;
-  const auto until = enqueued + limit;
+  const auto until = submitted + limit;
   Result result;
   bool first = true;
   try {
@@ -175,13 +178,15 @@ void ExecutorCore::await_lane(Request& request, Completion& completion, Clock::t
         break;
       }
       if (Clock::now() >= until)
-        throw Error(ErrorCode::device_lost, std::string(what) + " did not answer within " +
-                                                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(limit).count()) + " ms");
+        throw Error(ErrorCode::device_lost,
+                    "no answer within " +
+                        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(limit).count()) +
+                        " ms of its submission");
       if (!first) std::this_thread::sleep_for(std::chrono::microseconds(50));
       first = false;
     }
   } catch (...) {
-    error = current_error_for(request);
+    error = current_error_for(request, what);
   }
   inflight.reset();  // frees its slot or frame (a cancelled one once the device has passed it)
   finish_lane(request, completion, enqueued, result, std::move(error), cancelled, what, st);

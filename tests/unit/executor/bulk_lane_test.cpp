@@ -205,5 +205,29 @@ TEST(BulkLane, ARefusedSubmitFailsItsRequestWithTheDevicesError) {
   EXPECT_EQ(*o2.value, relu_of(large_input(-3.0f)));
 }
 
+// The watchdog counts from a job's submission, not from its arrival: jobs that waited in the lane
+// longer than batch_timeout (behind two rounds of four) are served, not failed as device_lost.
+TEST(BulkLane, AJobsWaitInTheLaneIsNotCountedAgainstItsWatchdog) {
+  BatchConfig config = BatchConfig::adaptive();
+  config.batch_timeout = std::chrono::milliseconds(400);
+  BusyExecutor busy(std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 150ms}), config);
+  constexpr int kRequests = 12;  // three rounds of the lane's four threads: the last ends ~450 ms in
+  std::vector<std::promise<Outcome>> got(kRequests);
+  for (int i = 0; i < kRequests; ++i) busy.executor.handle().relu(large_input(static_cast<float>(-i)), keeping(got[i]));
+  ASSERT_TRUE(busy.device->wait_for_submits_entered(1 + 4, 30s));
+  busy.device->resume();
+  for (int i = 0; i < kRequests; ++i) {
+    auto f = got[i].get_future();
+    ASSERT_EQ(f.wait_for(30s), std::future_status::ready) << i;
+    const Outcome o = f.get();
+    EXPECT_FALSE(o.error.has_value()) << i << ": " << static_cast<int>(o.error.value_or(ErrorCode::internal));
+    ASSERT_TRUE(o.value.has_value()) << i;
+    EXPECT_EQ(*o.value, relu_of(large_input(static_cast<float>(-i)))) << i;
+  }
+  const Stats s = busy.executor.stats();
+  EXPECT_EQ(s.device_errors, 0u);
+  EXPECT_EQ(s.direct, static_cast<std::uint64_t>(kRequests)) << "all took the lane";
+}
+
 }  // namespace
 }  // namespace gpubatch::testing

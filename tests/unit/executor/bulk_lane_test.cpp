@@ -207,13 +207,17 @@ TEST(BulkLane, ARefusedSubmitFailsItsRequestWithTheDevicesError) {
 
 // The watchdog counts from a job's submission, not from its arrival: jobs that waited in the lane
 // longer than batch_timeout (behind two rounds of four) are served, not failed as device_lost.
+// 16,384-float requests are "large" here (cheap under a sanitizer); each takes 400 ms, so the
+// last round ends ~1.2 s after its arrival, against a 1 s watchdog with 0.6 s to spare.
 TEST(BulkLane, AJobsWaitInTheLaneIsNotCountedAgainstItsWatchdog) {
   BatchConfig config = BatchConfig::adaptive();
-  config.batch_timeout = std::chrono::milliseconds(400);
-  BusyExecutor busy(std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 150ms}), config);
-  constexpr int kRequests = 12;  // three rounds of the lane's four threads: the last ends ~450 ms in
+  config.direct_bytes = 65536;
+  config.batch_timeout = std::chrono::milliseconds(1000);
+  BusyExecutor busy(std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 400ms}), config);
+  constexpr int kRequests = 12;  // three rounds of the lane's four threads
+  auto input = [](int i) { return Floats(16'384, static_cast<float>(i % 2 ? -i : i)); };
   std::vector<std::promise<Outcome>> got(kRequests);
-  for (int i = 0; i < kRequests; ++i) busy.executor.handle().relu(large_input(static_cast<float>(-i)), keeping(got[i]));
+  for (int i = 0; i < kRequests; ++i) busy.executor.handle().relu(input(i), keeping(got[i]));
   ASSERT_TRUE(busy.device->wait_for_submits_entered(1 + 4, 30s));
   busy.device->resume();
   for (int i = 0; i < kRequests; ++i) {
@@ -222,7 +226,7 @@ TEST(BulkLane, AJobsWaitInTheLaneIsNotCountedAgainstItsWatchdog) {
     const Outcome o = f.get();
     EXPECT_FALSE(o.error.has_value()) << i << ": " << static_cast<int>(o.error.value_or(ErrorCode::internal));
     ASSERT_TRUE(o.value.has_value()) << i;
-    EXPECT_EQ(*o.value, relu_of(large_input(static_cast<float>(-i)))) << i;
+    EXPECT_EQ(*o.value, relu_of(input(i))) << i;
   }
   const Stats s = busy.executor.stats();
   EXPECT_EQ(s.device_errors, 0u);

@@ -303,6 +303,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   bool finish_if_drained();
   bool pull(Clock::time_point now);
   PullEnd pull_level(std::size_t level, Clock::time_point now, std::uint64_t& n);
+  void note_upper_left() noexcept;  // after a pass that spent its budget (strand.cpp)
   bool express_due(Clock::time_point now, std::uint64_t& n);
   static constexpr std::uint64_t kUpperLook = 64;  // pull_level: requests between looks up
   // Requests one pass of the strand takes at most, dropped ones too (pull_loop.hpp says why): a

@@ -148,9 +148,21 @@ void ExecutorCore::process() {
   } else {
     form_and_flush(cancels);
     after_forming(urgent);
+    if (pass_budget_ == 0) note_upper_left();
   }
   if (finish_if_drained()) return;
   schedule_timer(Clock::now());
+}
+
+// A pass that ended at its budget runs again (strand_has_work) while a queue holds requests.
+// Level 0's wake position says so; the levels above have only upper_pushed_, which this pass
+// cleared. Without this, requests left above level 0 waited for the next push to a level above
+// 0, and with none to come their futures never resolved (CI's TSan run, 2026-12-01:
+// Priority.ManyThreadsOnThreeLevelsAllResolveCorrectly hung with 222 level-1 requests queued, the
+// former empty, nothing in flight and the strand idle).
+void ExecutorCore::note_upper_left() noexcept {
+  for (std::size_t l = 1; l < level_count(); ++l)
+    if (level_queue(l).size_approx() > 0) upper_pushed_.store(true, std::memory_order_relaxed);
 }
 
 // Takes what the queues hold and flushes what the policy says, until it says wait or every

@@ -20,6 +20,7 @@
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/stats.hpp"
+#include "hold_strand.hpp"
 #include "test_util.hpp"
 
 namespace gpubatch::testing {
@@ -460,6 +461,39 @@ TEST(Priority, StatsAndPrometheusBreakLatencyDownByLevelAndOperation) {
   EXPECT_NE(text.find("gpubatch_op_end_to_end_seconds_count{op=\"add\"} 3\n"), std::string::npos) << text;
   EXPECT_NE(text.find("gpubatch_op_end_to_end_seconds_bucket{op=\"relu\",le=\"0.001\"}"), std::string::npos)
       << text;
+}
+
+// A pass spends at most a budget of pulls (the count limit and 1,024 more), requests the watch
+// already failed included. One that ends at its budget with requests left above level 0 runs
+// again (ExecutorCore::note_upper_left): here the strand, held, comes back to more than two
+// passes' worth of level-1 requests the watch has failed, with live ones behind them. Before,
+// the second pass cleared the only signal for the levels above 0 and the live ones waited for a
+// push that never came (CI's TSan run hung on ManyThreadsOnThreeLevelsAllResolveCorrectly so).
+TEST(Priority, LiveRequestsBehindTwoPassesOfExpiredOnesAboveLevelZeroAreServed) {
+  auto device = std::make_shared<FakeDevice>();
+  BatchConfig c = BatchConfig::adaptive();
+  c.max_batch_size = 16;
+  c.priority_levels = 2;
+  c.deadline_admission = false;  // queue them all, however late they will be
+  BatchExecutor executor(device, c);
+  auto gpu = executor.handle();
+  auto first = hold_the_strand(*device, gpu);
+  constexpr int kExpiring = 2 * (16 + 1024) + 100;
+  SubmitOptions expiring = SubmitOptions::within(20ms);
+  expiring.priority = 1;
+  std::vector<std::future<std::vector<float>>> failed, live;
+  for (int i = 0; i < kExpiring; ++i) failed.push_back(gpu.relu({-1.0f}, expiring));
+  for (int i = 0; i < 5; ++i) live.push_back(gpu.relu({float(i)}, SubmitOptions::with_priority(1)));
+  for (auto& f : failed) {  // while the strand is held: the watch fails them in the queue
+    ASSERT_TRUE(ready_within(f, 60s));
+    ASSERT_EQ(error_code(f), ErrorCode::deadline_exceeded);
+  }
+  device->release_submits();
+  EXPECT_EQ(first.get(), std::vector<float>{1.0f});
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(ready_within(live[i], 30s)) << i << ": a live request left above level 0";
+    EXPECT_EQ(live[i].get(), std::vector<float>{float(i)});
+  }
 }
 
 }  // namespace

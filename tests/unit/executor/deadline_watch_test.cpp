@@ -445,6 +445,11 @@ TEST(PromptDeadline, ALaggingWatchIsNotLeftMore) {
 
 // A jammed executor (device paused, one slot, batches of 2, a queue of 4) for requests with
 // deadlines that meet a full queue: the watch holds each request's deadline from before its push.
+// The first request goes out alone (the next is pushed once its batch was submitted), so the jam
+// holds 1 in flight + 2 forming + 4 queued whatever the timing. (It pushed 8 at once: when the
+// test thread lost its core for the 1 ms max_wait, the first batch went out with 1 request, only
+// 7 fitted, and the eighth call, overflow = block without a deadline, waited for room until the
+// 60 s watchdog failed the paused batch: CI under a sanitizer, 2026-12-01.)
 std::unique_ptr<BatchExecutor> jammed(FakeDevice& device, const std::shared_ptr<FakeDevice>& shared,
                                       OverflowPolicy policy, std::vector<std::future<std::vector<float>>>& held) {
   BatchConfig c = BatchConfig::balanced();
@@ -457,8 +462,9 @@ std::unique_ptr<BatchExecutor> jammed(FakeDevice& device, const std::shared_ptr<
   auto executor = std::make_unique<BatchExecutor>(shared, c);
   auto gpu = executor->handle();
   device.pause();
-  for (int i = 0; i < 8; ++i) held.push_back(gpu.relu({float(i)}));  // the device, strand and queue full
-  EXPECT_TRUE(device.wait_for_batches(1));
+  held.push_back(gpu.relu({0.0f}));
+  EXPECT_TRUE(device.wait_for_batches(1));  // the one slot taken, by a batch of 1
+  for (int i = 1; i < 7; ++i) held.push_back(gpu.relu({float(i)}));  // the former and the queue full
   return executor;
 }
 

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <cstddef>
 #include <future>
@@ -129,13 +131,16 @@ TEST(LatencyTarget, CapsBatchesAtWhatTheDeviceServesInAThirdOfTheTarget) {
   const std::string text = to_prometheus(s);
   EXPECT_NE(text.find("gpubatch_target_batch_bytes " + std::to_string(s.target_batch_bytes) + "\n"),
             std::string::npos) << text;
-  // Past the warm-up every batch kept to (about) the cap, 70 requests; without it they hold
-  // nearly all 256 outstanding.
+  // Past the warm-up the batches kept to (about) the cap, 70 requests; without it they hold
+  // nearly all 256 outstanding. The median, not the largest: the cap rises to what keeps up with
+  // a queue that grows (apply_latency_target), and a strand starved of its core lets the queue
+  // grow in a closed loop too (under TSan on an overloaded 2-core machine one batch of 256 came).
+  // Here, quiet: 1 256 224 224 201 87 169 235, then 64-68 (median 68).
   const std::vector<std::size_t> sizes = device->batch_sizes();
-  ASSERT_GT(sizes.size(), 20u);
-  std::size_t largest = 0;
-  for (std::size_t i = CostModel::kWarmUp + 4; i < sizes.size(); ++i) largest = std::max(largest, sizes[i]);
-  EXPECT_LE(largest, 200u);
+  ASSERT_GT(sizes.size(), CostModel::kWarmUp + 20);
+  std::vector<std::size_t> past(sizes.begin() + CostModel::kWarmUp + 4, sizes.end());
+  std::nth_element(past.begin(), past.begin() + past.size() / 2, past.end());
+  EXPECT_LE(past[past.size() / 2], 120u);
 }
 
 }  // namespace

@@ -269,15 +269,27 @@ TEST(SetShards, ALostMembersBatchRunsAgainOnTheOther) {
 // device) takes the direct lane: submitted by the caller's own thread, placed on the member with
 // less outstanding work, back ready.
 TEST(SetShards, ABusyShardsLargeRequestTakesTheLane) {
-  Members m(FakeDevice::Options{.delay = 300ms});
+  Members m;
+  // The small request's batch stays on the device until released (it had a 300 ms delay, which
+  // under TSan on a loaded 2-core machine ran out before the large request came: the shard was
+  // then idle, and the large request was batched).
+  m.a->hold(-2.0f);
+  m.b->hold(-2.0f);
   BatchExecutor executor(m.set, config());
   auto gpu = executor.handle();
   std::thread([&] {
-    auto small = gpu.relu({-2.0f});  // in flight for 300 ms on this shard's member
+    auto small = gpu.relu({-2.0f});  // in flight on this shard's member until released
+    for (auto until = std::chrono::steady_clock::now() + 30s; m.a->batches() + m.b->batches() == 0;) {
+      ASSERT_LT(std::chrono::steady_clock::now(), until) << "the small request was never submitted";
+      std::this_thread::sleep_for(1ms);
+    }
     const auto x = ramp(600'000, 0.25f);
     auto large = gpu.relu(x);
     EXPECT_EQ(large.wait_for(0s), std::future_status::ready) << "the lane's future comes back ready";
     EXPECT_EQ(large.get(), relu_of(x));
+    EXPECT_EQ(small.wait_for(0s), std::future_status::timeout);
+    m.a->release(-2.0f);
+    m.b->release(-2.0f);
     EXPECT_EQ(small.get(), std::vector<float>{0.0f});
     const auto& other = m.a->batches() == 2 ? m.a : m.b;  // both on one member would be wrong
     EXPECT_EQ(m.a->batches() + m.b->batches(), 2u);
@@ -287,6 +299,8 @@ TEST(SetShards, ABusyShardsLargeRequestTakesTheLane) {
     for (auto id : m.b->submit_threads()) by_caller = by_caller || id == std::this_thread::get_id();
     EXPECT_TRUE(by_caller) << "the caller's own thread submitted the large request";
   }).join();
+  m.a->release(-2.0f);  // also when an assertion above returned early
+  m.b->release(-2.0f);
   EXPECT_EQ(executor.stats().direct, 1u);
 }
 

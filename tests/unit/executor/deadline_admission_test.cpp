@@ -81,8 +81,7 @@ TEST(DeadlineAdmission, ARequestTheBacklogWouldOutlastIsRefusedAtTheCall) {
   EXPECT_GE(s.rejected, s.shed);
   EXPECT_NE(to_prometheus(s).find("gpubatch_requests_shed_total " + std::to_string(s.shed) + "\n"), std::string::npos);
   // A request with time enough is queued and served; so is the whole backlog.
-  auto patient = b.gpu.relu({-2.0f, 3.0f}, SubmitOptions::within(30s));
-  EXPECT_FALSE(ready(patient));
+  auto patient = b.gpu.relu({-2.0f, 3.0f}, SubmitOptions::within(30s));  // its value: not refused
   ASSERT_TRUE(ready_within(patient, 30s));
   EXPECT_EQ(patient.get(), (std::vector<float>{0.0f, 3.0f}));
   for (std::size_t i = 0; i < b.backlog.size(); ++i) {
@@ -170,7 +169,9 @@ TEST(DeadlineAdmission, OffEveryRequestWaitsForItsDeadline) {
   b.let_it_drain();
   const auto start = Clock::now();
   auto doomed = b.gpu.relu({-1.0f}, SubmitOptions::within(20ms));
-  EXPECT_FALSE(ready(doomed));
+  // Not refused at the call: not ready before its deadline (a test thread that lost its core for
+  // the 20 ms finds it failed by the watch, after the deadline: TSan, overloaded, 2026-12-02).
+  if (ready(doomed)) EXPECT_GE(Clock::now() - start, 20ms) << "refused at the call";
   ASSERT_TRUE(ready_within(doomed, 30s));
   EXPECT_GE(Clock::now() - start, 20ms);
   EXPECT_EQ(error_code(doomed), ErrorCode::deadline_exceeded);

@@ -2,6 +2,8 @@
 // throughput, latency percentiles and what the executor did. Every result is checked against
 // the CPU reference; `verified` is true only when all of them were, `lost` counts futures that
 // never resolved. Flags and JSON fields are the contract in docs/DESIGN.md.
+#include <sched.h>
+
 #include <CLI/CLI.hpp>
 #include <linux/futex.h>
 #include <sys/resource.h>
@@ -222,6 +224,10 @@ struct ThreadResult {
   std::vector<double> send_lag_us;  // open loop: how late the sender handed each request over
   std::uint64_t errors = 0, mismatches = 0, lost = 0;
   std::string first_error;
+  // The CPU each sender ran on when it finished (sched_getcpu; merged: one per thread): a lone
+  // caller on the CPU that takes the GPU's interrupts waits about three times longer (DESIGN.md
+  // "The GPU's interrupt CPU"), so each run says where its callers were.
+  std::vector<int> caller_cpus;
 };
 
 void record(ThreadResult& out, const Workload& w, std::uint64_t index, std::future<Result>& future,
@@ -509,6 +515,12 @@ std::string json_escaped(const std::string& s) {
 
 // The JSON `devices` list: each device's name, and the batches and requests of the timed run it
 // took (the synchronous path: one device, its submissions).
+std::string int_list_json(const std::vector<int>& v) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
 std::string devices_report(const Options& o, const std::vector<Device>& devices, const Stats& before,
                            const Stats& after, std::uint64_t batches) {
   std::string out = "[";
@@ -532,7 +544,8 @@ std::string devices_report(const Options& o, const std::vector<Device>& devices,
                   static_cast<unsigned long long>(b), static_cast<unsigned long long>(r),
                   static_cast<unsigned long long>(failovers), live ? "true" : "false");
     out += (i ? ", " : "") + std::string("{\"index\": ") + std::to_string(i) + ", \"name\": \"" +
-           json_escaped(devices[i].info().name) + "\", " + buf;
+           json_escaped(devices[i].info().name) + "\", \"pci_address\": \"" + devices[i].info().pci_address +
+           "\", \"interrupt_cpus\": " + int_list_json(devices[i].info().interrupt_cpus) + ", " + buf;
   }
   return out + "]";
 }
@@ -739,17 +752,15 @@ std::vector<std::thread> start_senders(const Options& o, const std::vector<Workl
   std::vector<std::thread> threads;
   for (int t = 0; t < o.threads; ++t) {
     const std::uint64_t share = o.requests / o.threads + (static_cast<std::uint64_t>(t) < o.requests % o.threads);
-    if (o.rate > 0)
-      threads.emplace_back(run_open_loop, std::cref(o), std::cref(workloads[t]),
-                           std::cref(submitters.submit_with_callback), share, std::ref(done), std::ref(results[t]),
-                           std::ref(gate));
-    else if (o.handlers)
-      threads.emplace_back(run_closed_loop_handlers, std::cref(o), std::cref(workloads[t]),
-                           std::cref(submitters.submit_with_callback), share, std::ref(done), std::ref(results[t]),
-                           std::ref(gate));
-    else
-      threads.emplace_back(run_closed_loop, std::cref(o), std::cref(workloads[t]), std::cref(submitters.submit),
-                           share, std::ref(done), std::ref(results[t]), std::ref(gate));
+    threads.emplace_back([&, t, share] {
+      if (o.rate > 0)
+        run_open_loop(o, workloads[t], submitters.submit_with_callback, share, done, results[t], gate);
+      else if (o.handlers)
+        run_closed_loop_handlers(o, workloads[t], submitters.submit_with_callback, share, done, results[t], gate);
+      else
+        run_closed_loop(o, workloads[t], submitters.submit, share, done, results[t], gate);
+      results[t].caller_cpus.push_back(sched_getcpu());
+    });
   }
   return threads;
 }
@@ -851,6 +862,7 @@ ThreadResult merged(const std::vector<ThreadResult>& results) {
     all.mismatches += r.mismatches;
     all.lost += r.lost;
     if (all.first_error.empty()) all.first_error = r.first_error;
+    all.caller_cpus.insert(all.caller_cpus.end(), r.caller_cpus.begin(), r.caller_cpus.end());
   }
   return all;
 }
@@ -915,7 +927,7 @@ void print_json(const Options& o, const Report& r) {
       "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
       "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
       "\"resident\": %llu, \"direct\": %llu, \"split\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
-      "\"host\": %s, \"devices\": %s%s}\n",
+      "\"host\": %s, \"caller_cpus\": %s, \"devices\": %s%s}\n",
       json_escaped(r.device_names).c_str(), json_escaped(r.drivers).c_str(), r.preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.think_us, o.rate, o.pace_us,
       static_cast<unsigned long long>(o.requests), r.timing.seconds, double(o.requests) / r.timing.seconds, r.p50, r.p90, r.p99, r.max,
       submit_json,
@@ -933,7 +945,8 @@ void print_json(const Options& o, const Report& r) {
       static_cast<unsigned long long>(after.caller_completions - before.caller_completions),
       static_cast<unsigned long long>(after.strand_runs - before.strand_runs),
       static_cast<unsigned long long>(r.all.errors), static_cast<unsigned long long>(r.all.mismatches),
-      static_cast<unsigned long long>(r.all.lost), r.verified ? "true" : "false", r.timing.noise.json().c_str(), r.devices_json.c_str(),
+      static_cast<unsigned long long>(r.all.lost), r.verified ? "true" : "false", r.timing.noise.json().c_str(),
+      int_list_json(r.all.caller_cpus).c_str(), r.devices_json.c_str(),
       timeline_json(r.timing.timeline).c_str());
 }
 

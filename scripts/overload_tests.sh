@@ -14,9 +14,9 @@ cd "$(dirname "$0")/.."
 pids=()
 for _ in $(seq 1 "$busy"); do (while :; do :; done) & pids+=($!); done
 trap 'kill "${pids[@]}" 2>/dev/null' EXIT
-if [ "$preset" = tsan ]; then
-  export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
-fi
+# The sanitizers' settings of scripts/test.sh (the layer's and lavapipe's own leaks suppressed).
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp"
 status=0
 for r in $(seq 1 "$rounds"); do
   log=/tmp/overload-$preset-$r.log

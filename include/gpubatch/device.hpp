@@ -72,6 +72,14 @@ struct DeviceInfo {
   std::uint32_t api_version = 0;
   std::array<std::uint8_t, 16> pipeline_cache_uuid{};
   std::uint64_t max_buffer_bytes = 0;  // largest single buffer the device can hold
+  // "0000:00:06.0" where the driver reports it (VK_EXT_pci_bus_info); empty otherwise.
+  std::string pci_address;
+  // The CPUs that take the device's interrupts (Linux, read when the device opened; empty where
+  // unknown, e.g. lavapipe). A thread that submits and waits from one of them answers a lone
+  // request about three times slower (H200: 47-53 us against 14-17): keep latency-critical
+  // callers off them (docs/DESIGN.md "The GPU's interrupt CPU"). Filled by Device::info(), not
+  // by Device::available().
+  std::vector<int> interrupt_cpus;
 };
 
 // Data movement and work done by a device since it was opened (all paths together).

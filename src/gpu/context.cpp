@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "gpu/fault_injection.hpp"
+#include "gpu/interrupt_cpus.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/memory.hpp"
 #include "gpu/vk_check.hpp"
@@ -36,6 +38,27 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(
 bool env_flag(const char* name) {
   const char* v = std::getenv(name);
   return v && (std::strcmp(v, "1") == 0 || std::strcmp(v, "true") == 0 || std::strcmp(v, "on") == 0);
+}
+
+bool has_device_extension(VkPhysicalDevice physical, const char* name) {
+  std::uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vkEnumerateDeviceExtensionProperties(physical, nullptr, &n, exts.data());
+  return std::any_of(exts.begin(), exts.end(),
+                     [&](const auto& e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
+// The device's PCI address ("0000:00:06.0") where the driver has VK_EXT_pci_bus_info; empty
+// otherwise (lavapipe).
+std::string pci_address_of(VkPhysicalDevice physical) {
+  if (!has_device_extension(physical, VK_EXT_PCI_BUS_INFO_EXTENSION_NAME)) return {};
+  VkPhysicalDevicePCIBusInfoPropertiesEXT pci{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PCI_BUS_INFO_PROPERTIES_EXT};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, &pci};
+  vkGetPhysicalDeviceProperties2(physical, &props);
+  char text[32];
+  std::snprintf(text, sizeof text, "%04x:%02x:%02x.%x", pci.pciDomain, pci.pciBus, pci.pciDevice, pci.pciFunction);
+  return text;
 }
 
 int type_rank(VkPhysicalDeviceType type) {
@@ -117,6 +140,7 @@ std::vector<Candidate> candidates(VkInstance instance) {
     c.info.api_version = props.properties.apiVersion;
     std::memcpy(c.info.pipeline_cache_uuid.data(), props.properties.pipelineCacheUUID, 16);
     c.info.max_buffer_bytes = m3.maxMemoryAllocationSize;
+    c.info.pci_address = pci_address_of(devices[i]);
     out.push_back(std::move(c));
   }
   std::stable_sort(out.begin(), out.end(),
@@ -258,6 +282,22 @@ const ProcessInstance& process_instance(bool validation) {
 
 namespace detail {
 
+// DeviceInfo::interrupt_cpus, read when a context opens, and said once per device and process:
+// a lone caller's thread on those CPUs waits about three times longer (interrupt_cpus.hpp).
+static void note_interrupt_cpus(DeviceInfo& info) {
+  info.interrupt_cpus = gpu::interrupt_cpus_of(info.pci_address);
+  if (info.interrupt_cpus.empty()) return;
+  static std::mutex m;
+  static auto* said = new std::vector<std::string>;  // never freed: a device may open at exit
+  std::lock_guard<std::mutex> lock(m);
+  if (std::find(said->begin(), said->end(), info.pci_address) != said->end()) return;
+  said->push_back(info.pci_address);
+  spdlog::info("gpubatch: {} ({}) has its interrupts taken by CPU {}: a thread that submits and waits "
+               "from there answers a lone request about three times slower (on the H200 47-53 us against "
+               "14-17); keep latency-critical callers off it (docs/DESIGN.md \"The GPU's interrupt CPU\")",
+               info.name, info.pci_address, gpu::format_cpu_list(info.interrupt_cpus));
+}
+
 std::vector<DeviceInfo> GpuContext::enumerate() {
   std::vector<DeviceInfo> out;
   for (auto& c : candidates(process_instance(false).instance)) out.push_back(c.info);
@@ -277,14 +317,6 @@ static void apply_log_level_from_environment() {
 namespace {
 constexpr std::uint32_t kNoFamily = ~0u;
 
-bool has_device_extension(VkPhysicalDevice physical, const char* name) {
-  std::uint32_t n = 0;
-  vkEnumerateDeviceExtensionProperties(physical, nullptr, &n, nullptr);
-  std::vector<VkExtensionProperties> exts(n);
-  vkEnumerateDeviceExtensionProperties(physical, nullptr, &n, exts.data());
-  return std::any_of(exts.begin(), exts.end(),
-                     [&](const auto& e) { return std::strcmp(e.extensionName, name) == 0; });
-}
 
 // Where the device can import a host allocation into a buffer of the pool's usage
 // (VK_EXT_external_memory_host, import without a dedicated allocation): its
@@ -470,6 +502,7 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
   ctx->memory_ = std::make_unique<gpu::MemoryPool>(*ctx);
   ctx->kernels_ = std::make_unique<gpu::Kernels>(*ctx, options.pipeline_cache_dir);
   spdlog::debug("gpubatch: using device {} ({}, {})", ctx->info_.name, ctx->info_.type, ctx->info_.driver);
+  note_interrupt_cpus(ctx->info_);
   return ctx;
 }
 

@@ -282,22 +282,17 @@ const ProcessInstance& process_instance(bool validation) {
 
 namespace detail {
 
-// DeviceInfo::interrupt_cpus, read when a context opens, and said once per device and process:
-// a lone caller's thread on those CPUs waits about three times longer (interrupt_cpus.hpp). At
-// debug level, as "using device": spdlog's default logger writes to stdout, and at info this line
-// came before gpubatch-load's JSON on every run on the H200.
+// DeviceInfo::interrupt_cpus, read when a context opens and said beside "using device": a lone
+// caller's thread on those CPUs waits about three times longer (interrupt_cpus.hpp). At debug
+// level, as that line: spdlog's default logger writes to stdout, and at info this line came before
+// gpubatch-load's JSON on every run on the H200.
 static void note_interrupt_cpus(DeviceInfo& info) {
   info.interrupt_cpus = gpu::interrupt_cpus_of(info.pci_address);
   if (info.interrupt_cpus.empty()) return;
-  static std::mutex m;
-  static auto* said = new std::vector<std::string>;  // never freed: a device may open at exit
-  std::lock_guard<std::mutex> lock(m);
-  if (std::find(said->begin(), said->end(), info.pci_address) != said->end()) return;
-  said->push_back(info.pci_address);
   spdlog::debug("gpubatch: {} ({}) has its interrupts taken by CPU {}: a thread that submits and waits "
-               "from there answers a lone request about three times slower (on the H200 47-53 us against "
-               "14-17); keep latency-critical callers off it (docs/DESIGN.md \"The GPU's interrupt CPU\")",
-               info.name, info.pci_address, gpu::format_cpu_list(info.interrupt_cpus));
+                "from there answers a lone request about three times slower (on the H200 47-53 us against "
+                "14-17); keep latency-critical callers off it (docs/DESIGN.md \"The GPU's interrupt CPU\")",
+                info.name, info.pci_address, gpu::format_cpu_list(info.interrupt_cpus));
 }
 
 std::vector<DeviceInfo> GpuContext::enumerate() {

@@ -22,6 +22,7 @@
 #include "fake_device.hpp"
 #include "gpubatch/executor.hpp"
 #include "gpubatch/reference.hpp"
+#include "test_util.hpp"
 
 namespace gpubatch {
 namespace {
@@ -279,10 +280,8 @@ TEST(SetShards, ABusyShardsLargeRequestTakesTheLane) {
   auto gpu = executor.handle();
   std::thread([&] {
     auto small = gpu.relu({-2.0f});  // in flight on this shard's member until released
-    for (auto until = std::chrono::steady_clock::now() + 30s; m.a->batches() + m.b->batches() == 0;) {
-      ASSERT_LT(std::chrono::steady_clock::now(), until) << "the small request was never submitted";
-      std::this_thread::sleep_for(1ms);
-    }
+    ASSERT_TRUE(testing::eventually([&] { return m.a->batches() + m.b->batches() == 1; }))
+        << "the small request was never submitted";
     const auto x = ramp(600'000, 0.25f);
     auto large = gpu.relu(x);
     EXPECT_EQ(large.wait_for(0s), std::future_status::ready) << "the lane's future comes back ready";

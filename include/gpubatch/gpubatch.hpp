@@ -6,6 +6,7 @@
 #include "gpubatch/error.hpp"
 #include "gpubatch/executor.hpp"
 #include "gpubatch/graph.hpp"
+#include "gpubatch/log.hpp"
 #include "gpubatch/metrics_server.hpp"
 #include "gpubatch/ops.hpp"
 #include "gpubatch/reference.hpp"

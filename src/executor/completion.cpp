@@ -8,7 +8,7 @@
 #include <vector>
 
 #include <boost/asio/post.hpp>
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include "executor/executor_core.hpp"
 #include "executor/executor_internal.hpp"
@@ -208,7 +208,7 @@ void ExecutorCore::await_batch(Batch& b, std::size_t thread_index, std::chrono::
   b.error = error;
   if (error) {
     auto [code, what] = explain(error);
-    spdlog::warn("gpubatch executor: batch {} ({} requests) failed: {}", b.id, n, what);
+    log::warn("gpubatch executor: batch {} ({} requests) failed: {}", b.id, n, what);
     b.error_code = code;
     b.error_what = std::move(what);
     last_done_.store(b.done.time_since_epoch().count());

@@ -11,7 +11,7 @@
 #include <tuple>
 #include <utility>
 
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include "gpubatch/error.hpp"
 
@@ -49,12 +49,7 @@ DeviceSet::DeviceSet(std::vector<std::shared_ptr<BatchDevice>> members,
     : members_(checked(std::move(members))),
       attempt_timeout_(attempt_timeout),
       spread_bytes_(spread_bytes_from_env()),
-      state_(members_.size()) {
-  // spdlog's registry is a function-local static in the (uninstrumented) shared library: made
-  // here, before the executor's threads start, it is not first made by two completion threads
-  // logging two losses at once, which ThreadSanitizer reports as a race it cannot see is guarded.
-  spdlog::default_logger_raw();
-}
+      state_(members_.size()) {}
 
 std::string DeviceSet::name() const {
   std::string s = "device set [";
@@ -202,9 +197,9 @@ void DeviceSet::recover_member(std::size_t m) noexcept {
     members_[m]->recover();
     ok = true;
   } catch (const std::exception& e) {
-    spdlog::error("gpubatch device set: recovering {} failed: {}", member_name(m), e.what());
+    log::error("gpubatch device set: recovering {} failed: {}", member_name(m), e.what());
   } catch (...) {
-    spdlog::error("gpubatch device set: recovering {} failed", member_name(m));
+    log::error("gpubatch device set: recovering {} failed", member_name(m));
   }
   std::lock_guard<std::mutex> lock(mutex_);
   State& s = state_[m];
@@ -213,10 +208,10 @@ void DeviceSet::recover_member(std::size_t m) noexcept {
     s.live = true;
     s.failed_recoveries = 0;
     ++s.recoveries;
-    spdlog::warn("gpubatch device set: {} was lost and is back in placement", member_name(m));
+    log::warn("gpubatch device set: {} was lost and is back in placement", member_name(m));
   } else if (++s.failed_recoveries >= kMaxFailedRecoveries) {
     s.dropped = true;
-    spdlog::error("gpubatch device set: {} dropped after {} failed recoveries", member_name(m),
+    log::error("gpubatch device set: {} dropped after {} failed recoveries", member_name(m),
                   s.failed_recoveries);
   }
 }
@@ -239,7 +234,7 @@ void DeviceSet::recover() {
     try {
       members_[m]->recover();
     } catch (const std::exception& e) {
-      spdlog::error("gpubatch device set: recovering {} failed: {}", member_name(m), e.what());
+      log::error("gpubatch device set: recovering {} failed: {}", member_name(m), e.what());
     } catch (...) {
     }
   }

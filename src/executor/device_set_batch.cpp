@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include "executor/device_set.hpp"
 #include "gpubatch/custom_kernel.hpp"
@@ -269,7 +269,7 @@ bool SetBatch::try_member(Part& p, std::size_t m, ParallelRunner& parallel,
       p.error = e;
       return true;
     }
-    spdlog::warn("gpubatch device set: {} lost on submit: {}", set_->member_name(m), message_of(e));
+    log::warn("gpubatch device set: {} lost on submit: {}", set_->member_name(m), message_of(e));
     if (set_->mark_lost(m)) lost_now.push_back(m);
     if (p.owner != DeviceSet::kNone) {
       p.error = lost(set_->member_name(m) + ", which owns the requests' HostBuffers, was lost: " +
@@ -335,7 +335,7 @@ void SetBatch::on_lost(Part& p, std::exception_ptr error) {
   const std::size_t m = p.member;
   unreserve(p);
   const bool mine = set_->mark_lost(m);
-  spdlog::warn("gpubatch device set: {} lost with a batch of {} requests in flight: {}",
+  log::warn("gpubatch device set: {} lost with a batch of {} requests in flight: {}",
                set_->member_name(m), p.requests.size(), message_of(error));
   // The lost attempt is never read again; a Vulkan batch that did not finish keeps its memory
   // out of circulation until its device is destroyed.

@@ -21,7 +21,7 @@
 #include <utility>
 
 #include <boost/asio/post.hpp>
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include "executor/executor_core.hpp"
 #include "executor/executor_internal.hpp"
@@ -248,7 +248,7 @@ BatchConfig fitted_to_host(BatchConfig config, const BatchDevice* device) {
   if (device == nullptr || !device->runs_on_host_cpu() || env_is("GPUBATCH_HOST_THREAD_CAP", "off")) return config;
   const std::size_t cores = usable_cores(), cap = std::max<std::size_t>(1, cores / 2);
   if (config.completion_threads > cap) {
-    spdlog::debug("gpubatch executor: {} runs on the host's {} cores: {} completion threads instead of {}",
+    log::debug("gpubatch executor: {} runs on the host's {} cores: {} completion threads instead of {}",
                   device->name(), cores, cap, config.completion_threads);
     config.completion_threads = cap;
   }
@@ -457,7 +457,7 @@ void ExecutorCore::start() {
         self->io_.run();
         return;
       } catch (const std::exception& e) {
-        spdlog::error("gpubatch executor: strand handler threw: {}", e.what());
+        log::error("gpubatch executor: strand handler threw: {}", e.what());
       }
     }
   });
@@ -500,7 +500,7 @@ void ExecutorCore::apply_thread_nice() noexcept {
   if (setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), config_.thread_nice) == 0) return;
   const int err = errno;
   if (!nice_refused_.exchange(true, std::memory_order_relaxed))
-    spdlog::warn("gpubatch executor: thread_nice = {} refused ({}): the executor's threads keep their "
+    log::warn("gpubatch executor: thread_nice = {} refused ({}): the executor's threads keep their "
                  "priority (a negative value needs CAP_SYS_NICE or RLIMIT_NICE)",
                  config_.thread_nice, std::strerror(err));
 }
@@ -514,10 +514,10 @@ void ExecutorCore::apply_thread_slice() noexcept {
   if (outcome == SliceOutcome::applied || outcome == SliceOutcome::not_fair) return;
   if (slice_refused_.exchange(true, std::memory_order_relaxed)) return;
   if (outcome == SliceOutcome::refused)
-    spdlog::warn("gpubatch executor: thread_slice_us = {} refused ({}): the executor's threads keep the "
+    log::warn("gpubatch executor: thread_slice_us = {} refused ({}): the executor's threads keep the "
                  "system's slice", config_.thread_slice.count(), std::strerror(err));
   else
-    spdlog::info("gpubatch executor: thread_slice_us = {} has no effect on this kernel (custom slices "
+    log::info("gpubatch executor: thread_slice_us = {} has no effect on this kernel (custom slices "
                  "need Linux 6.12 or later)", config_.thread_slice.count());
 }
 

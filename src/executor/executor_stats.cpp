@@ -5,7 +5,7 @@
 #include <utility>
 
 #include <boost/asio/post.hpp>
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include "executor/executor_core.hpp"
 #include "executor/executor_internal.hpp"

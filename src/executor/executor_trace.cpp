@@ -1,6 +1,6 @@
 // The executor's side of tracing (src/executor/trace.hpp records): what a finished batch
 // contributes, GPUBATCH_TRACE, and BatchExecutor's start_trace / stop_trace.
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include <cstdlib>
 
@@ -59,9 +59,9 @@ void start_trace_from_environment(ExecutorCore& core, std::size_t shard) noexcep
   const std::string path = shard_trace_path(env, shard);
   try {
     core.start_trace(path, 64);
-    spdlog::info("gpubatch executor: tracing batches to {} (GPUBATCH_TRACE)", path);
+    log::info("gpubatch executor: tracing batches to {} (GPUBATCH_TRACE)", path);
   } catch (const std::exception& e) {
-    spdlog::warn("gpubatch executor: GPUBATCH_TRACE ignored: {}", e.what());
+    log::warn("gpubatch executor: GPUBATCH_TRACE ignored: {}", e.what());
   }
 }
 

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include "executor/executor_core.hpp"
 #include "gpubatch/error.hpp"
@@ -71,7 +71,7 @@ void handler_threw(ExecutorCore* core) noexcept {
   }
   const std::uint64_t unlogged = g_unlogged.exchange(0, std::memory_order_relaxed);
   try {
-    spdlog::error(
+    log::error(
         "gpubatch executor: a completion handler threw on an executor thread; caught, the thread "
         "goes on (bind the handler to an executor of yours to have it thrown there): {} "
         "[{} on this executor so far; {} more since the last such line]",

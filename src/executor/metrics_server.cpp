@@ -3,7 +3,7 @@
 // and closes; the scrape itself is `render()`, called on this thread.
 #include "gpubatch/metrics_server.hpp"
 
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
@@ -143,7 +143,7 @@ MetricsServer::MetricsServer(std::function<std::string()> render, MetricsServerO
     try {
       impl->io.run();
     } catch (const std::exception& e) {
-      spdlog::error("gpubatch metrics server stopped: {}", e.what());
+      log::error("gpubatch metrics server stopped: {}", e.what());
     }
   });
 }

@@ -1,7 +1,7 @@
 // Device-lost recovery: after a batch fails with device_lost (submit, wait, or the batch_timeout
 // watchdog), the executor asks its device to recover. The device decides whether the underlying
 // device really is lost and re-creates it if so; later batches then run on the new one.
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include "executor/executor_core.hpp"
 
@@ -18,10 +18,10 @@ void ExecutorCore::recover_if_device_lost(const std::exception_ptr& error) noexc
     }
     device_->recover();
   } catch (const std::exception& e) {
-    spdlog::error("gpubatch executor: recovering {} after a lost device failed: {}",
+    log::error("gpubatch executor: recovering {} after a lost device failed: {}",
                   device_->name(), e.what());
   } catch (...) {
-    spdlog::error("gpubatch executor: recovering after a lost device failed");
+    log::error("gpubatch executor: recovering after a lost device failed");
   }
 }
 

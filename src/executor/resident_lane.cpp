@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include "executor/executor_core.hpp"
 #include "gpubatch/error.hpp"
@@ -45,11 +45,11 @@ void ExecutorCore::start_resident() {
   try {
     resident_on_ = device_->start_resident(settings);
   } catch (const std::exception& e) {
-    spdlog::warn("gpubatch executor: starting resident mode failed: {}", e.what());
+    log::warn("gpubatch executor: starting resident mode failed: {}", e.what());
     resident_on_ = false;
   }
   if (!resident_on_) {
-    spdlog::warn("gpubatch executor: resident mode is unavailable on {}; every request is batched",
+    log::warn("gpubatch executor: resident mode is unavailable on {}; every request is batched",
                  device_->name());
     return;
   }
@@ -200,7 +200,7 @@ void ExecutorCore::finish_lane(Request& request, Completion& completion, Clock::
                                LaneStats& st) noexcept {
   const bool served = !error;
   if (error && !cancelled) {
-    spdlog::warn("gpubatch executor: a request of {} failed: {}", what, [&] {
+    log::warn("gpubatch executor: a request of {} failed: {}", what, [&] {
       try {
         std::rethrow_exception(error);
       } catch (const std::exception& x) {

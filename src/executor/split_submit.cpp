@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include "executor/split_submit.hpp"
 #include "gpubatch/error.hpp"
@@ -113,7 +113,7 @@ std::unique_ptr<InFlightBatch> submit_splitting_on_oom(BatchDevice& device,
   } catch (...) {
     if (requests.size() <= 1 || !out_of_memory_now(why)) throw;
   }
-  spdlog::warn("gpubatch executor: a batch of {} requests ran out of memory ({}); splitting it",
+  log::warn("gpubatch executor: a batch of {} requests ran out of memory ({}); splitting it",
                requests.size(), why);
   std::vector<Part> parts;
   const std::size_t half = requests.size() / 2;

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include <boost/asio/post.hpp>
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include "executor/executor_core.hpp"
 #include "executor/pull_loop.hpp"
@@ -34,7 +34,7 @@ void ExecutorCore::run_strand(bool on_io_thread) {
     try {
       process();
     } catch (const std::exception& e) {
-      spdlog::error("gpubatch executor: batch formation failed: {}", e.what());
+      log::error("gpubatch executor: batch formation failed: {}", e.what());
     }
     if (traced) trace_strand_run(run, on_io_thread);
     // What the last look needs of the strand's state is read before the strand is let go: from

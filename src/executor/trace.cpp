@@ -1,6 +1,6 @@
 #include "executor/trace.hpp"
 
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -62,7 +62,7 @@ bool TraceRecorder::stop() {
   out << "]}\n";
   out.flush();
   if (!out) {
-    spdlog::warn("gpubatch: could not write the trace to {}", path.string());
+    log::warn("gpubatch: could not write the trace to {}", path.string());
     return false;
   }
   return true;

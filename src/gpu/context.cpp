@@ -1,6 +1,6 @@
 #include "gpu/context.hpp"
 
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -29,9 +29,9 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(
   g_validation_messages.fetch_add(1, std::memory_order_relaxed);
   const char* text = data && data->pMessage ? data->pMessage : "(no message)";
   if (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)
-    spdlog::error("vulkan validation: {}", text);
+    log::error("vulkan validation: {}", text);
   else
-    spdlog::warn("vulkan validation: {}", text);
+    log::warn("vulkan validation: {}", text);
   return VK_FALSE;
 }
 
@@ -167,7 +167,7 @@ VkInstance create_instance(bool validation, VkDebugUtilsMessengerEXT* messenger)
     // layer, such as the GPU machines) runs on without it rather than fail. Said once a process.
     static std::once_flag once;
     std::call_once(once, [] {
-      spdlog::warn("gpubatch: validation was requested (DeviceOptions::validation or GPUBATCH_VALIDATION=1) "
+      log::warn("gpubatch: validation was requested (DeviceOptions::validation or GPUBATCH_VALIDATION=1) "
                    "but VK_LAYER_KHRONOS_validation is not installed: running without it "
                    "(apt-get install vulkan-validationlayers)");
     });
@@ -284,12 +284,11 @@ namespace detail {
 
 // DeviceInfo::interrupt_cpus, read when a context opens and said beside "using device": a lone
 // caller's thread on those CPUs waits about three times longer (interrupt_cpus.hpp). At debug
-// level, as that line: spdlog's default logger writes to stdout, and at info this line came before
-// gpubatch-load's JSON on every run on the H200.
+// level, as that line: said on every open, it is not news at info.
 static void note_interrupt_cpus(DeviceInfo& info) {
   info.interrupt_cpus = gpu::interrupt_cpus_of(info.pci_address);
   if (info.interrupt_cpus.empty()) return;
-  spdlog::debug("gpubatch: {} ({}) has its interrupts taken by CPU {}: a thread that submits and waits "
+  log::debug("gpubatch: {} ({}) has its interrupts taken by CPU {}: a thread that submits and waits "
                 "from there answers a lone request about three times slower (on the H200 47-53 us against "
                 "14-17); keep latency-critical callers off it (docs/DESIGN.md \"The GPU's interrupt CPU\")",
                 info.name, info.pci_address, gpu::format_cpu_list(info.interrupt_cpus));
@@ -299,16 +298,6 @@ std::vector<DeviceInfo> GpuContext::enumerate() {
   std::vector<DeviceInfo> out;
   for (auto& c : candidates(process_instance(false).instance)) out.push_back(c.info);
   return out;
-}
-
-// GPUBATCH_LOG_LEVEL (trace, debug, info, warn, error, critical, off) sets spdlog's level once,
-// when the first device opens.
-static void apply_log_level_from_environment() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (const char* level = std::getenv("GPUBATCH_LOG_LEVEL"); level && *level)
-      spdlog::set_level(spdlog::level::from_str(level));
-  });
 }
 
 namespace {
@@ -381,7 +370,7 @@ void GpuContext::open_submit_queues() {
   if (const char* env = std::getenv("GPUBATCH_SEMAPHORE_WAIT")) {
     if (lower(env) == "concurrent") mode = SubmitQueue::WaitMode::concurrent;
     else if (lower(env) != "serial")
-      spdlog::warn("gpubatch: GPUBATCH_SEMAPHORE_WAIT={} is neither serial nor concurrent; using serial", env);
+      log::warn("gpubatch: GPUBATCH_SEMAPHORE_WAIT={} is neither serial nor concurrent; using serial", env);
   }
   batches_ = std::make_unique<SubmitQueue>(device_, queue_, *counters_, SubmitQueue::Carries::batches, mode);
   transfers_ = std::make_unique<SubmitQueue>(device_, transfer_queue_, *counters_, SubmitQueue::Carries::copies,
@@ -483,7 +472,6 @@ void GpuContext::open_device() {
 
 std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
                                                std::shared_ptr<AtomicCounters> counters) {
-  apply_log_level_from_environment();
   std::shared_ptr<GpuContext> ctx(new GpuContext());
   ctx->counters_ = counters ? std::move(counters) : std::make_shared<AtomicCounters>();
   const bool validation = options.validation.value_or(env_flag("GPUBATCH_VALIDATION"));
@@ -498,7 +486,7 @@ std::shared_ptr<GpuContext> GpuContext::create(const DeviceOptions& options,
   ctx->open_submit_queues();
   ctx->memory_ = std::make_unique<gpu::MemoryPool>(*ctx);
   ctx->kernels_ = std::make_unique<gpu::Kernels>(*ctx, options.pipeline_cache_dir);
-  spdlog::debug("gpubatch: using device {} ({}, {})", ctx->info_.name, ctx->info_.type, ctx->info_.driver);
+  log::debug("gpubatch: using device {} ({}, {})", ctx->info_.name, ctx->info_.type, ctx->info_.driver);
   note_interrupt_cpus(ctx->info_);
   return ctx;
 }

@@ -1,6 +1,6 @@
 #include "gpu/device_identity.hpp"
 
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include "gpu/fault_injection.hpp"
 #include "gpubatch/error.hpp"
@@ -34,7 +34,7 @@ bool DeviceIdentity::recover(const std::shared_ptr<GpuContext>& seen) {
     }
   }
   if (!lost) return false;  // an injected or transient fault: the device still works
-  spdlog::warn("gpubatch: device {} is lost; opening it again", seen->info().name);
+  log::warn("gpubatch: device {} is lost; opening it again", seen->info().name);
   auto fresh = GpuContext::create(options_, counters_);
   {
     std::lock_guard lock(mutex_);
@@ -42,7 +42,7 @@ bool DeviceIdentity::recover(const std::shared_ptr<GpuContext>& seen) {
     context_ = std::move(fresh);
   }
   const std::uint64_t generation = generation_.fetch_add(1, std::memory_order_acq_rel) + 1;
-  spdlog::info("gpubatch: device {} re-created ({} times so far)", seen->info().name, generation - 1);
+  log::info("gpubatch: device {} re-created ({} times so far)", seen->info().name, generation - 1);
   return true;
 }
 

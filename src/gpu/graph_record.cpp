@@ -11,7 +11,7 @@
 //                  (direct).
 // It is submitted once on the context's timeline and waited for under the watchdog. The device
 // buffers are kept for the next execute, which frees those it does not need.
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -126,7 +126,7 @@ class Recorder {
   VkPipeline fused_pipeline(const Step& s) {
     if (kernels_.has(s.fused_key)) return kernels_.get_or_build(s.fused_key, {});
     const std::string source = gpu::fused_source(s.shape);
-    spdlog::debug("gpubatch: compiling fused kernel {}", s.fused_key);
+    log::debug("gpubatch: compiling fused kernel {}", s.fused_key);
     const auto spirv = gpu::compile_compute_glsl(source, "fused-kernel");
     const VkPipeline pipeline = kernels_.get_or_build(s.fused_key, spirv);
     ++g_.stats.kernels_compiled;

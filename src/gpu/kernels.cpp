@@ -1,6 +1,6 @@
 #include "gpu/kernels.hpp"
 
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include <cstdlib>
 #include <fstream>
@@ -109,13 +109,13 @@ void Kernels::save_cache_locked() {
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) {
-      spdlog::warn("gpubatch: cannot write pipeline cache {}", tmp.string());
+      log::warn("gpubatch: cannot write pipeline cache {}", tmp.string());
       return;
     }
     out.write(data.data(), static_cast<std::streamsize>(size));
   }
   std::filesystem::rename(tmp, cache_file_, ec);
-  if (ec) spdlog::warn("gpubatch: cannot write pipeline cache {}: {}", cache_file_.string(), ec.message());
+  if (ec) log::warn("gpubatch: cannot write pipeline cache {}: {}", cache_file_.string(), ec.message());
 }
 
 VkPipeline Kernels::build(const std::string& key, std::span<const std::uint32_t> spirv) {

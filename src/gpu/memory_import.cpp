@@ -2,7 +2,7 @@
 // of the pool, so that an imported HostBuffer is an Allocation like allocate_host's and every path
 // that reads or writes host buffers (device address, vkCmdCopyBuffer, flush and invalidate) takes
 // it unchanged. The block holds the import, never the caller's memory.
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include <cstdio>
 #include <optional>
@@ -55,7 +55,7 @@ Allocation MemoryPool::import_host(void* pointer, VkDeviceSize bytes) {
     import.handleType = kHostAllocation;
     import.pHostPointer = pointer;
     back_buffer(*block, bytes, *type, &import, "importing " + std::to_string(bytes) + " bytes of host memory");
-    spdlog::debug("gpubatch: imported {} bytes of host memory as type {} (flags {}; allowed {})", bytes, *type,
+    log::debug("gpubatch: imported {} bytes of host memory as type {} (flags {}; allowed {})", bytes, *type,
                   hex(context_.memory_properties().memoryTypes[*type].propertyFlags), hex(allowed));
   } catch (...) {
     destroy_block(*block);

@@ -1,6 +1,6 @@
 // VulkanBatchDevice's resident mode: which ResidentRing requests go to, and a new one after a
 // loss (DESIGN.md "Resident mode").
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include "gpu/resident_ring.hpp"
 #include "gpu/vulkan_batch_device.hpp"
@@ -26,7 +26,7 @@ bool VulkanBatchDevice::open_resident_locked() {
     ring_ = ResidentRing::create(current_context(), identity_->options(), options);
     return true;
   } catch (const std::exception& e) {
-    spdlog::warn("gpubatch: resident mode is unavailable, requests take the batched path: {}", e.what());
+    log::warn("gpubatch: resident mode is unavailable, requests take the batched path: {}", e.what());
     ring_.reset();
     resident_on_ = false;
     resident_losses_ = kResidentLosses;  // do not try again
@@ -46,7 +46,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::try_submit_resident(co
       ring_.reset();
       if (++resident_losses_ >= kResidentLosses) {
         resident_on_ = false;
-        spdlog::error("gpubatch: the resident ring was lost {} times; resident mode is off, "
+        log::error("gpubatch: the resident ring was lost {} times; resident mode is off, "
                       "requests take the batched path", resident_losses_);
         return nullptr;
       }

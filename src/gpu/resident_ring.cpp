@@ -1,6 +1,6 @@
 #include "gpu/resident_ring.hpp"
 
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -250,7 +250,7 @@ std::shared_ptr<ResidentRing> ResidentRing::create(const std::shared_ptr<detail:
                                           " lacks shaderDeviceClock (VK_KHR_shader_clock) or the Vulkan "
                                           "memory model at device scope, which the resident kernel needs");
   ring->setup(resident);
-  spdlog::debug("gpubatch: resident ring of {} slots on {} ({})", resident.slots, main->info().name,
+  log::debug("gpubatch: resident ring of {} slots on {} ({})", resident.slots, main->info().name,
                 ring->own_device_ ? "a VkDevice of its own" : "a second queue");
   return ring;
 }
@@ -336,7 +336,7 @@ ResidentRing::~ResidentRing() {
     if (r == VK_TIMEOUT) {
       // The kernel neither served nor left: freeing what it may still write would be worse
       // than keeping it. Keep the memory and the device for the life of the process.
-      spdlog::error("gpubatch: the resident kernel did not leave within 2 s; keeping its memory");
+      log::error("gpubatch: the resident kernel did not leave within 2 s; keeping its memory");
       new std::shared_ptr<detail::GpuContext>(ctx_);  // deliberately never freed
       return;
     }
@@ -430,7 +430,7 @@ void ResidentRing::ensure_running_locked() {
 void ResidentRing::mark_lost_locked(const char* why) {
   if (lost_.exchange(true, std::memory_order_acq_rel)) return;
   std::atomic_ref<std::uint32_t>(*word(kExit)).store(1, std::memory_order_release);
-  spdlog::error("gpubatch: resident ring lost: {}; its requests fail with device_lost", why);
+  log::error("gpubatch: resident ring lost: {}; its requests fail with device_lost", why);
 }
 
 void ResidentRing::poke(std::uint32_t ticket, Clock::time_point submitted) {

@@ -1,6 +1,6 @@
 #include "gpu/vulkan_batch_device.hpp"
 
-#include <spdlog/spdlog.h>
+#include "log.hpp"
 
 #include <algorithm>
 #include <array>
@@ -281,7 +281,7 @@ GroupKernels kernels_of(Kernels& kernels, const plan::Group& g, const Request& r
       if (kernels.has(key)) {
         k.pipeline = kernels.get_or_build(key, {});
       } else {
-        spdlog::debug("gpubatch: compiling fused kernel {} for {}", key, describe_op(rep));
+        log::debug("gpubatch: compiling fused kernel {} for {}", key, describe_op(rep));
         k.pipeline = kernels.get_or_build(key, compile_compute_glsl(fused_source(shape), "fused-kernel"));
       }
       break;
@@ -352,7 +352,7 @@ bool reserve_near(Frame& frame, MemoryPool& pool, std::size_t bytes) {
     frame.near_refused = true;
     static std::atomic<bool> said{false};
     if (!said.exchange(true))
-      spdlog::warn("gpubatch: no room in device memory for a batch's inputs ({}); this frame packs into system "
+      log::warn("gpubatch: no room in device memory for a batch's inputs ({}); this frame packs into system "
                    "memory from now on",
                    e.what());
     return false;

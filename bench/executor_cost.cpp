@@ -7,7 +7,14 @@
 //   gpubatch-executor-cost --threads 2 --inflight 1024 --requests 2000000 --size 256 --reps 5
 //
 // Prints one line per repetition: requests/s, strand ns per request, completion threads' ns per
-// request, mean batch size. The null device completes a batch `--delay-us` after its submit, so
+// request, mean batch size.
+//
+//   gpubatch-executor-cost --lone --requests 200000 --size 256 --delay-us 0 --reps 5
+//
+// A lone caller instead (issue 11): one thread, one future at a time, each round trip timed, and
+// beside each the same request straight on the null device (submit, wait, take the result: what
+// Device::run does around the GPU). The difference of the two medians is what the executor adds
+// to a lone future on any device, with no GPU's time and jitter in it. The null device completes a batch `--delay-us` after its submit, so
 // that batches form as they do behind a busy GPU; take_result fills the result (reusing the
 // input's buffer, as the executor hands it over) on the completion threads.
 #include <pthread.h>
@@ -96,6 +103,7 @@ struct Options {
   std::size_t threads = 2, inflight = 1024, requests = 2000000, size = 256, reps = 3;
   unsigned delay_us = 100;
   bool handlers = false;  // completion handlers instead of futures
+  bool lone = false;      // one caller, one future at a time, beside the null device's own call
 };
 
 double own_cpu_ns() {
@@ -156,6 +164,50 @@ void one_rep(const Options& o) {
   std::fflush(stdout);
 }
 
+double percentile(std::vector<double>& v, double p) {
+  const auto k = static_cast<std::size_t>(p * double(v.size() - 1));
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(k), v.end());
+  return v[k];
+}
+
+// The null device's own round trip for one request, as Device::run makes it around the GPU.
+void direct_call(NullDevice& device, const std::vector<float>& x) {
+  gpubatch::Request request = gpubatch::Request::relu(x);
+  const gpubatch::Request* one[] = {&request};
+  auto batch = device.submit(one);
+  batch->wait_for(std::chrono::seconds(1));
+  gpubatch::Result result;
+  batch->take_result(0, result);
+  if (result.values.size() != x.size()) std::abort();
+}
+
+void lone_rep(const Options& o) {
+  auto device = std::make_shared<NullDevice>(std::chrono::microseconds(o.delay_us));
+  const auto made0 = Clock::now();
+  gpubatch::BatchExecutor executor(device, gpubatch::BatchConfig{});
+  const double made_ms = std::chrono::duration<double, std::milli>(Clock::now() - made0).count();
+  auto handle = executor.handle();
+  const std::vector<float> x(o.size, 1.0f);
+  std::vector<double> future_ns, direct_ns;
+  future_ns.reserve(o.requests);
+  direct_ns.reserve(o.requests);
+  for (std::size_t i = 0; i < o.requests; ++i) {  // interleaved, so both see the same machine
+    auto t0 = Clock::now();
+    if (handle.relu(x).get().size() != x.size()) std::abort();
+    auto t1 = Clock::now();
+    direct_call(*device, x);
+    auto t2 = Clock::now();
+    future_ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
+    direct_ns.push_back(std::chrono::duration<double, std::nano>(t2 - t1).count());
+  }
+  const double f50 = percentile(future_ns, 0.5), d50 = percentile(direct_ns, 0.5);
+  std::printf("lone future p50 %.0f p99 %.0f ns  direct p50 %.0f p99 %.0f ns  executor adds %.0f ns at p50  "
+              "caller_completions %llu of %zu  executor made in %.1f ms\n",
+              f50, percentile(future_ns, 0.99), d50, percentile(direct_ns, 0.99), f50 - d50,
+              static_cast<unsigned long long>(executor.stats().caller_completions), o.requests, made_ms);
+  std::fflush(stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -168,7 +220,8 @@ int main(int argc, char** argv) {
   app.add_option("--reps", o.reps);
   app.add_option("--delay-us", o.delay_us, "the null device's time per batch");
   app.add_flag("--handlers", o.handlers, "completion handlers instead of futures");
+  app.add_flag("--lone", o.lone, "one caller, one future at a time, beside the null device's own call");
   CLI11_PARSE(app, argc, argv);
-  for (std::size_t r = 0; r < o.reps; ++r) one_rep(o);
+  for (std::size_t r = 0; r < o.reps; ++r) o.lone ? lone_rep(o) : one_rep(o);
   return 0;
 }

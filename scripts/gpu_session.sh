@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: targets29 irq29 final29 open27 adm26b adm26 steps26 open26b open26 dl26 pause26 step26 crowdtrace26 lonesys26 loneprof26b loneprof26 final26 sat26c sat26b sat26 depth26 gen25 batch25 open25b final25b final25 open25 openprof25 prio25 dlalloc25 handl25 pool25 jem25 dlprof25c dlprof25b dlprof25 dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: host30 targets29 irq29 final29 open27 adm26b adm26 steps26 open26b open26 dl26 pause26 step26 crowdtrace26 lonesys26 loneprof26b loneprof26 final26 sat26c sat26b sat26 depth26 gen25 batch25 open25b final25b final25 open25 openprof25 prio25 dlalloc25 handl25 pool25 jem25 dlprof25c dlprof25b dlprof25 dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3488,6 +3488,49 @@ if on x2set21; then
     load x2-c32-$r gpubatch-load --devices 0,1 --threads 32 --inflight 1024 --requests 16000000 --op relu --size 256
   done
   load x2-c16-one gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+fi
+
+# host30: what a lone future pays beyond Device::run, split between the executor's own code and
+# the machine (issue 11's last microsecond): the machine's futex wake, promise round and clock read
+# (bench/probes/syscall-cost, built as syscall-cost), what the executor adds over a null device
+# (gpubatch-executor-cost --lone), the null device's crowds, then the lone rows on the GPU (future,
+# --unbatched, --sync), every caller pinned to a CPU that does not take the GPU's interrupts, two
+# rounds interleaved; last, GPUBATCH_LOG_LEVEL=debug with --json: does stdout stay one JSON object
+# now that the library logs to stderr? Lines to OUT/host30.txt.
+if on host30; then
+  first=$(grep -i nvidia /proc/interrupts | head -1 | cut -d: -f1 | tr -d ' ')
+  slow=$(cat /proc/irq/$first/effective_affinity_list 2>/dev/null || echo 0)
+  cpu=$(( (slow + 2) % $(nproc) ))
+  echo "interrupt cpu $slow, callers on cpu $cpu" >> "$out/host30.txt"
+  for rep in 1 2; do
+    have syscall-cost && taskset -c $cpu .gpu/bin/syscall-cost >> "$out/host30.txt" 2>&1
+    echo "== gpubatch-executor-cost --lone" >> "$out/host30.txt"
+    have gpubatch-executor-cost &&
+      timeout 120 taskset -c $cpu "$run" gpubatch-executor-cost --lone --requests 200000 --size 256 --delay-us 0 --reps 3 >> "$out/host30.txt" 2>&1
+  done
+  if have gpubatch-executor-cost; then
+    echo "== null crowd 2 x 64" >> "$out/host30.txt"
+    timeout 120 "$run" gpubatch-executor-cost --threads 2 --inflight 64 --requests 2000000 --size 256 --delay-us 0 --reps 2 >> "$out/host30.txt" 2>&1
+    echo "== null crowd 16 x 1024" >> "$out/host30.txt"
+    timeout 120 "$run" gpubatch-executor-cost --threads 16 --inflight 1024 --requests 4000000 --size 256 --delay-us 100 --reps 2 >> "$out/host30.txt" 2>&1
+  fi
+  pin="taskset -c $cpu"
+  lone="--device 0 --threads 1 --inflight 1 --op relu --size 256 --requests 20000"
+  for rep in 1 2; do
+    load h30-future-$rep gpubatch-load $lone
+    load h30-unb-$rep gpubatch-load --unbatched $lone
+    load h30-sync-$rep gpubatch-load --sync $lone
+  done
+  pin=""
+  for b in gpubatch-load; do
+    GPUBATCH_LOG_LEVEL=debug timeout 60 "$run" $b --device 0 --threads 1 --op relu --size 256 --requests 2000 --json \
+      > "$out/json30-$b.out" 2> "$out/json30-$b.err"
+    if python3 -c 'import json,sys; json.loads(open(sys.argv[1]).read())' "$out/json30-$b.out" 2>/dev/null; then
+      echo "$b: stdout is one JSON object; $(wc -l < "$out/json30-$b.err") lines on stderr" >> "$out/host30.txt"
+    else
+      echo "$b: stdout is NOT one JSON object ($(wc -l < "$out/json30-$b.out") lines); $(wc -l < "$out/json30-$b.err") lines on stderr" >> "$out/host30.txt"
+    fi
+  done
 fi
 
 # targets29: issue 14's rows with the build after the strand's fix for requests above level 0

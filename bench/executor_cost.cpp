@@ -7,16 +7,16 @@
 //   gpubatch-executor-cost --threads 2 --inflight 1024 --requests 2000000 --size 256 --reps 5
 //
 // Prints one line per repetition: requests/s, strand ns per request, completion threads' ns per
-// request, mean batch size.
+// request, mean batch size. The null device completes a batch `--delay-us` after its submit, so
+// that batches form as they do behind a busy GPU; take_result fills the result (reusing the
+// input's buffer, as the executor hands it over) on the completion threads.
 //
 //   gpubatch-executor-cost --lone --requests 200000 --size 256 --delay-us 0 --reps 5
 //
 // A lone caller instead (issue 11): one thread, one future at a time, each round trip timed, and
 // beside each the same request straight on the null device (submit, wait, take the result: what
 // Device::run does around the GPU). The difference of the two medians is what the executor adds
-// to a lone future on any device, with no GPU's time and jitter in it. The null device completes a batch `--delay-us` after its submit, so
-// that batches form as they do behind a busy GPU; take_result fills the result (reusing the
-// input's buffer, as the executor hands it over) on the completion threads.
+// to a lone future on any device, with no GPU's time and jitter in it.
 #include <pthread.h>
 #include <time.h>
 

@@ -14,6 +14,9 @@ namespace gpubatch {
 namespace {
 
 // spdlog's levels are ours in the same order.
+static_assert(static_cast<int>(LogLevel::trace) == spdlog::level::trace &&
+              static_cast<int>(LogLevel::warn) == spdlog::level::warn &&
+              static_cast<int>(LogLevel::off) == spdlog::level::off);
 spdlog::level::level_enum to_spdlog(LogLevel l) { return static_cast<spdlog::level::level_enum>(l); }
 LogLevel from_spdlog(spdlog::level::level_enum l) { return static_cast<LogLevel>(l); }
 

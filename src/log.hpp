@@ -3,15 +3,13 @@
 // never through spdlog's free functions, which write to the program's default logger (stdout).
 #include <spdlog/spdlog.h>
 
+#include <utility>
+
 namespace gpubatch::log {
 
-// Made on first use (thread-safe), its level from GPUBATCH_LOG_LEVEL (default warn).
+// Made on first use (thread-safe), its level from GPUBATCH_LOG_LEVEL (default info).
 spdlog::logger& logger();
 
-template <class... Args>
-void trace(spdlog::format_string_t<Args...> fmt, Args&&... args) {
-  logger().trace(fmt, std::forward<Args>(args)...);
-}
 template <class... Args>
 void debug(spdlog::format_string_t<Args...> fmt, Args&&... args) {
   logger().debug(fmt, std::forward<Args>(args)...);

@@ -1,6 +1,6 @@
 #pragma once
 // Where gpubatch's own log lines go. The library logs through a logger of its own (never spdlog's
-// default one, which a program may use and which writes to stdout): lines go to stderr at `warn`
+// default one, which a program may use and which writes to stdout): lines go to stderr at `info`
 // and above unless GPUBATCH_LOG_LEVEL or set_log_level says otherwise, or to a handler the
 // program installs. A line is written only where something went wrong or a setting was refused,
 // never once per request, so a handler is never on a request's path.

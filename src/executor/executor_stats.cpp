@@ -5,7 +5,6 @@
 #include <utility>
 
 #include <boost/asio/post.hpp>
-#include "log.hpp"
 
 #include "executor/executor_core.hpp"
 #include "executor/executor_internal.hpp"

@@ -1,0 +1,106 @@
+// Submit-parts probe: where a lone request's time goes in a plain submit + spin, part by part, so
+// that separate processes can be compared (gpubatch's lone future and Device::run are ~1 us slower
+// in some processes than in others, in the device's submit call: BENCHMARKS.md, thirty-first
+// session). Per request: write the 256-float input (t0 -> t1), vkQueueSubmit of a pre-recorded
+// relu (t1 -> t2), spin on vkGetSemaphoreCounterValue until done (t2 -> t3); every result checked,
+// 100 us of idle between requests. Two placements of the input: host-coherent system memory
+// ("sys") and device-local host-visible memory ("bar", ReBAR: where gpubatch puts a small
+// batch's inputs); the output is in system memory either way. Build and run: README.md.
+#include <vulkan/vulkan.h>
+#include "probe_vk.hpp"
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+#include "relu_spv.h"
+using clk = std::chrono::steady_clock;
+static double us(clk::time_point a, clk::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); }
+static double p50(std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
+static double p99(std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() * 99 / 100]; }
+static void idle(double u) { auto until = clk::now() + std::chrono::nanoseconds(static_cast<long>(u * 1000)); while (clk::now() < until) {} }
+struct Buf { VkBuffer b; VkDeviceMemory m; void* p = nullptr; };
+static const int N = 256, REPS = 5000;
+int main() {
+  VkInstance inst = probe_instance();
+  VkPhysicalDevice pd = probe_device(inst);
+  uint32_t qn; vkGetPhysicalDeviceQueueFamilyProperties(pd, &qn, nullptr);
+  std::vector<VkQueueFamilyProperties> qf(qn); vkGetPhysicalDeviceQueueFamilyProperties(pd, &qn, qf.data());
+  uint32_t fam = 0; for (uint32_t i = 0; i < qn; ++i) if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) { fam = i; break; }
+  float prio = 1.f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO}; qci.queueFamilyIndex = fam; qci.queueCount = 1; qci.pQueuePriorities = &prio;
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES}; f12.timelineSemaphore = VK_TRUE;
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO}; dci.pNext = &f12; dci.queueCreateInfoCount = 1; dci.pQueueCreateInfos = &qci;
+  VkDevice dev; CK(vkCreateDevice(pd, &dci, nullptr, &dev));
+  VkQueue q; vkGetDeviceQueue(dev, fam, 0, &q);
+  VkPhysicalDeviceMemoryProperties mp; vkGetPhysicalDeviceMemoryProperties(pd, &mp);
+  const VkMemoryPropertyFlags HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  const VkMemoryPropertyFlags DL = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+  auto mk = [&](size_t bytes, VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid) {
+    Buf b{}; VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO}; bci.size = bytes; bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+    CK(vkCreateBuffer(dev, &bci, nullptr, &b.b)); VkMemoryRequirements r; vkGetBufferMemoryRequirements(dev, b.b, &r);
+    int t = -1; for (uint32_t i = 0; i < mp.memoryTypeCount; ++i) if ((r.memoryTypeBits & (1u << i)) && (mp.memoryTypes[i].propertyFlags & want) == want && !(mp.memoryTypes[i].propertyFlags & avoid)) { t = int(i); break; }
+    if (t < 0) for (uint32_t i = 0; i < mp.memoryTypeCount; ++i) if ((r.memoryTypeBits & (1u << i)) && (mp.memoryTypes[i].propertyFlags & want) == want) { t = int(i); break; }
+    if (t < 0) { std::printf("no memory type want=%x\n", want); std::exit(1); }
+    VkMemoryAllocateInfo mai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO}; mai.allocationSize = r.size; mai.memoryTypeIndex = t;
+    CK(vkAllocateMemory(dev, &mai, nullptr, &b.m)); CK(vkBindBufferMemory(dev, b.b, b.m, 0)); CK(vkMapMemory(dev, b.m, 0, VK_WHOLE_SIZE, 0, &b.p));
+    std::memset(b.p, 0, bytes); return b; };
+  VkDescriptorSetLayoutBinding bd[3]{}; for (int i = 0; i < 3; ++i) { bd[i].binding = i; bd[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER; bd[i].descriptorCount = 1; bd[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT; }
+  VkDescriptorSetLayoutCreateInfo dli{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO}; dli.bindingCount = 3; dli.pBindings = bd;
+  VkDescriptorSetLayout dsl; CK(vkCreateDescriptorSetLayout(dev, &dli, nullptr, &dsl));
+  VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, 4};
+  VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO}; pli.setLayoutCount = 1; pli.pSetLayouts = &dsl; pli.pushConstantRangeCount = 1; pli.pPushConstantRanges = &pcr;
+  VkPipelineLayout pl; CK(vkCreatePipelineLayout(dev, &pli, nullptr, &pl));
+  VkPipeline relu = probe_pipeline(dev, pl, relu_spv, sizeof relu_spv);
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 6};
+  VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO}; dpi.maxSets = 2; dpi.poolSizeCount = 1; dpi.pPoolSizes = &ps;
+  VkDescriptorPool dp; CK(vkCreateDescriptorPool(dev, &dpi, nullptr, &dp));
+  Buf in[2] = {mk(N * 4, HV, DL), mk(N * 4, HV | DL, 0)}, out = mk(N * 4, HV, DL), ctl = mk(256, HV, DL);
+  VkCommandPoolCreateInfo cpi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO}; cpi.queueFamilyIndex = fam;
+  VkCommandPool pool; CK(vkCreateCommandPool(dev, &cpi, nullptr, &pool));
+  VkCommandBuffer cb[2]; uint32_t nn = N;
+  for (int k = 0; k < 2; ++k) {
+    VkDescriptorSetAllocateInfo sai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO}; sai.descriptorPool = dp; sai.descriptorSetCount = 1; sai.pSetLayouts = &dsl;
+    VkDescriptorSet ds; CK(vkAllocateDescriptorSets(dev, &sai, &ds));
+    VkDescriptorBufferInfo bi[3]{{in[k].b, 0, VK_WHOLE_SIZE}, {out.b, 0, VK_WHOLE_SIZE}, {ctl.b, 0, VK_WHOLE_SIZE}};
+    VkWriteDescriptorSet w[3]{}; for (int i = 0; i < 3; ++i) { w[i].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET; w[i].dstSet = ds; w[i].dstBinding = i; w[i].descriptorCount = 1; w[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER; w[i].pBufferInfo = &bi[i]; }
+    vkUpdateDescriptorSets(dev, 3, w, 0, nullptr);
+    VkCommandBufferAllocateInfo cai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO}; cai.commandPool = pool; cai.commandBufferCount = 1;
+    CK(vkAllocateCommandBuffers(dev, &cai, &cb[k]));
+    VkCommandBufferBeginInfo b{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO}; CK(vkBeginCommandBuffer(cb[k], &b));
+    vkCmdBindPipeline(cb[k], VK_PIPELINE_BIND_POINT_COMPUTE, relu); vkCmdBindDescriptorSets(cb[k], VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, &ds, 0, nullptr);
+    vkCmdPushConstants(cb[k], pl, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &nn); vkCmdDispatch(cb[k], 1, 1, 1); CK(vkEndCommandBuffer(cb[k]));
+  }
+  VkSemaphoreTypeCreateInfo sti{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO}; sti.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
+  VkSemaphoreCreateInfo sci{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO}; sci.pNext = &sti;
+  VkSemaphore done; CK(vkCreateSemaphore(dev, &sci, nullptr, &done));
+  uint64_t dv = 0;
+  std::vector<float> src(N);
+  float* y = static_cast<float*>(out.p);
+  for (int round = 0; round < 2; ++round) {
+    for (int k = 0; k < 2; ++k) {
+      std::vector<double> wr, sub, spin, all; int wrong = 0;
+      for (int r = 0; r < REPS; ++r) {
+        for (int i = 0; i < N; ++i) src[i] = float((i * 7 + r) % 19) - 9.f;
+        std::memset(y, 0xff, N * 4); idle(100);
+        const uint64_t sig = ++dv;
+        VkTimelineSemaphoreSubmitInfo ts{VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO}; ts.signalSemaphoreValueCount = 1; ts.pSignalSemaphoreValues = &sig;
+        VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO}; si.pNext = &ts; si.commandBufferCount = 1; si.pCommandBuffers = &cb[k];
+        si.signalSemaphoreCount = 1; si.pSignalSemaphores = &done;
+        const auto t0 = clk::now();
+        std::memcpy(in[k].p, src.data(), N * 4);
+        const auto t1 = clk::now();
+        CK(vkQueueSubmit(q, 1, &si, VK_NULL_HANDLE));
+        const auto t2 = clk::now();
+        uint64_t cv = 0; do { CK(vkGetSemaphoreCounterValue(dev, done, &cv)); } while (cv < sig);
+        const auto t3 = clk::now();
+        wr.push_back(us(t0, t1)); sub.push_back(us(t1, t2)); spin.push_back(us(t2, t3)); all.push_back(us(t0, t3));
+        for (int i = 0; i < N; ++i) if (y[i] != std::max(src[i], 0.f)) { wrong++; break; }
+      }
+      std::printf("%s round %d: write p50 %.2f  submit p50 %.2f p99 %.2f  spin p50 %.2f  total p50 %.2f p99 %.2f us  wrong %d of %d\n",
+                  k ? "bar" : "sys", round + 1, p50(wr), p50(sub), p99(sub), p50(spin), p50(all), p99(all), wrong, REPS);
+    }
+  }
+  CK(vkDeviceWaitIdle(dev));
+  return 0;
+}

@@ -5,15 +5,22 @@
 // relu (t1 -> t2), spin on vkGetSemaphoreCounterValue until done (t2 -> t3); every result checked,
 // 100 us of idle between requests. Two placements of the input: host-coherent system memory
 // ("sys") and device-local host-visible memory ("bar", ReBAR: where gpubatch puts a small
-// batch's inputs); the output is in system memory either way. Build and run: README.md.
+// batch's inputs); the output is in system memory either way. PROBE_FAMILY=compute submits to a
+// compute-only queue family instead of the first with compute. PROBE_BARRIER=1 records gpubatch's
+// barrier after the dispatch (compute shader writes -> host reads); PROBE_DEP=1 runs a relu that
+// first reads its input's offset from a control word in device-local memory (gpubatch's kernels
+// read a segment record first); PROBE_TIMESTAMPS=1 also reports the GPU's own time of the
+// dispatch (timestamps before and after it). Build and run: README.md.
 #include <vulkan/vulkan.h>
 #include "probe_vk.hpp"
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 #include "relu_spv.h"
+#include "relu_dep_spv.h"
 using clk = std::chrono::steady_clock;
 static double us(clk::time_point a, clk::time_point b) { return std::chrono::duration<double, std::micro>(b - a).count(); }
 static double p50(std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; }
@@ -26,7 +33,15 @@ int main() {
   VkPhysicalDevice pd = probe_device(inst);
   uint32_t qn; vkGetPhysicalDeviceQueueFamilyProperties(pd, &qn, nullptr);
   std::vector<VkQueueFamilyProperties> qf(qn); vkGetPhysicalDeviceQueueFamilyProperties(pd, &qn, qf.data());
-  uint32_t fam = 0; for (uint32_t i = 0; i < qn; ++i) if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) { fam = i; break; }
+  // PROBE_FAMILY=compute: a family with compute and without graphics (the one gpubatch prefers);
+  // otherwise the first family with compute (on NVIDIA the graphics + compute family).
+  const char* want = std::getenv("PROBE_FAMILY");
+  const bool compute_only = want != nullptr && std::strcmp(want, "compute") == 0;
+  uint32_t fam = qn;
+  for (uint32_t i = 0; i < qn && fam == qn; ++i)
+    if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(compute_only && (qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))) fam = i;
+  if (fam == qn) { std::printf("no such queue family\n"); return 1; }
+  std::printf("family %u (%s)\n", fam, (qf[fam].queueFlags & VK_QUEUE_GRAPHICS_BIT) ? "graphics + compute" : "compute only");
   float prio = 1.f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO}; qci.queueFamilyIndex = fam; qci.queueCount = 1; qci.pQueuePriorities = &prio;
   VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES}; f12.timelineSemaphore = VK_TRUE;
@@ -51,11 +66,17 @@ int main() {
   VkPushConstantRange pcr{VK_SHADER_STAGE_COMPUTE_BIT, 0, 4};
   VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO}; pli.setLayoutCount = 1; pli.pSetLayouts = &dsl; pli.pushConstantRangeCount = 1; pli.pPushConstantRanges = &pcr;
   VkPipelineLayout pl; CK(vkCreatePipelineLayout(dev, &pli, nullptr, &pl));
-  VkPipeline relu = probe_pipeline(dev, pl, relu_spv, sizeof relu_spv);
+  auto flag = [](const char* name) { const char* v = std::getenv(name); return v != nullptr && std::strcmp(v, "1") == 0; };
+  const bool barrier = flag("PROBE_BARRIER"), dep = flag("PROBE_DEP"), stamps = flag("PROBE_TIMESTAMPS");
+  std::printf("barrier %d, dependent read %d, timestamps %d\n", barrier, dep, stamps);
+  VkPipeline relu = dep ? probe_pipeline(dev, pl, relu_dep_spv, sizeof relu_dep_spv) : probe_pipeline(dev, pl, relu_spv, sizeof relu_spv);
+  VkQueryPoolCreateInfo qpi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO}; qpi.queryType = VK_QUERY_TYPE_TIMESTAMP; qpi.queryCount = 4;
+  VkQueryPool qp; CK(vkCreateQueryPool(dev, &qpi, nullptr, &qp));
+  VkPhysicalDeviceProperties props; vkGetPhysicalDeviceProperties(pd, &props);
   VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 6};
   VkDescriptorPoolCreateInfo dpi{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO}; dpi.maxSets = 2; dpi.poolSizeCount = 1; dpi.pPoolSizes = &ps;
   VkDescriptorPool dp; CK(vkCreateDescriptorPool(dev, &dpi, nullptr, &dp));
-  Buf in[2] = {mk(N * 4, HV, DL), mk(N * 4, HV | DL, 0)}, out = mk(N * 4, HV, DL), ctl = mk(256, HV, DL);
+  Buf in[2] = {mk(N * 4, HV, DL), mk(N * 4, HV | DL, 0)}, out = mk(N * 4, HV, DL), ctl = mk(256, HV | DL, 0);
   VkCommandPoolCreateInfo cpi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO}; cpi.queueFamilyIndex = fam;
   VkCommandPool pool; CK(vkCreateCommandPool(dev, &cpi, nullptr, &pool));
   VkCommandBuffer cb[2]; uint32_t nn = N;
@@ -69,7 +90,15 @@ int main() {
     CK(vkAllocateCommandBuffers(dev, &cai, &cb[k]));
     VkCommandBufferBeginInfo b{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO}; CK(vkBeginCommandBuffer(cb[k], &b));
     vkCmdBindPipeline(cb[k], VK_PIPELINE_BIND_POINT_COMPUTE, relu); vkCmdBindDescriptorSets(cb[k], VK_PIPELINE_BIND_POINT_COMPUTE, pl, 0, 1, &ds, 0, nullptr);
-    vkCmdPushConstants(cb[k], pl, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &nn); vkCmdDispatch(cb[k], 1, 1, 1); CK(vkEndCommandBuffer(cb[k]));
+    vkCmdPushConstants(cb[k], pl, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &nn);
+    if (stamps) { vkCmdResetQueryPool(cb[k], qp, 2 * k, 2); vkCmdWriteTimestamp(cb[k], VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, 2 * k); }
+    vkCmdDispatch(cb[k], 1, 1, 1);
+    if (barrier) {
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER}; mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT; mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+      vkCmdPipelineBarrier(cb[k], VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    }
+    if (stamps) vkCmdWriteTimestamp(cb[k], VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qp, 2 * k + 1);
+    CK(vkEndCommandBuffer(cb[k]));
   }
   VkSemaphoreTypeCreateInfo sti{VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO}; sti.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
   VkSemaphoreCreateInfo sci{VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO}; sci.pNext = &sti;
@@ -79,7 +108,7 @@ int main() {
   float* y = static_cast<float*>(out.p);
   for (int round = 0; round < 2; ++round) {
     for (int k = 0; k < 2; ++k) {
-      std::vector<double> wr, sub, spin, all; int wrong = 0;
+      std::vector<double> wr, sub, spin, all, gpu; int wrong = 0;
       for (int r = 0; r < REPS; ++r) {
         for (int i = 0; i < N; ++i) src[i] = float((i * 7 + r) % 19) - 9.f;
         std::memset(y, 0xff, N * 4); idle(100);
@@ -89,16 +118,22 @@ int main() {
         si.signalSemaphoreCount = 1; si.pSignalSemaphores = &done;
         const auto t0 = clk::now();
         std::memcpy(in[k].p, src.data(), N * 4);
+        static_cast<volatile uint32_t*>(ctl.p)[0] = 0;  // the dependent read's offset (PROBE_DEP)
         const auto t1 = clk::now();
         CK(vkQueueSubmit(q, 1, &si, VK_NULL_HANDLE));
         const auto t2 = clk::now();
         uint64_t cv = 0; do { CK(vkGetSemaphoreCounterValue(dev, done, &cv)); } while (cv < sig);
         const auto t3 = clk::now();
+        if (stamps) {
+          uint64_t t[2]; CK(vkGetQueryPoolResults(dev, qp, 2 * k, 2, sizeof t, t, 8, VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+          gpu.push_back(double(t[1] - t[0]) * props.limits.timestampPeriod / 1000.0);
+        }
         wr.push_back(us(t0, t1)); sub.push_back(us(t1, t2)); spin.push_back(us(t2, t3)); all.push_back(us(t0, t3));
         for (int i = 0; i < N; ++i) if (y[i] != std::max(src[i], 0.f)) { wrong++; break; }
       }
       std::printf("%s round %d: write p50 %.2f  submit p50 %.2f p99 %.2f  spin p50 %.2f  total p50 %.2f p99 %.2f us  wrong %d of %d\n",
                   k ? "bar" : "sys", round + 1, p50(wr), p50(sub), p99(sub), p50(spin), p50(all), p99(all), wrong, REPS);
+      if (stamps) std::printf("    the GPU's own time of the dispatch p50 %.2f us\n", p50(gpu));
     }
   }
   CK(vkDeviceWaitIdle(dev));

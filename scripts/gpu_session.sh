@@ -36,6 +36,14 @@ load() {
   [[ $line == "{"* ]] && echo "{\"name\": \"$name\", \"wall_s\": $wall, ${line:1}" >> "$out/results.jsonl"
 }
 on() { [[ " $sections " == *" $1 "* ]]; }
+# off_irq: sets $slow to the CPU that takes the GPU's first interrupt vector and $others to every
+# other CPU (a taskset list): the lone rows run there (DESIGN.md "The GPU's interrupt CPU").
+off_irq() {
+  local first
+  first=$(grep -i nvidia /proc/interrupts | head -1 | cut -d: -f1 | tr -d ' ')
+  slow=$(cat /proc/irq/$first/effective_affinity_list 2>/dev/null || echo none)
+  others=$(seq 0 $(( $(nproc) - 1 )) | grep -vx "$slow" | paste -sd, -)
+}
 # traced NAME TRACE [env V=X ... --] BINARY ARGS...: one load with GPUBATCH_TRACE=OUT/TRACE.json, its batches broken
 # into stages in OUT/batches-TRACE.txt (bench/trace_batches.py), the trace kept gzipped.
 traced() {
@@ -3498,9 +3506,7 @@ fi
 # main's build as gpubatch-load-prev: Device::run and the lone future, six rounds interleaved,
 # pinned off the interrupt CPU; the crowd once each.
 if on lonepc31; then
-  first=$(grep -i nvidia /proc/interrupts | head -1 | cut -d: -f1 | tr -d ' ')
-  slow=$(cat /proc/irq/$first/effective_affinity_list 2>/dev/null || echo none)
-  others=$(seq 0 $(( $(nproc) - 1 )) | grep -vx "$slow" | paste -sd, -)
+  off_irq
   pin="taskset -c $others"
   lone="--device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256"
   for rep in 1 2 3 4 5 6; do
@@ -3522,9 +3528,7 @@ fi
 # neither, four rounds interleaved beside a lone Device::run; then each of plain and both once
 # with the GPU's own time (PROBE_TIMESTAMPS=1). Lines to OUT/parts31c.txt.
 if on parts31c; then
-  first=$(grep -i nvidia /proc/interrupts | head -1 | cut -d: -f1 | tr -d ' ')
-  slow=$(cat /proc/irq/$first/effective_affinity_list 2>/dev/null || echo none)
-  others=$(seq 0 $(( $(nproc) - 1 )) | grep -vx "$slow" | paste -sd, -)
+  off_irq
   echo "interrupt cpu $slow, callers on $others" >> "$out/parts31c.txt"
   for rep in 1 2 3 4; do
     for v in "" "PROBE_BARRIER=1" "PROBE_DEP=1" "PROBE_BARRIER=1 PROBE_DEP=1"; do
@@ -3546,9 +3550,7 @@ fi
 # the interrupt CPU; the compute-family probe at the start and the end (OUT/pause31.txt); the crowd
 # at 5 and 30 once each.
 if on pause31; then
-  first=$(grep -i nvidia /proc/interrupts | head -1 | cut -d: -f1 | tr -d ' ')
-  slow=$(cat /proc/irq/$first/effective_affinity_list 2>/dev/null || echo none)
-  others=$(seq 0 $(( $(nproc) - 1 )) | grep -vx "$slow" | paste -sd, -)
+  off_irq
   echo "interrupt cpu $slow, callers on $others" >> "$out/pause31.txt"
   have submit-parts && PROBE_FAMILY=compute timeout 60 taskset -c $others "$run" submit-parts >> "$out/pause31.txt" 2>&1
   pin="taskset -c $others"
@@ -3571,9 +3573,7 @@ fi
 # family, the one gpubatch prefers), six rounds interleaved, each beside a lone Device::run; all
 # pinned off the interrupt CPU. Lines to OUT/parts31b.txt.
 if on parts31b; then
-  first=$(grep -i nvidia /proc/interrupts | head -1 | cut -d: -f1 | tr -d ' ')
-  slow=$(cat /proc/irq/$first/effective_affinity_list 2>/dev/null || echo none)
-  others=$(seq 0 $(( $(nproc) - 1 )) | grep -vx "$slow" | paste -sd, -)
+  off_irq
   echo "interrupt cpu $slow, callers on $others" >> "$out/parts31b.txt"
   for rep in 1 2 3 4 5 6; do
     for fam in first compute; do
@@ -3590,9 +3590,7 @@ fi
 # spin, eight processes pinned off the interrupt CPU, each beside a lone Device::run. Lines to
 # OUT/parts31.txt.
 if on parts31; then
-  first=$(grep -i nvidia /proc/interrupts | head -1 | cut -d: -f1 | tr -d ' ')
-  slow=$(cat /proc/irq/$first/effective_affinity_list 2>/dev/null || echo none)
-  others=$(seq 0 $(( $(nproc) - 1 )) | grep -vx "$slow" | paste -sd, -)
+  off_irq
   echo "interrupt cpu $slow, callers on $others" >> "$out/parts31.txt"
   for rep in 1 2 3 4 5 6 7 8; do
     have submit-parts && { echo "== process $rep"; timeout 60 taskset -c $others "$run" submit-parts; } >> "$out/parts31.txt" 2>&1
@@ -3609,9 +3607,7 @@ fi
 # (GPUBATCH_GPU_TIMESTAMPS=on), each beside an untraced future and Device::run (--unbatched), all
 # pinned off the CPU that takes the GPU's interrupt. Per process: OUT/batches-lone31-N.txt.
 if on lone31; then
-  first=$(grep -i nvidia /proc/interrupts | head -1 | cut -d: -f1 | tr -d ' ')
-  slow=$(cat /proc/irq/$first/effective_affinity_list 2>/dev/null || echo none)
-  others=$(seq 0 $(( $(nproc) - 1 )) | grep -vx "$slow" | paste -sd, -)
+  off_irq
   echo "interrupt cpu $slow, callers on $others" >> "$out/log.txt"
   pin="taskset -c $others"
   lone="--device 0 --threads 1 --inflight 1 --op relu --size 256 --requests 20000 --host-probe"
@@ -3629,9 +3625,7 @@ if on lone31; then
 fi
 
 if on lone30; then
-  first=$(grep -i nvidia /proc/interrupts | head -1 | cut -d: -f1 | tr -d ' ')
-  slow=$(cat /proc/irq/$first/effective_affinity_list 2>/dev/null || echo none)
-  others=$(seq 0 $(( $(nproc) - 1 )) | grep -vx "$slow" | paste -sd, -)
+  off_irq
   echo "interrupt cpu $slow, callers on $others" >> "$out/log.txt"
   pin="taskset -c $others"
   lone="--device 0 --threads 1 --inflight 1 --op relu --size 256 --requests 20000 --host-probe"

@@ -1,7 +1,7 @@
 #pragma once
 // What every plain-Vulkan probe in this folder does the same way: fail loudly on a Vulkan error,
-// open an instance (Vulkan 1.2), take the first discrete GPU (else the first device), and make a
-// compute pipeline from SPIR-V. Header-only; each probe builds with `-I..` (see its README).
+// open an instance (Vulkan 1.2), take the first discrete GPU (else the first device), open it with
+// one queue of a family and timeline semaphores on, and make a compute pipeline from SPIR-V. Header-only; each probe builds with `-I..` (see its README).
 #include <vulkan/vulkan.h>
 
 #include <cstddef>
@@ -25,6 +25,17 @@ inline VkPhysicalDevice probe_device(VkInstance inst) {
   std::vector<VkPhysicalDevice> pds(n); vkEnumeratePhysicalDevices(inst, &n, pds.data());
   for (auto d : pds) { VkPhysicalDeviceProperties p; vkGetPhysicalDeviceProperties(d, &p); if (p.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU) return d; }
   return pds[0];
+}
+
+// The device with one queue of family `fam` (into *queue) and timeline semaphores enabled.
+inline VkDevice probe_open(VkPhysicalDevice pd, uint32_t fam, VkQueue* queue) {
+  float prio = 1.f;
+  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO}; qci.queueFamilyIndex = fam; qci.queueCount = 1; qci.pQueuePriorities = &prio;
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES}; f12.timelineSemaphore = VK_TRUE;
+  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO}; dci.pNext = &f12; dci.queueCreateInfoCount = 1; dci.pQueueCreateInfos = &qci;
+  VkDevice dev; CK(vkCreateDevice(pd, &dci, nullptr, &dev));
+  vkGetDeviceQueue(dev, fam, 0, queue);
+  return dev;
 }
 
 inline VkPipeline probe_pipeline(VkDevice dev, VkPipelineLayout layout, const uint32_t* code, size_t size) {

@@ -42,12 +42,8 @@ int main() {
     if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && !(compute_only && (qf[i].queueFlags & VK_QUEUE_GRAPHICS_BIT))) fam = i;
   if (fam == qn) { std::printf("no such queue family\n"); return 1; }
   std::printf("family %u (%s)\n", fam, (qf[fam].queueFlags & VK_QUEUE_GRAPHICS_BIT) ? "graphics + compute" : "compute only");
-  float prio = 1.f;
-  VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO}; qci.queueFamilyIndex = fam; qci.queueCount = 1; qci.pQueuePriorities = &prio;
-  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES}; f12.timelineSemaphore = VK_TRUE;
-  VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO}; dci.pNext = &f12; dci.queueCreateInfoCount = 1; dci.pQueueCreateInfos = &qci;
-  VkDevice dev; CK(vkCreateDevice(pd, &dci, nullptr, &dev));
-  VkQueue q; vkGetDeviceQueue(dev, fam, 0, &q);
+  VkQueue q;
+  VkDevice dev = probe_open(pd, fam, &q);
   VkPhysicalDeviceMemoryProperties mp; vkGetPhysicalDeviceMemoryProperties(pd, &mp);
   const VkMemoryPropertyFlags HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
   const VkMemoryPropertyFlags DL = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;

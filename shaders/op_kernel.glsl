@@ -45,10 +45,29 @@ void apply_one(Segment s, uint k) {
 }
 
 #ifndef GPUBATCH_VECTOR
+// A lone request whose inputs lie in the batch's staging (segment_count 1, scratch_count its
+// length; vulkan_batch_device.cpp dispatches_of): its inputs' addresses ride in the push constants,
+// a in `blocks` and b in `scratch`, so their loads go out beside the segment record's instead of
+// after it. That dependent read cost a lone request 0.7 us on the H200 (bench/probes/submit-parts,
+// PROBE_DEP; BENCHMARKS.md, thirty-first session); the record still gives dst and the scalars,
+// which change from request to request while the recorded command buffer does not.
+void lone_segment(uint g) {
+  if (g >= pc.scratch_count) return;
+  float b = 0.0;
+  if (ARITY == 2u) b = FloatsIn(pc.scratch).v[g];
+  float a = FloatsIn(pc.blocks).v[g];
+  Segment s = SegmentTable(pc.segments).s[0];
+  FloatsOut(s.dst).v[g] = APPLY(a, b, s.p0, uintBitsToFloat(s.u0));
+}
+
 void main() {
   uint block = block_index();
   if (block >= pc.block_count) return;
   uint g = block * WORKGROUP_SIZE + gl_LocalInvocationID.x;
+  if (pc.segment_count == 1u && pc.scratch_count != 0u) {
+    lone_segment(g);
+    return;
+  }
   Segment s = SegmentTable(pc.segments).s[find_segment(block, g)];
   uint k = g - s.start;
   if (k < s.len) apply_one(s, k);

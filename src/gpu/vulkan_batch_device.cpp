@@ -49,6 +49,16 @@ struct GroupKernels {
   VkPipeline pipeline = VK_NULL_HANDLE;
   VkPipeline dot_final = VK_NULL_HANDLE;  // dot only
   std::uint32_t blocks_per_workgroup = 1;  // 16: a built-in element-wise kernel's _v4 form
+  // A built-in element-wise kernel's one-wide form: a lone request's input addresses and length
+  // can ride in its push constants (op_kernel.glsl lone_segment; Encoder::lone_inputs).
+  bool lone_addresses = false;
+};
+
+// A group of one request whose inputs the Encoder put in staging: what dispatches_of() pushes
+// for op_kernel.glsl's lone_segment() (len 0: the group reads its segment table as usual).
+struct LoneInputs {
+  std::uint64_t a = 0, b = 0;
+  std::uint32_t len = 0;
 };
 
 // The fused kernel's shape for a chain: step i reads step i-1 (the first reads x, external input
@@ -118,6 +128,7 @@ struct Frame {
   TransferFrame transfer;             // the copy-engine path's staging, device memory, commands
   plan::BatchPlan plan;               // what the batch is: groups, layout, output slots
   std::vector<GroupKernels> kernels;  // by plan group
+  std::vector<LoneInputs> lone;       // by plan group (Encoder::lone_inputs)
   std::vector<CopyOp> copies;         // the inputs, in staging order
   // Caller host buffers this batch reads or writes: kept alive until the batch is done and its
   // frame released (an abandoned batch's never are: the GPU may still use them), and their GPU copies.
@@ -305,6 +316,7 @@ GroupKernels kernels_of(Kernels& kernels, const plan::Group& g, const Request& r
         break;
       }
       k.pipeline = kernels.get(plan::kernel_name(g.op));
+      k.lone_addresses = op_info(g.op).kind == OpKind::ew;
       if (g.op == Op::dot) k.dot_final = kernels.get("dot_final");
   }
   return k;
@@ -422,6 +434,7 @@ class Encoder {
     f_.host_results.clear();
     f_.host_in.clear();
     f_.host_out.clear();
+    f_.lone.assign(f_.plan.groups().size(), LoneInputs{});
     const plan::BatchPlan& p = f_.plan;
     auto* segments = reinterpret_cast<SegmentRecord*>(st_.up);
     auto* block_table = reinterpret_cast<std::uint32_t*>(st_.up + p.layout().segments_bytes);
@@ -435,6 +448,7 @@ class Encoder {
         addresses(g, r, p.outputs()[index], s);
         plan::place_segment(g, r, j, at, s, block_table + g.first_block);
         segments[g.first_segment + j] = s;
+        if (g.request_count == 1) lone_inputs(g, r, s);
       }
     }
   }
@@ -513,6 +527,15 @@ class Encoder {
     s.b = st_.up_addr + scalar_off;
   }
 
+  // A lone request of a one-wide element-wise kernel whose inputs lie in the frame's staging: their
+  // addresses are the frame's own from batch to batch, so pushing them keeps a lone caller's
+  // command buffer reusable (a caller's host buffer, a new address each time, would not).
+  void lone_inputs(const plan::Group& g, const Request& r, const SegmentRecord& s) {
+    const std::size_t gi = static_cast<std::size_t>(&g - f_.plan.groups().data());
+    if (!f_.kernels[gi].lone_addresses || r.host_a || r.host_b) return;
+    f_.lone[gi] = LoneInputs{s.a, s.b, s.len};
+  }
+
   Frame& f_;
   const Staging& st_;
   const detail::GpuContext* ctx_;  // the batch's: where its host buffers are looked up
@@ -534,6 +557,12 @@ void dispatches_of(const Frame& f, const Staging& st, std::vector<RecordedDispat
                    DispatchArgs{st.up_addr + g.first_segment * sizeof(SegmentRecord),
                                 st.up_addr + l.segments_bytes + g.first_block * 4, scratch, g.block_count,
                                 g.request_count, f.kernels[gi].blocks_per_workgroup}});
+    const LoneInputs& lone = f.lone[gi];
+    if (lone.len == 0) continue;
+    DispatchArgs& args = out.back().args;  // op_kernel.glsl lone_segment(): blocks = a, scratch = b
+    args.blocks = lone.a;
+    args.scratch = lone.b;
+    args.scratch_count = lone.len;
   }
 }
 

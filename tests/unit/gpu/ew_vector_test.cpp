@@ -132,6 +132,44 @@ TEST_P(EwVector, HostBuffersInPlaceMatchTheReference) {
   }
 }
 
+// A lone request of every op, batch after batch on one device: lengths that repeat (the frame's
+// command buffer submitted again; in the one-wide form its push constants hold the inputs'
+// addresses and length, op_kernel.glsl lone_segment) and lengths that change; between them a
+// batch of several (the segment table again), a lone request from a host buffer (its address in
+// the table, not pushed), one whose result goes to a host buffer, and one with other scalars.
+TEST_P(EwVector, ALoneRequestOfEveryOpMatchesTheReferenceBatchAfterBatch) {
+  VectorSetting setting(std::get<0>(GetParam()));
+  Device device = open_with_threshold(std::get<1>(GetParam()));
+  auto batch_device = device.batch_device();
+  std::mt19937 rng(13);
+  auto check = [&](std::vector<Request> requests) { return all_match(*batch_device->submit(pointers_to(requests)), requests); };
+  for (Op op : elementwise_ops()) {
+    for (std::size_t n : {256, 256, 1, 4099, 4099, 256, 70000}) ASSERT_TRUE(check({sample_request(op, n, rng)})) << n;
+    ASSERT_TRUE(check({sample_request(op, 256, rng), sample_request(op, 256, rng), sample_request(op, 7, rng)}));
+    ASSERT_TRUE(check({sample_request(op, 256, rng)})) << "after a batch of three";
+  }
+  HostBuffer in = device.allocate_host(256), out = device.allocate_host(256);
+  const std::vector<float> x = random_floats(256, rng);
+  std::copy(x.begin(), x.end(), in.begin());
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(check({Request::from_host(Op::relu, in)})) << "from a host buffer";
+    ASSERT_TRUE(check({Request::relu(random_floats(256, rng))})) << "from a vector again";
+  }
+  std::fill(out.begin(), out.end(), -1.0f);
+  Request to_host = Request::relu(random_floats(256, rng));
+  to_host.deliver_to(out);
+  auto batch = batch_device->submit(std::vector<const Request*>{&to_host});
+  ASSERT_TRUE(batch->wait_for(std::chrono::seconds(60)));
+  Result r;
+  batch->take_result(0, r);
+  r.values.assign(out.begin(), out.end());
+  EXPECT_FALSE(reference::check(to_host, r)) << "into a host buffer";
+  for (float factor : {2.0f, -0.5f, 3.0f}) {
+    std::vector<Request> scaled{Request::scale(random_floats(256, rng), factor)};
+    ASSERT_TRUE(check(scaled)) << "scale by " << factor;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(FormsAndPaths, EwVector,
                          ::testing::Combine(::testing::Values("on", "off"), both_paths()),
                          [](const ::testing::TestParamInfo<Param>& info) {

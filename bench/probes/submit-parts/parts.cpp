@@ -28,6 +28,25 @@ static double p99(std::vector<double> v) { std::sort(v.begin(), v.end()); return
 static void idle(double u) { auto until = clk::now() + std::chrono::nanoseconds(static_cast<long>(u * 1000)); while (clk::now() < until) {} }
 struct Buf { VkBuffer b; VkDeviceMemory m; void* p = nullptr; };
 static const int N = 256, REPS = 5000;
+// PROBE_CPU=1: the CPU's own speed beside the parts, every tenth request: a chain of 2,000
+// dependent multiply-adds (the core's clock) and eight copies of 4 KiB between buffers in L1 (its
+// loads and stores), in ns. The thirty-second session saw the submit call's slow state come with a
+// slower memcpy; this says whether the core itself is slower then.
+static double chain_ns() {
+  volatile uint64_t seed = 1; uint64_t x = seed;
+  const auto t0 = clk::now();
+  for (int i = 0; i < 2000; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  const auto t1 = clk::now();
+  seed = x;
+  return std::chrono::duration<double, std::nano>(t1 - t0).count();
+}
+static double copy_ns() {
+  alignas(64) static char a[4096], b[4096];
+  const auto t0 = clk::now();
+  for (int i = 0; i < 8; ++i) { std::memcpy(i & 1 ? a : b, i & 1 ? b : a, sizeof a); asm volatile("" ::: "memory"); }
+  const auto t1 = clk::now();
+  return std::chrono::duration<double, std::nano>(t1 - t0).count();
+}
 int main() {
   VkInstance inst = probe_instance();
   VkPhysicalDevice pd = probe_device(inst);
@@ -63,7 +82,7 @@ int main() {
   VkPipelineLayoutCreateInfo pli{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO}; pli.setLayoutCount = 1; pli.pSetLayouts = &dsl; pli.pushConstantRangeCount = 1; pli.pPushConstantRanges = &pcr;
   VkPipelineLayout pl; CK(vkCreatePipelineLayout(dev, &pli, nullptr, &pl));
   auto flag = [](const char* name) { const char* v = std::getenv(name); return v != nullptr && std::strcmp(v, "1") == 0; };
-  const bool barrier = flag("PROBE_BARRIER"), dep = flag("PROBE_DEP"), stamps = flag("PROBE_TIMESTAMPS");
+  const bool barrier = flag("PROBE_BARRIER"), dep = flag("PROBE_DEP"), stamps = flag("PROBE_TIMESTAMPS"), cpu_probe = flag("PROBE_CPU");
   std::printf("barrier %d, dependent read %d, timestamps %d\n", barrier, dep, stamps);
   VkPipeline relu = dep ? probe_pipeline(dev, pl, relu_dep_spv, sizeof relu_dep_spv) : probe_pipeline(dev, pl, relu_spv, sizeof relu_spv);
   VkQueryPoolCreateInfo qpi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO}; qpi.queryType = VK_QUERY_TYPE_TIMESTAMP; qpi.queryCount = 4;
@@ -104,8 +123,9 @@ int main() {
   float* y = static_cast<float*>(out.p);
   for (int round = 0; round < 2; ++round) {
     for (int k = 0; k < 2; ++k) {
-      std::vector<double> wr, sub, spin, all, gpu; int wrong = 0;
+      std::vector<double> wr, sub, spin, all, gpu, chain, copy; int wrong = 0;
       for (int r = 0; r < REPS; ++r) {
+        if (cpu_probe && r % 10 == 0) { chain.push_back(chain_ns()); copy.push_back(copy_ns()); }
         for (int i = 0; i < N; ++i) src[i] = float((i * 7 + r) % 19) - 9.f;
         std::memset(y, 0xff, N * 4); idle(100);
         const uint64_t sig = ++dv;
@@ -130,6 +150,7 @@ int main() {
       std::printf("%s round %d: write p50 %.2f  submit p50 %.2f p99 %.2f  spin p50 %.2f  total p50 %.2f p99 %.2f us  wrong %d of %d\n",
                   k ? "bar" : "sys", round + 1, p50(wr), p50(sub), p99(sub), p50(spin), p50(all), p99(all), wrong, REPS);
       if (stamps) std::printf("    the GPU's own time of the dispatch p50 %.2f us\n", p50(gpu));
+      if (cpu_probe) std::printf("    cpu: chain p50 %.0f ns  copy p50 %.0f ns\n", p50(chain), p50(copy));
     }
   }
   CK(vkDeviceWaitIdle(dev));

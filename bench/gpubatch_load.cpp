@@ -228,6 +228,9 @@ struct ThreadResult {
   // caller on the CPU that takes the GPU's interrupts waits about three times longer (DESIGN.md
   // "The GPU's interrupt CPU"), so each run says where its callers were.
   std::vector<int> caller_cpus;
+  // Each sender's core's copy speed within L1 (bench::l1_copy_ns), before the gate and after its
+  // last request: the driver's submit, and so a lone caller, slows with it (host_noise.hpp).
+  std::vector<int> caller_l1_copy_ns;
 };
 
 void record(ThreadResult& out, const Workload& w, std::uint64_t index, std::future<Result>& future,
@@ -753,6 +756,7 @@ std::vector<std::thread> start_senders(const Options& o, const std::vector<Workl
   for (int t = 0; t < o.threads; ++t) {
     const std::uint64_t share = o.requests / o.threads + (static_cast<std::uint64_t>(t) < o.requests % o.threads);
     threads.emplace_back([&, t, share] {
+      results[t].caller_l1_copy_ns.push_back(static_cast<int>(bench::l1_copy_ns()));
       if (o.rate > 0)
         run_open_loop(o, workloads[t], submitters.submit_with_callback, share, done, results[t], gate);
       else if (o.handlers)
@@ -760,6 +764,7 @@ std::vector<std::thread> start_senders(const Options& o, const std::vector<Workl
       else
         run_closed_loop(o, workloads[t], submitters.submit, share, done, results[t], gate);
       results[t].caller_cpus.push_back(sched_getcpu());
+      results[t].caller_l1_copy_ns.push_back(static_cast<int>(bench::l1_copy_ns()));
     });
   }
   return threads;
@@ -863,6 +868,7 @@ ThreadResult merged(const std::vector<ThreadResult>& results) {
     all.lost += r.lost;
     if (all.first_error.empty()) all.first_error = r.first_error;
     all.caller_cpus.insert(all.caller_cpus.end(), r.caller_cpus.begin(), r.caller_cpus.end());
+    all.caller_l1_copy_ns.insert(all.caller_l1_copy_ns.end(), r.caller_l1_copy_ns.begin(), r.caller_l1_copy_ns.end());
   }
   return all;
 }
@@ -927,7 +933,7 @@ void print_json(const Options& o, const Report& r) {
       "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
       "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
       "\"resident\": %llu, \"direct\": %llu, \"split\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
-      "\"host\": %s, \"caller_cpus\": %s, \"devices\": %s%s}\n",
+      "\"host\": %s, \"caller_cpus\": %s, \"caller_l1_copy_ns\": %s, \"devices\": %s%s}\n",
       json_escaped(r.device_names).c_str(), json_escaped(r.drivers).c_str(), r.preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.think_us, o.rate, o.pace_us,
       static_cast<unsigned long long>(o.requests), r.timing.seconds, double(o.requests) / r.timing.seconds, r.p50, r.p90, r.p99, r.max,
       submit_json,
@@ -946,7 +952,7 @@ void print_json(const Options& o, const Report& r) {
       static_cast<unsigned long long>(after.strand_runs - before.strand_runs),
       static_cast<unsigned long long>(r.all.errors), static_cast<unsigned long long>(r.all.mismatches),
       static_cast<unsigned long long>(r.all.lost), r.verified ? "true" : "false", r.timing.noise.json().c_str(),
-      int_list_json(r.all.caller_cpus).c_str(), r.devices_json.c_str(),
+      int_list_json(r.all.caller_cpus).c_str(), int_list_json(r.all.caller_l1_copy_ns).c_str(), r.devices_json.c_str(),
       timeline_json(r.timing.timeline).c_str());
 }
 

@@ -8,6 +8,11 @@
 // the executor's. gpubatch-stall-probe is the same probe in a process of its own. The process's
 // page faults and involuntary context switches over the run say what the stalls may be: memory
 // mapped and unmapped under every thread (faults), or more runnable threads than cores (switches).
+// l1_copy_ns(): how fast the calling thread's core copies within its L1 cache. On the H200 VMs
+// that speed halves for seconds at a time while the clock holds (a busy sibling hyperthread of
+// the host), and the driver's vkQueueSubmit slows with it (BENCHMARKS.md, thirty-second session):
+// gpubatch-load measures it on each sender before and after the run, so that a lone caller's
+// figure is read with it.
 #include <pthread.h>
 #include <sys/resource.h>
 #include <sys/prctl.h>
@@ -18,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -66,6 +72,22 @@ inline double percentile_of(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, static_cast<std::size_t>(p * static_cast<double>(v.size())))];
+}
+
+// The p50 over 101 tries of eight 4 KiB copies between two buffers in L1, in ns.
+inline double l1_copy_ns() {
+  alignas(64) static thread_local char a[4096], b[4096];
+  std::vector<double> ns;
+  ns.reserve(101);
+  for (int t = 0; t < 101; ++t) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 8; ++i) {
+      std::memcpy(i & 1 ? a : b, i & 1 ? b : a, sizeof a);
+      asm volatile("" ::: "memory");  // each copy is made
+    }
+    ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return percentile_of(std::move(ns), 0.5);
 }
 
 struct HostNoise {

@@ -73,3 +73,16 @@ TEST(OpenLoopPacing, ASleepIsCutAt200UsSoThatResultsAreReaped) {
   EXPECT_GE(slept, std::chrono::microseconds(200));
   EXPECT_LT(slept, std::chrono::milliseconds(500));
 }
+
+// The core's copy speed within L1 (gpubatch-load's caller_l1_copy_ns): eight 4 KiB copies take
+// more than 32 KiB at 1 TB/s and less than a millisecond at p50, on every thread that asks.
+TEST(HostNoise, L1CopySpeedIsAPlausibleTimeOnEveryThread) {
+  std::vector<double> seen(3);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < seen.size(); ++i) threads.emplace_back([&, i] { seen[i] = gb::l1_copy_ns(); });
+  for (auto& t : threads) t.join();
+  for (double ns : seen) {
+    EXPECT_GT(ns, 32.0);
+    EXPECT_LT(ns, 1e6);
+  }
+}

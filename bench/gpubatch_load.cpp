@@ -491,6 +491,7 @@ DeviceCounters summed_counters(const std::vector<Device>& devices) {
     sum.downloads += c.downloads;
     sum.bytes_up += c.bytes_up;
     sum.bytes_down += c.bytes_down;
+    sum.early_results += c.early_results;
   }
   return sum;
 }
@@ -930,7 +931,7 @@ void print_json(const Options& o, const Report& r) {
       "\"send_lag_us\": {\"p50\": %.2f, \"p99\": %.2f, \"max\": %.2f}, "
       "\"batches\": %llu, \"mean_batch_size\": %.2f, "
       "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
-      "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, "
+      "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, \"early_results\": %llu, "
       "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
       "\"resident\": %llu, \"direct\": %llu, \"split\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
       "\"host\": %s, \"caller_cpus\": %s, \"caller_l1_copy_ns\": %s, \"devices\": %s%s}\n",
@@ -944,6 +945,7 @@ void print_json(const Options& o, const Report& r) {
       static_cast<unsigned long long>(counters_after.downloads - counters_before.downloads),
       static_cast<unsigned long long>(counters_after.bytes_up - counters_before.bytes_up),
       static_cast<unsigned long long>(counters_after.bytes_down - counters_before.bytes_down),
+      static_cast<unsigned long long>(counters_after.early_results - counters_before.early_results),
       r.cpu_us_per_request, r.cores_busy, o.idle_ms, r.idle_cores_busy,
       static_cast<unsigned long long>(after.resident - before.resident),
       static_cast<unsigned long long>(after.direct - before.direct),

@@ -12,8 +12,8 @@
 
 #define CK(x) do { VkResult r_ = (x); if (r_ != VK_SUCCESS) { std::fprintf(stderr, "%s -> %d (line %d)\n", #x, r_, __LINE__); std::exit(1);} } while (0)
 
-inline VkInstance probe_instance() {
-  VkApplicationInfo ai{VK_STRUCTURE_TYPE_APPLICATION_INFO}; ai.apiVersion = VK_API_VERSION_1_2;
+inline VkInstance probe_instance(uint32_t api = VK_API_VERSION_1_2) {
+  VkApplicationInfo ai{VK_STRUCTURE_TYPE_APPLICATION_INFO}; ai.apiVersion = api;
   VkInstanceCreateInfo ici{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO}; ici.pApplicationInfo = &ai;
   VkInstance inst; CK(vkCreateInstance(&ici, nullptr, &inst));
   return inst;
@@ -27,11 +27,12 @@ inline VkPhysicalDevice probe_device(VkInstance inst) {
   return pds[0];
 }
 
-// The device with one queue of family `fam` (into *queue) and timeline semaphores enabled.
-inline VkDevice probe_open(VkPhysicalDevice pd, uint32_t fam, VkQueue* queue) {
+// The device with one queue of family `fam` (into *queue) and timeline semaphores enabled; `more`
+// chains further feature structures (a probe's option).
+inline VkDevice probe_open(VkPhysicalDevice pd, uint32_t fam, VkQueue* queue, void* more = nullptr) {
   float prio = 1.f;
   VkDeviceQueueCreateInfo qci{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO}; qci.queueFamilyIndex = fam; qci.queueCount = 1; qci.pQueuePriorities = &prio;
-  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES}; f12.timelineSemaphore = VK_TRUE;
+  VkPhysicalDeviceVulkan12Features f12{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES}; f12.timelineSemaphore = VK_TRUE; f12.pNext = more;
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO}; dci.pNext = &f12; dci.queueCreateInfoCount = 1; dci.pQueueCreateInfos = &qci;
   VkDevice dev; CK(vkCreateDevice(pd, &dci, nullptr, &dev));
   vkGetDeviceQueue(dev, fam, 0, queue);

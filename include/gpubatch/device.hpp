@@ -98,6 +98,9 @@ struct DeviceCounters {
   // Command buffers recorded for batches; a batch whose frame already holds its dispatches (a
   // lone caller's next request of the same op and size) is submitted without one.
   std::uint64_t batch_recordings = 0;
+  // Lone small results taken as they landed, before the batch's timeline signal (DESIGN.md "The
+  // lone caller", early results; GPUBATCH_EARLY_RESULTS=off turns the early look off).
+  std::uint64_t early_results = 0;
 };
 
 class Device {

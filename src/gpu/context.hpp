@@ -26,7 +26,7 @@ namespace gpubatch::detail {
 struct AtomicCounters {
   std::atomic<std::uint64_t> submissions{0}, dispatches{0}, uploads{0}, downloads{0},
       bytes_up{0}, bytes_down{0}, pipelines_created{0}, pipeline_cache_hits{0},
-      copy_submissions{0}, batch_recordings{0};
+      copy_submissions{0}, batch_recordings{0}, early_results{0};
 };
 
 class GpuContext {

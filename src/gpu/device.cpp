@@ -65,7 +65,8 @@ DeviceCounters Device::counters() const {
   auto& c = identity_->counters();
   return {c.submissions.load(), c.dispatches.load(), c.uploads.load(), c.downloads.load(),
           c.bytes_up.load(), c.bytes_down.load(), c.pipelines_created.load(),
-          c.pipeline_cache_hits.load(), c.copy_submissions.load(), c.batch_recordings.load()};
+          c.pipeline_cache_hits.load(), c.copy_submissions.load(), c.batch_recordings.load(),
+          c.early_results.load()};
 }
 
 Result Device::run(const Request& request) {

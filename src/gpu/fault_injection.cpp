@@ -32,6 +32,8 @@ bool FaultInjector::fire(Fault fault) {
   return false;
 }
 
+bool FaultInjector::any_armed() { return g_any.load(std::memory_order_relaxed); }
+
 std::uint64_t FaultInjector::fired(Fault fault) { return g_fired[static_cast<int>(fault)].load(); }
 
 }  // namespace gpubatch::gpu

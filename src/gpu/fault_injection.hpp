@@ -28,6 +28,9 @@ class FaultInjector {
   static void disarm_all();
   // True when this occurrence must fail (consumes one arming).
   static bool fire(Fault fault);
+  // Whether any fault has been armed since the last disarm_all(): paths that would step around
+  // an injected fault (the early look at a lone result, early_results.hpp) stay off then.
+  static bool any_armed();
   // Occurrences that failed because of injection, per fault, since the start.
   static std::uint64_t fired(Fault fault);
 };

@@ -54,6 +54,8 @@ VkMappedMemoryRange Allocation::mapped_range() const {
   return range;
 }
 
+bool Allocation::coherent() const { return block_->coherent; }
+
 void Allocation::invalidate() const {
   if (block_->coherent || !block_->mapped) return;
   const VkMappedMemoryRange range = mapped_range();

@@ -62,6 +62,7 @@ class Allocation {
   VkDeviceSize size() const { return size_; }
   std::uint64_t address() const;  // device address of the first byte
   std::byte* mapped() const;      // null unless host-visible
+  bool coherent() const;          // host-coherent (or not host-visible)
   // Makes GPU writes visible to the host where the memory is not coherent.
   void invalidate() const;
   // Makes host writes visible to the device where the memory is not coherent.

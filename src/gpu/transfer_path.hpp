@@ -102,6 +102,7 @@ struct PathRules {
   bool near_big = false;                     // near_big()
   bool ew_vector = false;                    // ew_vector_kernels()
   bool upload_wait_on_host = false;          // upload_wait_on_host()
+  bool early_results = false;                // early_results() (early_results.hpp)
   SplitRule split;                           // split_rule()
 };
 

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "gpu/custom_kernels.hpp"
+#include "gpu/early_results.hpp"
 #include "gpu/fault_injection.hpp"
 #include "plan/fusion.hpp"
 #include "gpu/glsl_compiler.hpp"
@@ -152,16 +153,23 @@ class VulkanInFlight final : public detail::InFlightBatch {
   ~VulkanInFlight() override {
     // Only a finished batch gives its frame back: the GPU may still be using the memory. One that
     // has not finished (abandoned by a watchdog, or its device lost) keeps its frame out of
-    // circulation; the frame is destroyed with the device, after vkDeviceWaitIdle.
+    // circulation; the frame is destroyed with the device, after vkDeviceWaitIdle. One whose
+    // results landed early settles: it goes back once the counter passes its value.
     try {
       if (done_ || set_->context->wait(frame_->timeline_value, std::chrono::nanoseconds(0)))
         set_->release(frame_);
+      else if (landed_)
+        set_->settle(frame_);
     } catch (const Error&) {
     }
   }
 
+  // Before the submission: watch the lone result's words (early_results.hpp).
+  void look_early(std::byte* at, std::size_t bytes) noexcept { early_.arm(at, bytes); }
+
   bool wait_for(std::chrono::nanoseconds timeout) override {
-    if (done_) return true;
+    if (done_ || landed_) return true;
+    if (early_.armed() && early_.landed()) return land();
     if (!set_->context->wait(frame_->timeline_value, timeout)) return false;
     done_ = true;
     frame_->readback.invalidate();
@@ -188,7 +196,8 @@ class VulkanInFlight final : public detail::InFlightBatch {
   // zero-timeout wait_for (which returns at once: the context has noted the value) finishes the
   // batch as a blocking wait would, injected faults and hidden completions included.
   bool poll() override {
-    if (done_) return true;
+    if (done_ || landed_) return true;
+    if (early_.armed() && early_.landed()) return land();
     if (set_->context->completed_value() < frame_->timeline_value) return false;
     return wait_for(std::chrono::nanoseconds(0));
   }
@@ -235,9 +244,17 @@ class VulkanInFlight final : public detail::InFlightBatch {
   }
 
  private:
+  bool land() {
+    landed_ = true;
+    set_->context->counters().early_results.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
   std::shared_ptr<FrameSet> set_;
   Frame* frame_;
   bool done_ = false;
+  bool landed_ = false;  // every result word seen written before the counter (early_)
+  EarlyLook early_;
 };
 
 // Asks for the first lines (up to 2 KiB) of an input a few copies ahead: each request's input was
@@ -438,7 +455,9 @@ class Encoder {
     const plan::BatchPlan& p = f_.plan;
     auto* segments = reinterpret_cast<SegmentRecord*>(st_.up);
     auto* block_table = reinterpret_cast<std::uint32_t*>(st_.up + p.layout().segments_bytes);
-    for (const plan::Group& g : p.groups()) {
+    const auto groups = p.groups();
+    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+      const plan::Group& g = groups[gi];
       if (g.error) continue;
       plan::SegmentCursor at;
       for (std::uint32_t j = 0; j < g.request_count; ++j) {
@@ -448,7 +467,7 @@ class Encoder {
         addresses(g, r, p.outputs()[index], s);
         plan::place_segment(g, r, j, at, s, block_table + g.first_block);
         segments[g.first_segment + j] = s;
-        if (g.request_count == 1) lone_inputs(g, r, s);
+        if (g.request_count == 1) lone_inputs(gi, r, s);
       }
     }
   }
@@ -530,8 +549,7 @@ class Encoder {
   // A lone request of a one-wide element-wise kernel whose inputs lie in the frame's staging: their
   // addresses are the frame's own from batch to batch, so pushing them keeps a lone caller's
   // command buffer reusable (a caller's host buffer, a new address each time, would not).
-  void lone_inputs(const plan::Group& g, const Request& r, const SegmentRecord& s) {
-    const std::size_t gi = static_cast<std::size_t>(&g - f_.plan.groups().data());
+  void lone_inputs(std::size_t gi, const Request& r, const SegmentRecord& s) {
     if (!f_.kernels[gi].lone_addresses || r.host_a || r.host_b) return;
     f_.lone[gi] = LoneInputs{s.a, s.b, s.len};
   }
@@ -605,6 +623,21 @@ std::uint64_t record(detail::GpuContext& ctx, Frame& f, const Staging& st) {
   return rec.dispatches();
 }
 
+// Whether a batch's result is watched as it lands (early_results.hpp): one built-in element-wise
+// request of at most kEarlyResultBytes, written by its kernel into host-coherent readback, and
+// nothing that would step around the early look: no caller host buffers (their lifetime ends
+// with the frame's), no timestamps (read once finished), no armed fault (an injected hang or
+// lost wait must be seen as the counter would show it).
+bool looks_early(const Frame& f, const Staging& st) {
+  const auto groups = f.plan.groups();
+  if (groups.size() != 1 || groups[0].request_count != 1 || groups[0].error) return false;
+  if (op_info(groups[0].op).kind != OpKind::ew || f.plan.outputs().size() != 1) return false;
+  const plan::OutputSlot& slot = f.plan.outputs()[0];
+  if (slot.error || slot.host || slot.states || slot.bytes == 0 || slot.bytes > kEarlyResultBytes) return false;
+  if (st.copy_engine && !st.results_by_kernel) return false;
+  return f.host_refs.empty() && !f.timestamps && f.readback.coherent() && !FaultInjector::any_armed();
+}
+
 }  // namespace
 
 FrameSet::FrameSet(std::shared_ptr<detail::GpuContext> ctx) : context(std::move(ctx)) {}
@@ -622,6 +655,7 @@ FrameSet::~FrameSet() {
 }
 
 Frame* FrameSet::acquire() {
+  if (settling_count.load(std::memory_order_relaxed) != 0) take_settled();
   std::lock_guard lock(mutex);
   if (!free.empty()) {
     Frame* f = free.back();
@@ -657,6 +691,25 @@ Frame* FrameSet::acquire() {
   return f;
 }
 
+void FrameSet::settle(Frame* frame) {
+  std::lock_guard lock(mutex);
+  settling.push_back(frame);
+  settling_count.store(settling.size(), std::memory_order_relaxed);
+}
+
+// The settling frames whose values the counter has passed go back to `free`. The counter is read
+// outside the lock; a lost device's read throws, and its frames stay out (as an abandoned one's).
+void FrameSet::take_settled() {
+  const std::uint64_t done = context->completed_value();
+  std::lock_guard lock(mutex);
+  std::erase_if(settling, [&](Frame* f) {
+    if (f->timeline_value > done) return false;
+    free.push_back(f);
+    return true;
+  });
+  settling_count.store(settling.size(), std::memory_order_relaxed);
+}
+
 void FrameSet::release(Frame* frame) {
   // The batch is done with the callers' host buffers: let them go now, not when the frame is next
   // used (maybe never). An imported one is the caller's memory, which the caller may free once no
@@ -679,6 +732,7 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
             near_big(),
             ew_vector_kernels(context->info().type == "cpu"),
             upload_wait_on_host(),
+            early_results(),
             split_rule(*context, identity_->options())};
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.
@@ -783,6 +837,10 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
 
   // 3. Record one command buffer and submit it.
   const std::uint64_t dispatches = record(*ctx, *frame, staging);
+  if (rules_.early_results && looks_early(*frame, staging)) {
+    const plan::OutputSlot& slot = plan.outputs()[0];
+    in_flight->look_early(frame->readback.mapped() + slot.offset, slot.bytes);
+  }
   try {
     frame->timeline_value = ctx->submit(frame->commands, upload_value);
   } catch (...) {

@@ -28,11 +28,20 @@ struct FrameSet {
   ~FrameSet();
   Frame* acquire();
   void release(Frame* frame);
+  // A frame whose batch's results were taken before its timeline value was seen (an early look,
+  // early_results.hpp): it goes back to `free` once the counter has passed that value, looked at
+  // by acquire().
+  void settle(Frame* frame);
 
   const std::shared_ptr<detail::GpuContext> context;  // first: destroyed last
   std::mutex mutex;
   std::vector<std::unique_ptr<Frame>> frames;
   std::vector<Frame*> free;
+  std::vector<Frame*> settling;
+  std::atomic<std::size_t> settling_count{0};  // settling.size(), read without the lock
+
+ private:
+  void take_settled();
 };
 
 class VulkanBatchDevice : public detail::BatchDevice,

@@ -1,0 +1,27 @@
+#include "gpu/early_results.hpp"
+
+#include <atomic>
+
+#include "gpu/env_switch.hpp"
+
+namespace gpubatch::gpu {
+
+bool early_results() { return env_switch("GPUBATCH_EARLY_RESULTS", true, "on", "off"); }
+
+void EarlyLook::arm(std::byte* at, std::size_t bytes) noexcept {
+  words_ = reinterpret_cast<std::uint32_t*>(at);
+  count_ = bytes / sizeof(std::uint32_t);
+  next_ = 0;
+  for (std::size_t i = 0; i < count_; ++i) words_[i] = kSentinel;
+}
+
+bool EarlyLook::landed() noexcept {
+  // The device writes these words behind the compiler's back: atomic loads, so that each look
+  // reads memory again.
+  while (next_ < count_ && __atomic_load_n(words_ + next_, __ATOMIC_RELAXED) != kSentinel) ++next_;
+  if (next_ < count_) return false;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return true;
+}
+
+}  // namespace gpubatch::gpu

@@ -1,7 +1,5 @@
 #include "gpu/early_results.hpp"
 
-#include <atomic>
-
 #include "gpu/env_switch.hpp"
 
 namespace gpubatch::gpu {
@@ -17,11 +15,9 @@ void EarlyLook::arm(std::byte* at, std::size_t bytes) noexcept {
 
 bool EarlyLook::landed() noexcept {
   // The device writes these words behind the compiler's back: atomic loads, so that each look
-  // reads memory again.
-  while (next_ < count_ && __atomic_load_n(words_ + next_, __ATOMIC_RELAXED) != kSentinel) ++next_;
-  if (next_ < count_) return false;
-  std::atomic_thread_fence(std::memory_order_acquire);
-  return true;
+  // reads memory again; acquire (a plain load on x86), so that the results' reads come after.
+  while (next_ < count_ && __atomic_load_n(words_ + next_, __ATOMIC_ACQUIRE) != kSentinel) ++next_;
+  return next_ == count_;
 }
 
 }  // namespace gpubatch::gpu

@@ -36,6 +36,8 @@ load() {
   [[ $line == "{"* ]] && echo "{\"name\": \"$name\", \"wall_s\": $wall, ${line:1}" >> "$out/results.jsonl"
 }
 on() { [[ " $sections " == *" $1 "* ]]; }
+# alternate REP A B: "A B" in odd rounds, "B A" in even ones (interleaved A/B runs, order swapped).
+alternate() { if [ $(( $1 % 2 )) = 1 ]; then echo "$2 $3"; else echo "$3 $2"; fi; }
 # off_irq: sets $slow to the CPU that takes the GPU's first interrupt vector and $others to every
 # other CPU (a taskset list): the lone rows run there (DESIGN.md "The GPU's interrupt CPU").
 off_irq() {
@@ -3592,7 +3594,7 @@ if on line33; then
   off_irq
   pin="taskset -c $others"
   for rep in 1 2 3 4; do
-    for v in $( [ $((rep % 2)) = 1 ] && echo "on off" || echo "off on"); do
+    for v in $(alternate $rep on off); do
       for n in 1024 4096; do
         load l33-lone$n-$v-$rep env GPUBATCH_EARLY_RESULTS=$v -- gpubatch-load --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size $n
         load l33-unb$n-$v-$rep env GPUBATCH_EARLY_RESULTS=$v -- gpubatch-load --unbatched --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size $n
@@ -3607,7 +3609,7 @@ fi
 # senders, one sender at 20,000/s (handlers), a lone future with 100 us of think time.
 if on open33; then
   for rep in $(seq 1 ${OPEN33_ROUNDS:-2}); do
-    for v in $( [ $((rep % 2)) = 1 ] && echo "on off" || echo "off on"); do
+    for v in $(alternate $rep on off); do
       load o33-open2500k-$v-$rep env GPUBATCH_EARLY_RESULTS=$v -- gpubatch-load --device 0 --host-probe --threads 16 --op relu --size 256 --rate 2500000 --requests 7500000
       load o33-rate20k-$v-$rep env GPUBATCH_EARLY_RESULTS=$v -- gpubatch-load --device 0 --threads 1 --rate 20000 --requests 100000 --op relu --size 256
       load o33-think-$v-$rep env GPUBATCH_EARLY_RESULTS=$v -- gpubatch-load --device 0 --threads 1 --inflight 1 --think-us 100 --requests 20000 --op relu --size 256
@@ -3643,7 +3645,7 @@ fi
 # alternating order, with the host probe (early33 ran "on" first in both of its pairs).
 if on crowd33; then
   for rep in $(seq 1 ${CROWD33_ROUNDS:-3}); do
-    for v in $( [ $((rep % 2)) = 1 ] && echo "off on" || echo "on off"); do
+    for v in $(alternate $rep off on); do
       load c33-crowd-$v-$rep env GPUBATCH_EARLY_RESULTS=$v -- gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 6000000 --op relu --size 256 --host-probe
     done
   done
@@ -3658,7 +3660,7 @@ if on early33; then
   pin="taskset -c $others"
   lone="--device 0 --threads 1 --inflight 1 --requests 40000 --op relu --size 256"
   for rep in 1 2 3 4 5 6 7 8 9 10; do
-    for v in $( [ $((rep % 2)) = 1 ] && echo "on off" || echo "off on"); do
+    for v in $(alternate $rep on off); do
       load e33-unb-$v-$rep env GPUBATCH_EARLY_RESULTS=$v -- gpubatch-load --unbatched $lone
       load e33-lone-$v-$rep env GPUBATCH_EARLY_RESULTS=$v -- gpubatch-load $lone
       [ $rep -le 4 ] && load e33-sync-$v-$rep env GPUBATCH_EARLY_RESULTS=$v -- gpubatch-load --sync $lone
@@ -3680,7 +3682,7 @@ if on lonepc32; then
   pin="taskset -c $others"
   lone="--device 0 --threads 1 --inflight 1 --requests 40000 --op relu --size 256"
   for rep in 1 2 3 4 5 6 7 8 9 10; do
-    for v in $( [ $((rep % 2)) = 1 ] && echo "new prev" || echo "prev new"); do
+    for v in $(alternate $rep new prev); do
       b=gpubatch-load; [ $v = prev ] && b=gpubatch-load-prev
       load pc32-unb-$v-$rep $b --unbatched $lone
       load pc32-lone-$v-$rep $b $lone

@@ -1,6 +1,6 @@
 #pragma once
 // A lone small result read as it lands, before the batch's timeline signal (DESIGN.md "The lone
-// caller", "Early results"). On the H200 the kernel's result words reach host memory 1.5-1.9 us
+// caller", "Early results"). On the H200 the kernel's result words reach host memory 1.5-2.2 us
 // before the timeline counter shows the batch done: the barrier to host reads and the semaphore's
 // release come after them (bench/probes/submit-parts, PROBE_RESULTS; BENCHMARKS.md,
 // thirty-third session). So before the submission the result's words are filled with a

@@ -22,6 +22,12 @@
 //                        latency target; DESIGN.md "Twice the batches in flight once saturated")
 //   overflow             "block" | "block_for" | "reject": what a full queue does to a caller
 //   block_timeout_us     how long `block_for` waits before failing with queue_full
+//   block_slice_us       0, or 100 .. 100000: the scheduler slice a caller's thread asks for
+//                        while it waits for room until an instant (`block_for`, or `block` with
+//                        a deadline), and gives back after (Linux 6.12+, no privilege needed):
+//                        woken at its timeout among busy threads it runs within about this
+//                        long, not a system slice (~3 ms) later; 100 by default, 0 leaves the
+//                        thread's own (DESIGN.md "Overflow")
 //   max_batch_bytes      input + output bytes of one batch (a larger request goes alone; on one
 //                        device bytes of HostBuffers count an eighth: no staging, no CPU copy)
 //   completion_threads   threads that wait for batches, resolve their futures, and copy the
@@ -78,7 +84,7 @@
 //                        kernel ignores it the log says so once (DESIGN.md "Scheduling")
 // Environment: GPUBATCH_PRESET, GPUBATCH_MAX_BATCH_SIZE, GPUBATCH_MAX_WAIT_US, GPUBATCH_POLICY,
 // GPUBATCH_QUEUE_CAPACITY, GPUBATCH_MAX_INFLIGHT_BATCHES, GPUBATCH_OVERFLOW,
-// GPUBATCH_BLOCK_TIMEOUT_US, GPUBATCH_MAX_BATCH_BYTES, GPUBATCH_COMPLETION_THREADS,
+// GPUBATCH_BLOCK_TIMEOUT_US, GPUBATCH_BLOCK_SLICE_US, GPUBATCH_MAX_BATCH_BYTES, GPUBATCH_COMPLETION_THREADS,
 // GPUBATCH_BATCH_TIMEOUT_MS, GPUBATCH_COMPLETION_SPIN_US, GPUBATCH_RESIDENT (1/0, true/false,
 // on/off), GPUBATCH_RESIDENT_IDLE_US, GPUBATCH_LONE_FUTURE_WAITS (like GPUBATCH_RESIDENT), GPUBATCH_DIRECT_BYTES, GPUBATCH_PRIORITY_LEVELS, GPUBATCH_PRIORITY_AGING_US,
 // GPUBATCH_TARGET_P99_US, GPUBATCH_LEVEL_QUEUE_CAPACITY and GPUBATCH_LEVEL_TIMEOUT_US (comma-separated, one per level),
@@ -128,6 +134,9 @@ struct BatchConfig {
   std::size_t max_inflight_batches = 2;
   OverflowPolicy overflow = OverflowPolicy::block;
   std::chrono::microseconds block_timeout{10000};
+  // The EEVDF slice a caller's thread asks for while it waits for room until an instant (0: its
+  // own; else 100 us .. 100 ms). DESIGN.md "Overflow" gives the measurements.
+  std::chrono::microseconds block_slice{100};
   // 8 MiB: large requests move fastest in small batches that pipeline (4 MiB and up take half an
   // in-flight slot); a full batch of 4096 256-float requests is exactly 8 MiB. On the H200, 16
   // threads of 65,536-float relu: 8.7 GB/s with 512 MiB batches, 13.9 GB/s with 8 MiB ones (4 in

@@ -54,6 +54,7 @@ constexpr Key kKeys[] = {
     {"max_inflight_batches", "GPUBATCH_MAX_INFLIGHT_BATCHES", Kind::size},
     {"overflow", "GPUBATCH_OVERFLOW", Kind::overflow},
     {"block_timeout_us", "GPUBATCH_BLOCK_TIMEOUT_US", Kind::micros},
+    {"block_slice_us", "GPUBATCH_BLOCK_SLICE_US", Kind::micros},
     {"max_batch_bytes", "GPUBATCH_MAX_BATCH_BYTES", Kind::size},
     {"completion_threads", "GPUBATCH_COMPLETION_THREADS", Kind::size},
     {"batch_timeout_ms", "GPUBATCH_BATCH_TIMEOUT_MS", Kind::millis},
@@ -96,6 +97,7 @@ void set_integer(BatchConfig& c, const Key& key, std::int64_t v, const std::stri
   else if (key.name == "queue_capacity") c.queue_capacity = u;
   else if (key.name == "max_inflight_batches") c.max_inflight_batches = u;
   else if (key.name == "block_timeout_us") c.block_timeout = std::chrono::microseconds(v);
+  else if (key.name == "block_slice_us") c.block_slice = std::chrono::microseconds(v);
   else if (key.name == "max_batch_bytes") c.max_batch_bytes = u;
   else if (key.name == "direct_bytes") c.direct_bytes = u;
   else if (key.name == "completion_threads") c.completion_threads = u;
@@ -517,6 +519,12 @@ class Checker {
     if (v < lo || v > hi)
       bad(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " + std::to_string(v) + ")");
   }
+  // A scheduler slice: 0 (`zero` says whose slice is kept) or what Linux accepts.
+  void slice(std::string_view key, std::chrono::microseconds v, std::string_view zero) const {
+    if (v.count() != 0 && (v < kMinSlice || v > kMaxSlice))
+      bad(key, "must be 0 (" + std::string(zero) + ") or in [" + std::to_string(kMinSlice.count()) + ", " +
+                   std::to_string(kMaxSlice.count()) + "] (got " + std::to_string(v.count()) + ")");
+  }
 
  private:
   std::string_view prefix_;
@@ -551,10 +559,8 @@ void check_threads(const BatchConfig& c, const Checker& k) {
     k.bad("batch_timeout_ms", "must be at least 1 (got " + std::to_string(c.batch_timeout.count()) + ")");
   k.range("completion_spin_us", c.completion_spin.count(), 0, kMaxCompletionSpinUs);
   k.range("thread_nice", std::int64_t{c.thread_nice}, kMinNice, kMaxNice);
-  if (c.thread_slice.count() != 0 && (c.thread_slice < kMinSlice || c.thread_slice > kMaxSlice))
-    k.bad("thread_slice_us", "must be 0 (the system's) or in [" + std::to_string(kMinSlice.count()) + ", " +
-                                 std::to_string(kMaxSlice.count()) + "] (got " +
-                                 std::to_string(c.thread_slice.count()) + ")");
+  k.slice("thread_slice_us", c.thread_slice, "the system's");
+  k.slice("block_slice_us", c.block_slice, "the thread's own");
 }
 
 // Priority levels: how many, their aging, and each level's own queue and timeout.
@@ -577,7 +583,7 @@ void check(const BatchConfig& c, std::string_view prefix) {
   // Every field by name: a field added to BatchConfig stops this from compiling until it is
   // checked here (or said to take any value).
   [[maybe_unused]] const auto& [max_batch_size, max_wait, policy, queue_capacity, max_inflight_batches, overflow,
-                                block_timeout, max_batch_bytes, completion_threads, batch_timeout, completion_spin,
+                                block_timeout, block_slice, max_batch_bytes, completion_threads, batch_timeout, completion_spin,
                                 resident, resident_idle, target_p99, priority_levels, priority_aging,
                                 level_queue_capacity, level_timeout, devices, thread_nice, thread_slice,
                                 lone_future_waits, direct_bytes, shard_per_device, deadline_admission,

@@ -423,6 +423,8 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
   split_line_ = device_->inflight_multiplier() == 1 ? device_->split_bytes() : 0;
   for (std::size_t level = 1; level < config_.priority_levels; ++level)
     upper_queues_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(config_.queue_capacity_of(level)));
+  for (std::size_t level = 0; level < config_.priority_levels; ++level)
+    level_queue(level).set_timed_wait_slice(config_.block_slice);
   for (std::size_t i = 0; i < config_.completion_threads + kCallerSlots; ++i)
     completion_stats_.push_back(std::make_unique<CompletionStats>(config_.priority_levels));
 }

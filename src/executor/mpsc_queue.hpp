@@ -39,6 +39,7 @@
 #include <utility>
 
 #include "executor/futex_wait.hpp"
+#include "executor/thread_slice.hpp"
 
 namespace gpubatch::detail {
 
@@ -272,6 +273,10 @@ class BlockingMpscQueue {
  public:
   explicit BlockingMpscQueue(std::size_t capacity) : q_(capacity) {}
 
+  // The scheduler slice a producer's thread asks for while push_until waits (0, the default:
+  // its own; ScopedThreadSlice). Set before producers push.
+  void set_timed_wait_slice(std::chrono::microseconds slice) noexcept { timed_wait_slice_ = slice; }
+
   PushResult try_push(T&& item, std::uint64_t& position) noexcept {
     return q_.try_push(std::move(item), position);
   }
@@ -360,6 +365,8 @@ class BlockingMpscQueue {
     waiters_.fetch_add(1, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     ScopedTightTimer tight;  // the caller's timed sleeps end at the deadline, not 50 us after
+    // ... and the thread, woken then, runs soon after, not a busy core's slice later.
+    ScopedThreadSlice slice(deadline ? timed_wait_slice_ : std::chrono::microseconds(0));
     PushResult r;
     for (;;) {
       const std::uint32_t seen = space_.load(std::memory_order_seq_cst);
@@ -375,6 +382,7 @@ class BlockingMpscQueue {
   MpscQueue<T> q_;
   alignas(kCacheLine) std::atomic<std::size_t> waiters_{0};
   std::atomic<std::uint32_t> space_{0};  // bumped when slots were freed for waiters, or on close
+  std::chrono::microseconds timed_wait_slice_{0};
 };
 
 }  // namespace gpubatch::detail

@@ -46,13 +46,14 @@ inline long long thread_slice_ns(pid_t tid = 0) noexcept {
   return static_cast<long long>(a.sched_runtime);
 }
 
+// SCHED_OTHER, SCHED_BATCH and SCHED_IDLE: the policies whose slice sched_runtime sets.
+inline bool fair_policy(std::uint32_t policy) noexcept { return policy == 0 || policy == 3 || policy == 5; }
+
 // Asks for `slice` for the calling thread, keeping its policy and nice value.
 inline SliceOutcome request_thread_slice(std::chrono::microseconds slice) noexcept {
   SchedAttr a;
   if (::syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0) return SliceOutcome::refused;
-  constexpr std::uint32_t kOther = 0, kBatch = 3, kIdle = 5;  // SCHED_OTHER, SCHED_BATCH, SCHED_IDLE
-  if (a.sched_policy != kOther && a.sched_policy != kBatch && a.sched_policy != kIdle)
-    return SliceOutcome::not_fair;
+  if (!fair_policy(a.sched_policy)) return SliceOutcome::not_fair;
   const auto want = static_cast<std::uint64_t>(std::chrono::nanoseconds(slice).count());
   a.size = sizeof a;
   a.sched_flags = 0;
@@ -63,5 +64,46 @@ inline SliceOutcome request_thread_slice(std::chrono::microseconds slice) noexce
   return thread_slice_ns() == static_cast<long long>(want) ? SliceOutcome::applied
                                                            : SliceOutcome::unsupported;
 }
+
+// For the scope, the calling thread asks for `slice` (0: leaves it alone; Linux 6.12+), and
+// gets back the slice it had, of the same length (sched_getattr reports the length, not whether
+// it was the system's default, so the thread leaves with that length asked for). For a caller's
+// thread that waits until an instant the library promised (block_for's block_timeout): once its
+// time is up it must run at once, and with the system's slice (2.8-3 ms on the H200 VMs, 16
+// CPUs) a thread woken among busy callers' threads waited up to that long for its turn. Two
+// system calls going in, one coming out, on a wait that is already slow. Policies other than
+// the fair ones are left alone, as request_thread_slice does.
+class ScopedThreadSlice {
+ public:
+  explicit ScopedThreadSlice(std::chrono::microseconds slice) noexcept {
+    if (slice.count() <= 0) return;
+    if (::syscall(SYS_sched_getattr, 0, &old_, sizeof old_, 0) != 0 || !fair_policy(old_.sched_policy)) return;
+    const auto want = static_cast<std::uint64_t>(std::chrono::nanoseconds(slice).count());
+    if (old_.sched_runtime == want) return;
+    applied_ = set(want);
+  }
+  ~ScopedThreadSlice() {
+    if (applied_) set(old_.sched_runtime);
+  }
+  ScopedThreadSlice(const ScopedThreadSlice&) = delete;
+  ScopedThreadSlice& operator=(const ScopedThreadSlice&) = delete;
+
+  bool applied() const noexcept { return applied_; }
+
+ private:
+  // The thread's policy and nice value as they were; only the slice changes.
+  bool set(std::uint64_t runtime) const noexcept {
+    SchedAttr a = old_;
+    a.size = sizeof a;
+    a.sched_flags = 0;
+    a.sched_runtime = runtime;
+    a.sched_deadline = a.sched_period = 0;
+    a.sched_util_min = a.sched_util_max = 0;
+    return ::syscall(SYS_sched_setattr, 0, &a, 0) == 0;
+  }
+
+  SchedAttr old_{};
+  bool applied_ = false;
+};
 
 }  // namespace gpubatch::detail

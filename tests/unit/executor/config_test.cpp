@@ -348,6 +348,32 @@ TEST(BatchConfig, ThreadSliceTakesZeroOrTheKernelsRange) {
   expect_invalid([&] { c.validate(); }, "thread_slice_us");
 }
 
+// block_slice_us: the slice a caller's thread asks for while it waits for room until an instant;
+// 100 us by default, 0 (the thread's own) or the kernel's range.
+TEST(BatchConfig, BlockSliceTakesZeroOrTheKernelsRange) {
+  using std::chrono::microseconds;
+  EXPECT_EQ(BatchConfig{}.block_slice, microseconds(100));
+  for (auto name : BatchConfig::preset_names) EXPECT_EQ(BatchConfig::preset(name).block_slice, microseconds(100)) << name;
+  EXPECT_EQ(BatchConfig::from_string("block_slice_us = 0").block_slice, microseconds(0));
+  EXPECT_EQ(BatchConfig::from_string("block_slice_us = 100000").block_slice, microseconds(100000));
+  expect_invalid([] { BatchConfig::from_string("block_slice_us = 99", "s.toml"); },
+                 "block_slice_us: must be 0 (the thread's own) or in [100, 100000] (got 99)");
+  expect_invalid([] { BatchConfig::from_string("block_slice_us = 100001", "s.toml"); }, "block_slice_us");
+  expect_invalid([] { BatchConfig::from_string("block_slice_us = -1", "s.toml"); }, "block_slice_us");
+  expect_invalid([] { BatchConfig::from_string("block_slice_us = true", "s.toml"); }, "block_slice_us");
+  {
+    EnvGuard slice("GPUBATCH_BLOCK_SLICE_US", "0");
+    EXPECT_EQ(BatchConfig::from_environment().block_slice, microseconds(0));
+  }
+  {
+    EnvGuard slice("GPUBATCH_BLOCK_SLICE_US", "10");
+    expect_invalid([] { BatchConfig::from_environment(); }, "block_slice_us");
+  }
+  BatchConfig c;
+  c.block_slice = microseconds(200'000);
+  expect_invalid([&] { c.validate(); }, "block_slice_us");
+}
+
 TEST(PriorityConfig, BadValuesNameTheKey) {
   auto invalid = [](const char* text, const std::string& part) {
     expect_invalid([&] { BatchConfig::from_string(text, "p.toml"); }, part);

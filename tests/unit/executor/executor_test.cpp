@@ -19,7 +19,10 @@
 
 #include <sched.h>
 
+#include <unistd.h>
+
 #include "config_test_util.hpp"
+#include "executor/thread_slice.hpp"
 #include "fake_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
@@ -508,8 +511,10 @@ struct Jammed {
 
   // Batches of 2, one slot, a queue of 4: the paused device holds 1 batch, the strand holds 2
   // more requests, the queue 4: at most 2 + 2 + 4 = 8 requests are accepted.
-  explicit Jammed(OverflowPolicy policy, std::chrono::microseconds block_timeout = 50ms) {
+  explicit Jammed(OverflowPolicy policy, std::chrono::microseconds block_timeout = 50ms,
+                  std::chrono::microseconds block_slice = BatchConfig{}.block_slice) {
     BatchConfig c = small_config(2, 1ms);
+    c.block_slice = block_slice;
     c.queue_capacity = 4;
     c.max_inflight_batches = 1;
     c.overflow = policy;
@@ -569,6 +574,34 @@ TEST(BatchExecutor, OverflowBlockForGivesQueueFullAfterTheTimeout) {
   EXPECT_LE(accepted, 2 + 2 + 4);
   j.device->resume();
   for (auto& f : j.futures) EXPECT_EQ(f.get().size(), 1u);
+}
+
+// block_slice_us reaches the caller's thread: while block_for waits for room it has that slice
+// (Linux 6.12+; elsewhere only the restore is checked), and after the call the one it had.
+TEST(BatchExecutor, OverflowBlockForWaitsWithTheConfiguredSlice) {
+  detail::SliceOutcome probe{};
+  std::thread([&] { probe = detail::request_thread_slice(300us); }).join();
+  Jammed j(OverflowPolicy::block_for, 20s, 250us);
+  for (int i = 2; i < 6; ++i) j.futures.push_back(j.gpu.relu({static_cast<float>(i)}));  // the queue's 4
+  std::atomic<pid_t> tid{0};
+  std::atomic<long long> before{-2};
+  long long after = -3;
+  std::vector<std::future<std::vector<float>>> blocked;
+  std::thread caller([&] {
+    before = detail::thread_slice_ns();
+    tid = ::gettid();
+    for (int i = 6; i < 9; ++i) blocked.push_back(j.gpu.relu({static_cast<float>(i)}));  // one of these waits
+    after = detail::thread_slice_ns();
+  });
+  while (tid.load() == 0) std::this_thread::yield();
+  const long long want = probe == detail::SliceOutcome::applied ? 250'000 : before.load();
+  EXPECT_TRUE(eventually([&] { return detail::thread_slice_ns(tid) == want; }))
+      << detail::thread_slice_ns(tid) << " ns, not " << want;
+  j.device->resume();
+  caller.join();
+  EXPECT_EQ(after, before.load());
+  for (auto& f : j.futures) EXPECT_EQ(f.get().size(), 1u);
+  for (auto& f : blocked) EXPECT_EQ(f.get().size(), 1u);
 }
 
 TEST(BatchExecutor, OverflowBlockWaitsForRoom) {

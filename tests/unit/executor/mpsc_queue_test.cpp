@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -352,6 +353,51 @@ TEST(BlockingMpscQueue, ATimedWaiterGivesUpAmongOthersAndTheRestGetIn) {
   std::sort(popped.begin(), popped.end());
   EXPECT_EQ(popped, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
   EXPECT_EQ(q.waiters(), 0u);
+}
+
+// While push_until waits, the producer's thread has the slice the queue was given (Linux 6.12+
+// custom slices; where the kernel keeps none, only the restore is checked), and after it the
+// slice it had. A wait without a deadline (push_wait) and a queue given 0 leave it alone.
+TEST(BlockingMpscQueue, ATimedWaitAsksForTheQueuesSliceAndGivesItBack) {
+  using gpubatch::detail::request_thread_slice;
+  using gpubatch::detail::SliceOutcome;
+  using gpubatch::detail::thread_slice_ns;
+  SliceOutcome probe{};
+  std::thread([&] { probe = request_thread_slice(300us); }).join();
+  const bool custom_slices = probe == SliceOutcome::applied;
+  for (const auto given : {std::chrono::microseconds(150), std::chrono::microseconds(0)}) {
+    BlockingMpscQueue<int> q(1);
+    q.set_timed_wait_slice(given);
+    ASSERT_EQ(try_push(q, 0), PushResult::ok);
+    std::atomic<pid_t> tid{0};
+    std::atomic<long long> before{-2};
+    long long after = -3;
+    std::thread producer([&] {
+      before = thread_slice_ns();
+      tid = ::gettid();
+      EXPECT_EQ(push_until(q, 1, std::chrono::steady_clock::now() + 60s), PushResult::ok);
+      after = thread_slice_ns();
+    });
+    while (q.waiters() == 0 || tid.load() == 0) std::this_thread::yield();
+    const long long want = given.count() != 0 && custom_slices ? 150'000 : before.load();
+    const auto t0 = std::chrono::steady_clock::now();
+    long long during = thread_slice_ns(tid);
+    while (during != want && std::chrono::steady_clock::now() - t0 < 10s) {
+      std::this_thread::sleep_for(1ms);
+      during = thread_slice_ns(tid);
+    }
+    EXPECT_EQ(during, want) << "given " << given.count() << " us";
+    if (given.count() == 0) {
+      std::this_thread::sleep_for(20ms);
+      EXPECT_EQ(thread_slice_ns(tid), want) << "a queue given 0 leaves the slice alone";
+    }
+    int out;
+    ASSERT_TRUE(q.try_pop(out));
+    producer.join();
+    EXPECT_EQ(after, before.load()) << "the slice the thread had is given back";
+    ASSERT_TRUE(q.try_pop(out));
+    EXPECT_EQ(out, 1);
+  }
 }
 
 TEST(BlockingMpscQueue, CloseWakesWaitingProducers) {

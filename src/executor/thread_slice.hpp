@@ -91,11 +91,13 @@ class ScopedThreadSlice {
   bool applied() const noexcept { return applied_; }
 
  private:
-  // The thread's policy and nice value as they were; only the slice changes.
+  // The thread's policy, nice value and reset-on-fork flag as they were; only the slice changes
+  // (utilisation clamps are left as they are without their flags).
   bool set(std::uint64_t runtime) const noexcept {
+    constexpr std::uint64_t kResetOnFork = 0x01;  // SCHED_FLAG_RESET_ON_FORK
     SchedAttr a = old_;
     a.size = sizeof a;
-    a.sched_flags = 0;
+    a.sched_flags = old_.sched_flags & kResetOnFork;
     a.sched_runtime = runtime;
     a.sched_deadline = a.sched_period = 0;
     a.sched_util_min = a.sched_util_max = 0;

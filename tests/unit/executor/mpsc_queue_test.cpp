@@ -2,7 +2,9 @@
 #include "executor/mpsc_queue.hpp"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -398,6 +400,25 @@ TEST(BlockingMpscQueue, ATimedWaitAsksForTheQueuesSliceAndGivesItBack) {
     ASSERT_TRUE(q.try_pop(out));
     EXPECT_EQ(out, 1);
   }
+}
+
+// The thread's nice value and its reset-on-fork flag come through a timed wait as they were.
+TEST(BlockingMpscQueue, ATimedWaitKeepsTheThreadsNiceAndResetOnFork) {
+  BlockingMpscQueue<int> q(1);
+  q.set_timed_wait_slice(200us);
+  ASSERT_EQ(try_push(q, 0), PushResult::ok);
+  int policy_after = -1, nice_after = -100;
+  std::thread producer([&] {
+    sched_param param{};
+    ASSERT_EQ(::sched_setscheduler(0, SCHED_OTHER | SCHED_RESET_ON_FORK, &param), 0);
+    ASSERT_EQ(::setpriority(PRIO_PROCESS, 0, 7), 0);  // this thread only (Linux)
+    EXPECT_EQ(push_for(q, 1, 5ms), PushResult::full);
+    policy_after = ::sched_getscheduler(0);
+    nice_after = ::getpriority(PRIO_PROCESS, 0);
+  });
+  producer.join();
+  EXPECT_EQ(policy_after, SCHED_OTHER | SCHED_RESET_ON_FORK);
+  EXPECT_EQ(nice_after, 7);
 }
 
 TEST(BlockingMpscQueue, CloseWakesWaitingProducers) {

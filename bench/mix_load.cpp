@@ -7,7 +7,8 @@
 // and per level that latency in two: the sender's lag to its call (`send_lag_us`) and the call
 // to the handler (`from_call_us`), and every request's time inside the call itself (`call_us`);
 // for deadline_exceeded errors how long after the deadline they arrived (`late_us`); with
-// --block-for-us, how long after block_timeout a queue_full arrived. Every result is checked
+// --block-for-us, how long after block_timeout a queue_full arrived at its handler
+// (`queue_full_late_us`) and its call returned (`queue_full_return_late_us`). Every result is checked
 // against the CPU reference; `verified` is true only when all were, `lost` counts requests whose
 // completion never came.
 //
@@ -122,7 +123,10 @@ struct Samples {
   // Every request's time inside the library's call (its own thread's share of the cost, waits
   // for room in the queue included), by [high], failed requests too.
   std::vector<double> call_us[2];
-  std::vector<double> deadline_late_us, queue_full_late_us;
+  // queue_full_late_us: from block_timeout after the call to its handler; queue_full_return_us:
+  // to the call's return, where the caller's thread gave up waiting (the handler is posted, never
+  // run inside the call, so it waits for a thread of its executor on top).
+  std::vector<double> deadline_late_us, queue_full_late_us, queue_full_return_us;
   // deadline_late_us by where the request failed, read from its message: 0 in the call (its
   // deadline came while it waited for room in the queue), 1 the deadline watch, 2 the strand,
   // 3 refused at the call by deadline admission (negative: before its deadline); the strand's own
@@ -165,6 +169,7 @@ struct Samples {
     }
     deadline_late_us.insert(deadline_late_us.end(), o.deadline_late_us.begin(), o.deadline_late_us.end());
     queue_full_late_us.insert(queue_full_late_us.end(), o.queue_full_late_us.begin(), o.queue_full_late_us.end());
+    queue_full_return_us.insert(queue_full_return_us.end(), o.queue_full_return_us.begin(), o.queue_full_return_us.end());
     for (int i = 0; i < kPaths; ++i) {
       late_by_path[i].insert(late_by_path[i].end(), o.late_by_path[i].begin(), o.late_by_path[i].end());
       if (sample_by_path[i].empty()) sample_by_path[i] = o.sample_by_path[i];
@@ -248,7 +253,9 @@ void record(const Options& o, const Pool& pool, Slot& s, Samples& out) {
     if (out.sample_by_path[path].empty()) out.sample_by_path[path] = s.what;
   } else if (*s.code == ErrorCode::queue_full) {
     ++out.queue_full;
-    out.queue_full_late_us.push_back(us(s.finished - (s.called + std::chrono::microseconds(o.block_for_us))));
+    const auto gave_up_due = s.called + std::chrono::microseconds(o.block_for_us);
+    out.queue_full_late_us.push_back(us(s.finished - gave_up_due));
+    out.queue_full_return_us.push_back(us(s.returned - gave_up_due));
   } else {
     if (out.other_errors++ == 0 && out.first_error.empty()) out.first_error = s.what;
   }
@@ -315,7 +322,10 @@ class Sender {
     out_.latency_us[high][1].reserve(static_cast<std::size_t>(double(count) * o_.large * 2) + 64);
     for (auto& q : out_.by_quarter_us) q.reserve(count / 4 + 64);  // nothing grows while the clock runs
     if (o_.deadline_us > 0) out_.deadline_late_us.reserve(static_cast<std::size_t>(double(count) * o_.deadline_fraction) + 64);
-    if (o_.block_for_us > 0) out_.queue_full_late_us.reserve(count);
+    if (o_.block_for_us > 0) {
+      out_.queue_full_late_us.reserve(count);
+      out_.queue_full_return_us.reserve(count);
+    }
     bench::reserve_touched(out_.lag_us[high], count);
     bench::reserve_touched(out_.from_call_us[high], count);
     bench::reserve_touched(out_.call_us[high], count);
@@ -578,7 +588,8 @@ std::string json_report(const Options& o, const Device& device, const Timed& tim
      << deadline_samples_json(all)
      << "], \"shed\": " << stats.shed
      << ", \"finished_after_deadline\": " << all.finished_after_deadline << ", \"queue_full\": " << all.queue_full
-     << ", \"queue_full_late_us\": " << dist(all.queue_full_late_us) << ", \"other_errors\": " << all.other_errors
+     << ", \"queue_full_late_us\": " << dist(all.queue_full_late_us)
+     << ", \"queue_full_return_late_us\": " << dist(all.queue_full_return_us) << ", \"other_errors\": " << all.other_errors
      << ", \"mean_batch_size\": " << stats.mean_batch_size << ", \"batches\": " << stats.batches << ", \"express_batches\": " << stats.express_batches
      << ", \"target_batch_bytes\": " << stats.target_batch_bytes << ", \"executor_e2e_p99_us\": {";
   // The executor's own view (acceptance to resolution, per level): the gap to latency_us is

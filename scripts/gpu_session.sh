@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: thr34 slice34 line33 open33 row33 crowd33 early33 l1lone32 cpuspeed32 pin32 cpu32 lonepc32 lonepc31 parts31c pause31 parts31b parts31 lone31 lone30 ab30 host30 targets29 irq29 final29 open27 adm26b adm26 steps26 open26b open26 dl26 pause26 step26 crowdtrace26 lonesys26 loneprof26b loneprof26 final26 sat26c sat26b sat26 depth26 gen25 batch25 open25b final25b final25 open25 openprof25 prio25 dlalloc25 handl25 pool25 jem25 dlprof25c dlprof25b dlprof25 dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: slice34b thr34 slice34 line33 open33 row33 crowd33 early33 l1lone32 cpuspeed32 pin32 cpu32 lonepc32 lonepc31 parts31c pause31 parts31b parts31 lone31 lone30 ab30 host30 targets29 irq29 final29 open27 adm26b adm26 steps26 open26b open26 dl26 pause26 step26 crowdtrace26 lonesys26 loneprof26b loneprof26 final26 sat26c sat26b sat26 depth26 gen25 batch25 open25b final25b final25 open25 openprof25 prio25 dlalloc25 handl25 pool25 jem25 dlprof25c dlprof25b dlprof25 dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -3601,6 +3601,33 @@ if on slice34; then
   for rep in 1 2; do
     for v in $(alternate $rep 100 0); do
       load s34-dlall-$v-$rep env GPUBATCH_BLOCK_SLICE_US=$v -- gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 1 --queue-capacity 4096 --rate 3000000 --requests 6000000 $P
+    done
+  done
+fi
+
+# slice34b: block_for 300 us past saturation with block_slice_us 100 (the default) against 0,
+# three rounds in alternating order, then twice with the executor's threads at 100 us too
+# (thread_slice_us); the open loop at 3 M/s with thread_slice_us 100 against 0, four rounds; the
+# priority mix at 3 M/s offered the same way, two rounds, and idle once.
+if on slice34b; then
+  P="--device 0 --host-probe"
+  bf="--threads 16 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 3000000 --requests 4500000 $P"
+  for rep in 1 2 3; do
+    for v in $(alternate $rep 100 0); do
+      load b34-blockfor-$v-$rep env GPUBATCH_BLOCK_SLICE_US=$v -- gpubatch-mix $bf
+    done
+  done
+  for rep in 1 2; do load b34-blockfor-both-$rep env GPUBATCH_THREAD_SLICE_US=100 -- gpubatch-mix $bf; done
+  for rep in 1 2 3 4; do
+    for v in $(alternate $rep 100 0); do
+      load b34-open3000k-$v-$rep env GPUBATCH_THREAD_SLICE_US=$v -- gpubatch-load $P --threads 16 --op relu --size 256 --rate 3000000 --requests 9000000
+    done
+  done
+  mix="--device 0 --threads 16 --size 256 --high 0.1 --host-probe"
+  load b34-prioidle gpubatch-mix $mix --rate 10000 --requests 30000
+  for rep in 1 2; do
+    for v in $(alternate $rep 100 0); do
+      load b34-prio3000k-$v-$rep env GPUBATCH_THREAD_SLICE_US=$v -- gpubatch-mix $mix --rate 3000000 --requests 6000000
     done
   done
 fi

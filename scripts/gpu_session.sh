@@ -3630,6 +3630,15 @@ if on slice34b; then
       load b34-prio3000k-$v-$rep env GPUBATCH_THREAD_SLICE_US=$v -- gpubatch-mix $mix --rate 3000000 --requests 6000000
     done
   done
+  # What else thread_slice_us 100 touches: the deadline load at 1.5 M/s (worse with short slices
+  # on the steal-heavy machine of the eleventh session), the crowd, a lone future.
+  for rep in 1 2; do
+    for v in $(alternate $rep 100 0); do
+      load b34-dl1500k-$v-$rep env GPUBATCH_THREAD_SLICE_US=$v -- gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --rate 1500000 --requests 3000000 $P
+      load b34-crowd-$v-$rep env GPUBATCH_THREAD_SLICE_US=$v -- gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 4000000 --op relu --size 256
+      load b34-lone-$v-$rep env GPUBATCH_THREAD_SLICE_US=$v -- gpubatch-load --device 0 --threads 1 --inflight 1 --requests 20000 --op relu --size 256
+    done
+  done
 fi
 
 # thr34: thread_slice_us (the executor's own threads' slice) 100 against 0 on a quiet machine,

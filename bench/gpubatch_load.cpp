@@ -932,6 +932,7 @@ void print_json(const Options& o, const Report& r) {
       "\"batches\": %llu, \"mean_batch_size\": %.2f, "
       "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
       "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, \"early_results\": %llu, "
+      "\"cost_model\": {\"fixed_us\": %.2f, \"us_per_kib\": %.4f}, "
       "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
       "\"resident\": %llu, \"direct\": %llu, \"split\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
       "\"host\": %s, \"caller_cpus\": %s, \"caller_l1_copy_ns\": %s, \"devices\": %s%s}\n",
@@ -946,6 +947,7 @@ void print_json(const Options& o, const Report& r) {
       static_cast<unsigned long long>(counters_after.bytes_up - counters_before.bytes_up),
       static_cast<unsigned long long>(counters_after.bytes_down - counters_before.bytes_down),
       static_cast<unsigned long long>(counters_after.early_results - counters_before.early_results),
+      double(after.cost_fixed.count()) / 1e3, after.cost_ns_per_byte * 1024.0 / 1e3,
       r.cpu_us_per_request, r.cores_busy, o.idle_ms, r.idle_cores_busy,
       static_cast<unsigned long long>(after.resident - before.resident),
       static_cast<unsigned long long>(after.direct - before.direct),

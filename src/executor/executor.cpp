@@ -385,6 +385,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       inflight_limit_(max_inflight_),
       host_small_batch_(device_->runs_on_host_cpu() ? host_small_batch() : 0),
       host_small_inflight_(host_small_batch_ == 0 ? 0 : std::max<std::size_t>(1, device_->slot_multiplier())),
+      large_half_slot_(!device_->runs_on_host_cpu() || env_is("GPUBATCH_HOST_LARGE_SLOT", "half")),
       watchdog_(std::chrono::duration_cast<Clock::duration>(config_.batch_timeout) *
                 static_cast<long>(std::max<std::size_t>(1, device_->watchdog_periods()))),
       await_width_(std::clamp<std::size_t>(device_->inflight_multiplier(), 1, config_.completion_threads)),

@@ -350,9 +350,14 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // max_inflight_batches: a deeper queue on the device only makes each request wait behind more
   // of them (with 8 MiB batches of 256-float requests at half a slot, a high-priority request
   // waited p99 17.7 ms at saturation; sched-h200-2026-11-23-s3c).
+  // Not on a device of host cores (large_half_slot_ false): there nothing overlaps (the "device"
+  // runs its batches one after another on the cores that copy them), and four 8 MiB batches in
+  // flight only spread the copies of each over more memory than the cache holds: on the 2-core
+  // machine, 2 threads x 8 outstanding of 1,048,576-float relu (BENCHMARKS.md, thirty-fifth
+  // session). GPUBATCH_HOST_LARGE_SLOT=half keeps the half slot there, for side-by-side runs.
   static constexpr std::size_t kLargeRequest = std::size_t{256} << 10;
-  static std::uint32_t slot_halves(std::size_t batch_bytes, std::size_t requests) noexcept {
-    return requests > 0 && batch_bytes / requests >= kLargeRequest ? 1 : 2;
+  std::uint32_t slot_halves(std::size_t batch_bytes, std::size_t requests) const noexcept {
+    return large_half_slot_ && requests > 0 && batch_bytes / requests >= kLargeRequest ? 1 : 2;
   }
   bool slot_free() const noexcept {
     std::size_t limit = inflight_limit_.load(std::memory_order_relaxed);
@@ -674,6 +679,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // GPUBATCH_HOST_SMALL_BATCH=N|off (0 when off).
   const std::size_t host_small_batch_;
   const std::size_t host_small_inflight_;
+  const bool large_half_slot_;  // slot_halves(): a large batch takes half a slot (not on host cores)
   std::atomic<bool> small_batch_forming_{false};  // the strand's former holds fewer than that
   // Only behind a batch of at least kHostStream requests: callers that each wait for their one
   // request (two `--sync` threads) cannot grow a batch by waiting, and served 13-34 % less.

@@ -279,6 +279,38 @@ TEST(BatchExecutor, LargeBatchesTakeHalfASlot) {
   for (auto& f : futures) ASSERT_TRUE(ready_within(f, 30s));
 }
 
+// The most batches of 4 MiB (2 MiB in, 2 MiB out) that one in-flight slot held at once, with the
+// device paused and four such requests asked.
+std::size_t large_batches_on_one_slot(bool host_cpu) {
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.host_cpu = host_cpu});
+  BatchConfig config = BatchConfig::adaptive();
+  config.max_inflight_batches = 1;
+  config.max_batch_bytes = std::size_t{4} << 20;
+  config.direct_bytes = 0;
+  BatchExecutor executor(device, config);
+  auto gpu = executor.handle();
+  device->pause();
+  std::vector<std::future<std::vector<float>>> large;
+  for (int i = 0; i < 4; ++i) large.push_back(gpu.relu(std::vector<float>(512 * 1024, float(i))));
+  EXPECT_TRUE(device->wait_for_inflight(1, 30s));
+  std::this_thread::sleep_for(50ms);  // a second would be submitted by now if the slot allowed it
+  const std::size_t seen = device->max_inflight();
+  device->resume();
+  for (auto& f : large) EXPECT_TRUE(ready_within(f, 30s));
+  EXPECT_EQ(large[3].get(), std::vector<float>(512 * 1024, 3.0f));
+  return seen;
+}
+
+// On a device of host cores a large batch takes a whole slot (executor_core.hpp, slot_halves):
+// nothing overlaps there, and more large batches in flight only spread their copies over more
+// memory. GPUBATCH_HOST_LARGE_SLOT=half keeps the half slot there.
+TEST(BatchExecutor, OnHostCoresLargeBatchesTakeAWholeSlot) {
+  EXPECT_EQ(large_batches_on_one_slot(true), 1u) << "host cores: one batch per slot";
+  EXPECT_EQ(large_batches_on_one_slot(false), 2u) << "a GPU: half a slot each";
+  EnvGuard half("GPUBATCH_HOST_LARGE_SLOT", "half");
+  EXPECT_EQ(large_batches_on_one_slot(true), 2u) << "half: as on a GPU";
+}
+
 TEST(BatchExecutor, AdaptiveFlushesWhenASlotIsFreeAndCollectsWhileBusy) {
   auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 300ms});
   BatchConfig config = BatchConfig::adaptive();

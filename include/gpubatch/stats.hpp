@@ -107,6 +107,9 @@ struct Stats {
   // (completion_spin_us) instead of sleeping; and of those, how many an arrival ended.
   std::uint64_t strand_polls = 0;
   std::uint64_t strand_poll_hits = 0;
+  // Of strand_runs, those a completion thread ran itself on freeing the slot the strand waited
+  // for (a device of host cores only; GPUBATCH_HOST_DONE_STRAND=off: none).
+  std::uint64_t strand_done_runs = 0;
   // Batches that the synchronous caller who submitted them (handle.run() on an idle executor)
   // polled and completed on its own thread, with no completion thread woken.
   std::uint64_t caller_completions = 0;

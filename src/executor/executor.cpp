@@ -35,6 +35,7 @@ namespace detail {
 namespace {
 
 thread_local ExecutorCore* tl_core = nullptr;
+thread_local bool tl_completion_thread = false;  // one of an executor's completion threads
 
 void name_thread(const char* name) noexcept { pthread_setname_np(pthread_self(), name); }
 
@@ -386,6 +387,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
       host_small_batch_(device_->runs_on_host_cpu() ? host_small_batch() : 0),
       host_small_inflight_(host_small_batch_ == 0 ? 0 : std::max<std::size_t>(1, device_->slot_multiplier())),
       large_half_slot_(!device_->runs_on_host_cpu() || env_is("GPUBATCH_HOST_LARGE_SLOT", "half")),
+      done_runs_strand_(device_->runs_on_host_cpu() && !env_is("GPUBATCH_HOST_DONE_STRAND", "off")),
       watchdog_(std::chrono::duration_cast<Clock::duration>(config_.batch_timeout) *
                 static_cast<long>(std::max<std::size_t>(1, device_->watchdog_periods()))),
       await_width_(std::clamp<std::size_t>(device_->inflight_multiplier(), 1, config_.completion_threads)),
@@ -467,6 +469,7 @@ void ExecutorCore::start() {
   for (std::size_t i = 0; i < config_.completion_threads; ++i) {
     completion_threads_.emplace_back([self, i] {
       tl_core = self.get();
+      tl_completion_thread = true;
       name_thread("gpubatch-done");
       self->prepare_thread();
       self->completion_loop(i);
@@ -533,7 +536,16 @@ void ExecutorCore::apply_thread_slice() noexcept {
 // wants_slot_, fences, then reads the slots: it sees the freed slot, or we see wants_slot_.
 void ExecutorCore::wake_if_waiting_for_slot() noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (wants_slot_.load(std::memory_order_relaxed)) post_if_idle();
+  if (!wants_slot_.load(std::memory_order_relaxed)) return;
+  if (done_runs_strand_ && tl_completion_thread && tl_core == this) {
+    // On host cores this completion thread runs the pass itself (executor_core.hpp).
+    if (strand_awake_.load(std::memory_order_relaxed) || strand_awake_.exchange(true, std::memory_order_seq_cst))
+      return;
+    bump(strand_stats_.done_runs);
+    run_strand(false);  // one pass; what it leaves is posted
+    return;
+  }
+  post_if_idle();
 }
 
 // Whoever finds the strand idle takes it (strand_awake_). A caller that waits for its own result
@@ -548,7 +560,8 @@ void ExecutorCore::wake_if_waiting_for_slot() noexcept {
 // a lone caller's handler at 500-2,000 requests/s spent 34-54 us from the call to the submit's
 // return, waiting for the io thread to wake (third session of 2026-11-27). The run is one pass;
 // what it leaves is posted (run_strand). Executor threads post: a completion thread must not
-// form batches while it is the one to wait for them.
+// form batches while it is the one to wait for them (on a GPU; on host cores see
+// wake_if_waiting_for_slot).
 void ExecutorCore::post_if_idle(InlineAsk ask) noexcept {
   if (strand_awake_.load(std::memory_order_relaxed)) return;
   if (strand_awake_.exchange(true, std::memory_order_seq_cst)) return;

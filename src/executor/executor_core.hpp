@@ -680,6 +680,15 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   const std::size_t host_small_batch_;
   const std::size_t host_small_inflight_;
   const bool large_half_slot_;  // slot_halves(): a large batch takes half a slot (not on host cores)
+  // On a device of host cores, a completion thread that frees the slot the idle strand waits for
+  // runs the strand's pass itself (wake_if_waiting_for_slot) instead of posting it to the strand's
+  // thread, which then had to be woken through its epoll wait once a batch: there the device is
+  // these cores, and each wake-up is CPU it lacks (a perf profile of 2 threads x 64 outstanding
+  // of 256-float relu on the 2-core machine: 51 % of the samples in the kernel, mostly switches
+  // and futex wakes). Medians 4-12 % higher on four loads there (BENCHMARKS.md, thirty-fifth
+  // session). GPUs keep the post: there a completion thread's next wait is the one that matters.
+  // GPUBATCH_HOST_DONE_STRAND=off posts on host cores too.
+  const bool done_runs_strand_;
   std::atomic<bool> small_batch_forming_{false};  // the strand's former holds fewer than that
   // Only behind a batch of at least kHostStream requests: callers that each wait for their one
   // request (two `--sync` threads) cannot grow a batch by waiting, and served 13-34 % less.
@@ -857,6 +866,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
     std::atomic<std::uint64_t> timer_wakeups{0};
     std::atomic<std::uint64_t> polls{0};      // linger(): written by the io thread only
     std::atomic<std::uint64_t> poll_hits{0};
+    std::atomic<std::uint64_t> done_runs{0};  // wake_if_waiting_for_slot on a completion thread
   } strand_stats_;
   // End-to-end latency by operation and by priority level (one writer each, like the others).
   struct ClassHistograms {

@@ -19,7 +19,7 @@ struct ExecutorCore::StatsSums {
   std::uint64_t submitted = 0, rejected = 0, shed = 0, handler_exceptions = 0, expired = 0, cancelled = 0;
   std::uint64_t dispatched = 0, batches = 0, flushes[4]{}, completed = 0, device_errors = 0;
   std::uint64_t lanes = 0, lanes_cancelled = 0, resident = 0, split = 0, direct = 0, inflight = 0;
-  std::uint64_t runs = 0, timer_wakeups = 0, polls = 0, poll_hits = 0, caller_completions = 0, express = 0;
+  std::uint64_t runs = 0, timer_wakeups = 0, polls = 0, poll_hits = 0, done_runs = 0, caller_completions = 0, express = 0;
   LatencyHistogram::Snapshot qw, sl, dt, e2e;
   std::vector<LatencyHistogram::Snapshot> by_level, by_op;
 };
@@ -83,6 +83,7 @@ void ExecutorCore::add_stats(StatsSums& x) const {
   x.timer_wakeups += load(strand_stats_.timer_wakeups);
   x.polls += load(strand_stats_.polls);
   x.poll_hits += load(strand_stats_.poll_hits);
+  x.done_runs += load(strand_stats_.done_runs);
   x.caller_completions += load(caller_completions_);
   x.express += load(express_batches_);
   add_class_stats(x);
@@ -132,6 +133,7 @@ void ExecutorCore::fill_counts(const StatsSums& x, Stats& s) const {
   s.timer_wakeups = x.timer_wakeups;
   s.strand_polls = x.polls;
   s.strand_poll_hits = x.poll_hits;
+  s.strand_done_runs = x.done_runs;
   s.caller_completions = x.caller_completions;
   s.express_batches = x.express;
   s.packed_batches = packed_batches_.load(std::memory_order_relaxed);

@@ -149,6 +149,8 @@ const Family kRequestFamilies[] = {
      {{"", [](S s) { return s.strand_polls; }}}},
     {"strand_poll_hits_total", "counter", "Strand polls that an arrival ended.",
      {{"", [](S s) { return s.strand_poll_hits; }}}},
+    {"strand_done_runs_total", "counter", "Strand runs a completion thread ran on freeing the slot it waited for (host cores).",
+     {{"", [](S s) { return s.strand_done_runs; }}}},
     {"caller_completions_total", "counter",
      "Batches that their synchronous caller polled and completed on its own thread.",
      {{"", [](S s) { return s.caller_completions; }}}},

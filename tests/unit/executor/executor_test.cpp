@@ -311,6 +311,38 @@ TEST(BatchExecutor, OnHostCoresLargeBatchesTakeAWholeSlot) {
   EXPECT_EQ(large_batches_on_one_slot(true), 2u) << "half: as on a GPU";
 }
 
+// Strand runs that completion threads ran themselves: a burst of 2,000 requests through one slot
+// of a device that takes 200 us a batch, so that the strand waits for the slot batch after batch.
+std::uint64_t strand_runs_on_completion(bool host_cpu) {
+  auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 200us, .host_cpu = host_cpu});
+  BatchConfig config = BatchConfig::adaptive();
+  config.max_inflight_batches = 1;
+  config.max_batch_size = 64;
+  BatchExecutor executor(device, config);
+  auto gpu = executor.handle();
+  std::vector<std::future<std::vector<float>>> futures;
+  for (int i = 0; i < 2000; ++i) futures.push_back(gpu.relu({float(i % 7) - 3.0f}));
+  for (int i = 0; i < 2000; ++i) {
+    EXPECT_TRUE(ready_within(futures[i], 30s));
+    EXPECT_EQ(futures[i].get(), std::vector<float>{std::max(0.0f, float(i % 7) - 3.0f)});
+  }
+  const Stats s = executor.stats();
+  EXPECT_EQ(s.completed, 2000u);
+  EXPECT_LE(s.strand_done_runs, s.strand_runs);
+  EXPECT_NE(to_prometheus(s).find("gpubatch_strand_done_runs_total "), std::string::npos);
+  return s.strand_done_runs;
+}
+
+// On a device of host cores the completion thread that frees the slot the strand waits for runs
+// the strand's pass itself instead of waking the strand's thread (executor_core.hpp,
+// done_runs_strand_); a GPU's posts it, and so do host cores with GPUBATCH_HOST_DONE_STRAND=off.
+TEST(BatchExecutor, OnHostCoresACompletionThreadRunsTheStrandItFreedASlotFor) {
+  EXPECT_GT(strand_runs_on_completion(true), 0u) << "host cores";
+  EXPECT_EQ(strand_runs_on_completion(false), 0u) << "a GPU";
+  EnvGuard off("GPUBATCH_HOST_DONE_STRAND", "off");
+  EXPECT_EQ(strand_runs_on_completion(true), 0u) << "off";
+}
+
 TEST(BatchExecutor, AdaptiveFlushesWhenASlotIsFreeAndCollectsWhileBusy) {
   auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.delay = 300ms});
   BatchConfig config = BatchConfig::adaptive();

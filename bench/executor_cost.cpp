@@ -25,8 +25,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
-#include <dirent.h>
-#include <fstream>
 #include <functional>
 #include <atomic>
 #include <future>
@@ -39,6 +37,7 @@
 
 #include "gpubatch/batch_device.hpp"
 #include "gpubatch/executor.hpp"
+#include "thread_cpu.hpp"
 
 namespace {
 
@@ -77,27 +76,9 @@ class NullDevice final : public gpubatch::detail::BatchDevice {
   std::chrono::microseconds delay_;
 };
 
-// CPU time (ns) of every thread of this process named `name` (this program's own name is not an
+// The executor's threads' CPU clocks: bench/thread_cpu.hpp (this program's own name is not an
 // executor thread's: comm keeps 15 characters, "gpubatch-execut").
-double threads_cpu_ns(const std::string& wanted) {
-  double total = 0;
-  DIR* dir = opendir("/proc/self/task");
-  if (!dir) return 0;
-  while (dirent* e = readdir(dir)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
-    std::string name;
-    std::getline(comm, name);
-    if (name != wanted) continue;
-    const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
-    // Linux's per-thread CPU clock of any thread of this process (MAKE_THREAD_CPUCLOCK).
-    const clockid_t clock = static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6);
-    timespec ts{};
-    if (clock_gettime(clock, &ts) == 0) total += double(ts.tv_sec) * 1e9 + double(ts.tv_nsec);
-  }
-  closedir(dir);
-  return total;
-}
+double threads_cpu_ns(const std::string& wanted) { return gpubatch::bench::threads_cpu_s(wanted) * 1e9; }
 
 struct Options {
   std::size_t threads = 2, inflight = 1024, requests = 2000000, size = 256, reps = 3;
@@ -106,11 +87,7 @@ struct Options {
   bool lone = false;      // one caller, one future at a time, beside the null device's own call
 };
 
-double own_cpu_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return double(ts.tv_sec) * 1e9 + double(ts.tv_nsec);
-}
+double own_cpu_ns() { return gpubatch::bench::own_thread_cpu_s() * 1e9; }
 
 // One caller: keeps `inflight` futures outstanding; adds its CPU time to `cpu_ns`.
 void crowd(gpubatch::BatchedGpuHandle handle, const Options& o, std::size_t count, double& cpu_ns) {

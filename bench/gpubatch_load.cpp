@@ -36,6 +36,7 @@
 #include "gpu/fault_injection.hpp"
 #include "host_noise.hpp"
 #include "start_gate.hpp"
+#include "thread_cpu.hpp"
 
 using namespace gpubatch;
 using Clock = std::chrono::steady_clock;
@@ -231,7 +232,16 @@ struct ThreadResult {
   // Each sender's core's copy speed within L1 (bench::l1_copy_ns), before the gate and after its
   // last request: the driver's submit, and so a lone caller, slows with it (host_noise.hpp).
   std::vector<int> caller_l1_copy_ns;
+  // The sender's own CPU from the gate's opening to its last result (summed when merged), for
+  // cpu_s_by_thread: its thread has exited by the time the run's CPU is split.
+  double cpu_start_s = 0, cpu_s = 0;
 };
+
+// The timed run starts for this sender: the gate opens, its CPU clock is read.
+void start_clock(bench::StartGate& gate, ThreadResult& out) {
+  gate.arrive_and_wait();
+  out.cpu_start_s = bench::own_thread_cpu_s();
+}
 
 void record(ThreadResult& out, const Workload& w, std::uint64_t index, std::future<Result>& future,
             Clock::time_point start) {
@@ -290,7 +300,7 @@ void run_open_loop(const Options& o, const Workload& w, const SubmitCallback& su
   // the start with the others (bench/start_gate.hpp).
   bench::reserve_touched(out.latencies_us, count);
   bench::reserve_touched(out.send_lag_us, count);
-  gate.arrive_and_wait();
+  start_clock(gate, out);
   std::deque<std::shared_ptr<Stamped>> pending;
   const auto interval = std::chrono::duration<double>(double(o.threads) / o.rate);
   auto next_send = Clock::now();
@@ -337,7 +347,7 @@ void run_closed_loop(const Options& o, const Workload& w, const SubmitFuture& su
                      std::atomic<std::uint64_t>& done, ThreadResult& out, bench::StartGate& gate) {
   if (o.think_us > 0) bench::precise_timer_slack();
   bench::reserve_touched(out.latencies_us, count);
-  gate.arrive_and_wait();
+  start_clock(gate, out);
   std::deque<Pending> pending;
   auto finish_front = [&] {
     Pending& p = pending.front();
@@ -398,7 +408,7 @@ void run_closed_loop_handlers(const Options& o, const Workload& w, const SubmitC
                               std::atomic<std::uint64_t>& done, ThreadResult& out, bench::StartGate& gate) {
   if (o.think_us > 0) bench::precise_timer_slack();
   bench::reserve_touched(out.latencies_us, count);
-  gate.arrive_and_wait();
+  start_clock(gate, out);
   std::deque<std::shared_ptr<Slot>> pending;
   auto finish_front = [&] {
     Slot& s = *pending.front();
@@ -764,6 +774,7 @@ std::vector<std::thread> start_senders(const Options& o, const std::vector<Workl
         run_closed_loop_handlers(o, workloads[t], submitters.submit_with_callback, share, done, results[t], gate);
       else
         run_closed_loop(o, workloads[t], submitters.submit, share, done, results[t], gate);
+      results[t].cpu_s = bench::own_thread_cpu_s() - results[t].cpu_start_s;
       results[t].caller_cpus.push_back(sched_getcpu());
       results[t].caller_l1_copy_ns.push_back(static_cast<int>(bench::l1_copy_ns()));
     });
@@ -821,6 +832,7 @@ struct Timing {
   double seconds = 0;
   bench::HostNoise noise;
   double cpu_seconds = 0;
+  bench::ExecutorThreadsCpu executor_cpu;  // the executor's threads' share of cpu_seconds
   std::vector<std::uint64_t> timeline;  // --lose-device-ms: completions so far at each 100 ms
 };
 
@@ -834,6 +846,7 @@ Timing run_timed(const Options& o, const std::vector<Workload>& workloads, const
   gate.wait_ready();
   bench::HostNoiseProbe host(o.host_probe);
   const double cpu_start = process_cpu_seconds();
+  const auto executor_start = bench::ExecutorThreadsCpu::now();
   const auto start = Clock::now();
   gate.open();
   RunWatch watch(o, start, done);
@@ -843,7 +856,8 @@ Timing run_timed(const Options& o, const std::vector<Workload>& workloads, const
   // The price of the latency: process CPU time over the timed run (spinning shows here), the
   // host probe's own left out.
   const double cpu_seconds = process_cpu_seconds() - cpu_start - noise.probe_cpu_s;
-  return {seconds, noise, cpu_seconds, watch.stop()};
+  const auto executor_cpu = bench::ExecutorThreadsCpu::now() - executor_start;
+  return {seconds, noise, cpu_seconds, executor_cpu, watch.stop()};
 }
 
 // An idle executor (nothing in flight, nothing queued) must burn no CPU: measure it.
@@ -870,8 +884,23 @@ ThreadResult merged(const std::vector<ThreadResult>& results) {
     if (all.first_error.empty()) all.first_error = r.first_error;
     all.caller_cpus.insert(all.caller_cpus.end(), r.caller_cpus.begin(), r.caller_cpus.end());
     all.caller_l1_copy_ns.insert(all.caller_l1_copy_ns.end(), r.caller_l1_copy_ns.begin(), r.caller_l1_copy_ns.end());
+    all.cpu_s += r.cpu_s;
   }
   return all;
+}
+
+// The timed run's process CPU (cpu_seconds) split by thread: the senders' own clocks, the
+// executor's threads by role, and the rest (the device's threads on lavapipe, the driver's, this
+// tool's watch), in seconds.
+std::string cpu_split_json(const Timing& t, double callers_s) {
+  const bench::ExecutorThreadsCpu& e = t.executor_cpu;
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "{\"callers\": %.4f, \"strand\": %.4f, \"completion\": %.4f, \"packer\": %.4f, "
+                "\"executor_other\": %.4f, \"rest\": %.4f}",
+                callers_s, e.strand, e.completion, e.packer, e.other,
+                std::max(0.0, t.cpu_seconds - callers_s - e.total()));
+  return buf;
 }
 
 // The run as the reports give it: what was measured, and the figures derived from it.
@@ -933,7 +962,7 @@ void print_json(const Options& o, const Report& r) {
       "\"flushes\": {\"size\": %llu, \"deadline\": %llu, \"idle\": %llu, \"shutdown\": %llu}, "
       "\"transfers\": {\"uploads\": %llu, \"downloads\": %llu}, \"bytes\": {\"up\": %llu, \"down\": %llu}, \"early_results\": %llu, "
       "\"cost_model\": {\"fixed_us\": %.2f, \"us_per_kib\": %.4f}, "
-      "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
+      "\"cpu_us_per_request\": %.3f, \"cores_busy\": %.3f, \"cpu_s_by_thread\": %s, \"idle_ms\": %d, \"idle_cores_busy\": %.4f, "
       "\"resident\": %llu, \"direct\": %llu, \"split\": %llu, \"caller_completions\": %llu, \"strand_runs\": %llu, \"errors\": %llu, \"mismatches\": %llu, \"lost\": %llu, \"verified\": %s, "
       "\"host\": %s, \"caller_cpus\": %s, \"caller_l1_copy_ns\": %s, \"devices\": %s%s}\n",
       json_escaped(r.device_names).c_str(), json_escaped(r.drivers).c_str(), r.preset_label.c_str(), o.op.c_str(), o.size, o.threads, o.inflight, o.think_us, o.rate, o.pace_us,
@@ -948,7 +977,7 @@ void print_json(const Options& o, const Report& r) {
       static_cast<unsigned long long>(counters_after.bytes_down - counters_before.bytes_down),
       static_cast<unsigned long long>(counters_after.early_results - counters_before.early_results),
       double(after.cost_fixed.count()) / 1e3, after.cost_ns_per_byte * 1024.0 / 1e3,
-      r.cpu_us_per_request, r.cores_busy, o.idle_ms, r.idle_cores_busy,
+      r.cpu_us_per_request, r.cores_busy, cpu_split_json(r.timing, r.all.cpu_s).c_str(), o.idle_ms, r.idle_cores_busy,
       static_cast<unsigned long long>(after.resident - before.resident),
       static_cast<unsigned long long>(after.direct - before.direct),
       static_cast<unsigned long long>(after.split - before.split),
@@ -977,6 +1006,7 @@ void print_summary(const Options& o, const BatchConfig& config, std::size_t devi
                 r.submit_p50, r.submit_p99);
   std::printf("cpu         %.2f us per request, %.2f cores busy (process CPU time over the run)\n",
               r.cpu_us_per_request, r.cores_busy);
+  std::printf("cpu s       %s (by thread)\n", cpu_split_json(r.timing, r.all.cpu_s).c_str());
   std::printf("host        %s\n", r.timing.noise.json().c_str());
   if (o.idle_ms > 0)
     std::printf("idle        %.4f cores busy over %d ms with nothing to do\n", r.idle_cores_busy, o.idle_ms);

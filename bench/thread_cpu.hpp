@@ -1,0 +1,62 @@
+#pragma once
+// CPU time of this process's threads, read from their per-thread CPU clocks (nanoseconds; the
+// ticks in /proc/PID/task/*/stat are 10 ms). gpubatch-load splits a timed run's CPU by them
+// (`cpu_s_by_thread`) and gpubatch-executor-cost its executor's threads' cost per request. A
+// thread that has exited is no longer listed, so a caller's thread reads its own clock
+// (own_thread_cpu_s) before it ends.
+#include <dirent.h>
+#include <time.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace gpubatch::bench {
+
+// CPU seconds of the calling thread so far.
+inline double own_thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+// CPU seconds of every live thread of this process named `wanted` (comm keeps 15 characters).
+inline double threads_cpu_s(const std::string& wanted) {
+  double total = 0;
+  DIR* dir = opendir("/proc/self/task");
+  if (!dir) return 0;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != wanted) continue;
+    const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
+    // Linux's per-thread CPU clock of any thread of this process (MAKE_THREAD_CPUCLOCK).
+    const clockid_t clock = static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6);
+    timespec ts{};
+    if (clock_gettime(clock, &ts) == 0) total += double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+  }
+  closedir(dir);
+  return total;
+}
+
+// The executor's threads by role, CPU seconds so far (their names: src/executor/).
+struct ExecutorThreadsCpu {
+  double strand = 0, completion = 0, packer = 0, other = 0;  // other: bulk lane, expiry, resident ring
+
+  static ExecutorThreadsCpu now() {
+    ExecutorThreadsCpu c;
+    c.strand = threads_cpu_s("gpubatch-strand");
+    c.completion = threads_cpu_s("gpubatch-done");
+    c.packer = threads_cpu_s("gpubatch-pack");
+    c.other = threads_cpu_s("gpubatch-bulk") + threads_cpu_s("gpubatch-expiry") + threads_cpu_s("gpubatch-ring");
+    return c;
+  }
+  ExecutorThreadsCpu operator-(const ExecutorThreadsCpu& o) const {
+    return {strand - o.strand, completion - o.completion, packer - o.packer, other - o.other};
+  }
+  double total() const { return strand + completion + packer + other; }
+};
+
+}  // namespace gpubatch::bench

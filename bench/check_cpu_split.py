@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Reads one gpubatch-load --json line from stdin; exits 1 unless every result was verified and
-cpu_s_by_thread holds together: the callers, the strand and the completion threads each used
-some CPU, and no part, nor the named parts together, exceeds the process's CPU over the run
-(LoadSmoke.CpuByThread in bench/CMakeLists.txt)."""
+"""Reads one gpubatch-load or gpubatch-mix --json line from stdin; exits 1 unless every result
+was verified and cpu_s_by_thread holds together: the callers, the strand and the completion
+threads each used some CPU, and no part, nor the named parts together, exceeds the process's CPU
+over the run (LoadSmoke.CpuByThread and LoadSmoke.MixCpuByThread in bench/CMakeLists.txt)."""
 import json
 import sys
 

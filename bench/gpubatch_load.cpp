@@ -474,12 +474,7 @@ void prime_checks(const std::vector<Workload>& workloads, const SubmitFuture& su
 
 // CPU time (user + system) of every thread of this process so far, in seconds: the executor's
 // threads, the load generator's, and on lavapipe the device's own.
-double process_cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  const auto s = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
-  return s(u.ru_utime) + s(u.ru_stime);
-}
+double process_cpu_seconds() { return bench::process_cpu_s(); }
 
 double percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
@@ -889,18 +884,9 @@ ThreadResult merged(const std::vector<ThreadResult>& results) {
   return all;
 }
 
-// The timed run's process CPU (cpu_seconds) split by thread: the senders' own clocks, the
-// executor's threads by role, and the rest (the device's threads on lavapipe, the driver's, this
-// tool's watch), in seconds.
+// The timed run's process CPU (cpu_seconds) split by thread (bench/thread_cpu.hpp).
 std::string cpu_split_json(const Timing& t, double callers_s) {
-  const bench::ExecutorThreadsCpu& e = t.executor_cpu;
-  char buf[320];
-  std::snprintf(buf, sizeof buf,
-                "{\"callers\": %.4f, \"strand\": %.4f, \"completion\": %.4f, \"packer\": %.4f, "
-                "\"executor_other\": %.4f, \"rest\": %.4f}",
-                callers_s, e.strand, e.completion, e.packer, e.other,
-                std::max(0.0, t.cpu_seconds - callers_s - e.total()));
-  return buf;
+  return bench::cpu_split_json(t.cpu_seconds, callers_s, t.executor_cpu);
 }
 
 // The run as the reports give it: what was measured, and the figures derived from it.

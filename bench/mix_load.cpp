@@ -41,6 +41,7 @@
 
 #include "host_noise.hpp"
 #include "start_gate.hpp"
+#include "thread_cpu.hpp"
 #include "gpubatch/config.hpp"
 #include "gpubatch/device.hpp"
 #include "gpubatch/error.hpp"
@@ -158,6 +159,9 @@ struct Samples {
   };
   std::array<Read, 4> read;
   std::size_t next_read = 0;
+  // The sender's own CPU from the gate's opening to its end (summed when merged), for
+  // cpu_s_by_thread: its thread has exited by the time the run's CPU is split.
+  double cpu_start_s = 0, cpu_s = 0;
   void merge(Samples& o) {
     for (int h = 0; h < 2; ++h)
       for (int l = 0; l < 2; ++l)
@@ -179,6 +183,7 @@ struct Samples {
     finished_after_deadline += o.finished_after_deadline;
     deadline_errors_high += o.deadline_errors_high, refused_high += o.refused_high;
     if (first_error.empty()) first_error = o.first_error;
+    cpu_s += o.cpu_s;
     for (int q = 0; q < 4; ++q) by_quarter_us[q].insert(by_quarter_us[q].end(), o.by_quarter_us[q].begin(), o.by_quarter_us[q].end());
   }
 };
@@ -293,6 +298,7 @@ class Sender {
   void run(std::uint64_t count, double rate, bool high, bench::StartGate& gate) {
     reserve_samples(count, high);
     gate.arrive_and_wait();
+    out_.cpu_start_s = bench::own_thread_cpu_s();
     const auto interval = std::chrono::duration<double>(1.0 / rate);
     auto next = Clock::now();
     const auto begin = next;
@@ -388,6 +394,7 @@ void sender(const Options& o, const Pool& pool, const BatchedGpuHandle& gpu, uns
             std::uint64_t count, double rate, bool high, Samples& out, bench::StartGate& gate) {
   bench::precise_timer_slack();
   Sender(o, pool, gpu, seed, out).run(count, rate, high, gate);
+  out.cpu_s = bench::own_thread_cpu_s() - out.cpu_start_s;
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -516,6 +523,8 @@ SenderPlan plan_senders(const Options& o) {
 struct Timed {
   double seconds = 0;
   bench::HostNoise noise;
+  double cpu_seconds = 0;                  // the process's, the host probe's own left out
+  bench::ExecutorThreadsCpu executor_cpu;  // the executor's threads' share of it
 };
 
 // The timed run: every share sent by a thread of its own, from the gate's opening to the last
@@ -529,11 +538,15 @@ Timed run_senders(const Options& o, const Pool& pool, const BatchExecutor& execu
   // The senders are made and ready (bench/start_gate.hpp): the clock starts now.
   gate.wait_ready();
   bench::HostNoiseProbe host(o.host_probe);
+  const double cpu_start = bench::process_cpu_s();
+  const auto executor_start = bench::ExecutorThreadsCpu::now();
   const auto start = Clock::now();
   gate.open();
   for (auto& t : threads) t.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  return {seconds, host.stop()};
+  const bench::HostNoise noise = host.stop();
+  const double cpu_seconds = bench::process_cpu_s() - cpu_start - noise.probe_cpu_s;
+  return {seconds, noise, cpu_seconds, bench::ExecutorThreadsCpu::now() - executor_start};
 }
 
 // Successful requests' latencies by class: by priority, and by size.
@@ -596,7 +609,9 @@ std::string json_report(const Options& o, const Device& device, const Timed& tim
   // the time a request spent before the call returned (a blocked push, a late sender).
   for (std::size_t l = 0; l < stats.end_to_end_by_priority.size(); ++l)
     js << (l ? ", " : "") << "\"" << l << "\": " << double(stats.end_to_end_by_priority[l].summary.p99.count()) / 1000.0;
-  js << "}, \"lost\": " << all.lost
+  js << "}, \"cpu_us_per_request\": " << timed.cpu_seconds * 1e6 / double(std::max<std::uint64_t>(1, o.requests))
+     << ", \"cpu_s_by_thread\": " << bench::cpu_split_json(timed.cpu_seconds, all.cpu_s, timed.executor_cpu)
+     << ", \"lost\": " << all.lost
      << ", \"verified\": " << (verified ? "true" : "false") << ", \"host\": " << timed.noise.json() << "}";
   return js.str();
 }

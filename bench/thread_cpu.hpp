@@ -5,8 +5,11 @@
 // thread that has exited is no longer listed, so a caller's thread reads its own clock
 // (own_thread_cpu_s) before it ends.
 #include <dirent.h>
+#include <sys/resource.h>
 #include <time.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -58,5 +61,26 @@ struct ExecutorThreadsCpu {
   }
   double total() const { return strand + completion + packer + other; }
 };
+
+// CPU time (user + system) of every thread of this process so far, in seconds.
+inline double process_cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  const auto s = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return s(u.ru_utime) + s(u.ru_stime);
+}
+
+// A timed run's process CPU (`process_s`) split by thread, as the tools' JSON gives it
+// (`cpu_s_by_thread`): the senders' own clocks, the executor's threads by role, and the rest (the
+// device's threads on lavapipe, the driver's, the tool's other threads), in seconds.
+inline std::string cpu_split_json(double process_s, double callers_s, const ExecutorThreadsCpu& e) {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "{\"callers\": %.4f, \"strand\": %.4f, \"completion\": %.4f, \"packer\": %.4f, "
+                "\"executor_other\": %.4f, \"rest\": %.4f}",
+                callers_s, e.strand, e.completion, e.packer, e.other,
+                std::max(0.0, process_s - callers_s - e.total()));
+  return buf;
+}
 
 }  // namespace gpubatch::bench

@@ -6,7 +6,6 @@
 
 #include <CLI/CLI.hpp>
 #include <linux/futex.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -472,10 +471,6 @@ void prime_checks(const std::vector<Workload>& workloads, const SubmitFuture& su
   for (auto& th : threads) th.join();
 }
 
-// CPU time (user + system) of every thread of this process so far, in seconds: the executor's
-// threads, the load generator's, and on lavapipe the device's own.
-double process_cpu_seconds() { return bench::process_cpu_s(); }
-
 double percentile(std::vector<double>& v, double p) {
   if (v.empty()) return 0;
   const std::size_t k = std::min(v.size() - 1, static_cast<std::size_t>(p * (v.size() - 1) + 0.5));
@@ -840,7 +835,7 @@ Timing run_timed(const Options& o, const std::vector<Workload>& workloads, const
   // The senders are made and ready (bench/start_gate.hpp): the clock starts now.
   gate.wait_ready();
   bench::HostNoiseProbe host(o.host_probe);
-  const double cpu_start = process_cpu_seconds();
+  const double cpu_start = bench::process_cpu_s();
   const auto executor_start = bench::ExecutorThreadsCpu::now();
   const auto start = Clock::now();
   gate.open();
@@ -850,7 +845,7 @@ Timing run_timed(const Options& o, const std::vector<Workload>& workloads, const
   const bench::HostNoise noise = host.stop();
   // The price of the latency: process CPU time over the timed run (spinning shows here), the
   // host probe's own left out.
-  const double cpu_seconds = process_cpu_seconds() - cpu_start - noise.probe_cpu_s;
+  const double cpu_seconds = bench::process_cpu_s() - cpu_start - noise.probe_cpu_s;
   const auto executor_cpu = bench::ExecutorThreadsCpu::now() - executor_start;
   return {seconds, noise, cpu_seconds, executor_cpu, watch.stop()};
 }
@@ -859,9 +854,9 @@ Timing run_timed(const Options& o, const std::vector<Workload>& workloads, const
 double measure_idle_cores_busy(const Options& o) {
   double idle_cores_busy = 0;
   if (o.idle_ms > 0) {
-    const double idle_cpu_start = process_cpu_seconds();
+    const double idle_cpu_start = bench::process_cpu_s();
     std::this_thread::sleep_for(std::chrono::milliseconds(o.idle_ms));
-    idle_cores_busy = (process_cpu_seconds() - idle_cpu_start) / (o.idle_ms / 1e3);
+    idle_cores_busy = (bench::process_cpu_s() - idle_cpu_start) / (o.idle_ms / 1e3);
   }
   return idle_cores_busy;
 }
@@ -882,11 +877,6 @@ ThreadResult merged(const std::vector<ThreadResult>& results) {
     all.cpu_s += r.cpu_s;
   }
   return all;
-}
-
-// The timed run's process CPU (cpu_seconds) split by thread (bench/thread_cpu.hpp).
-std::string cpu_split_json(const Timing& t, double callers_s) {
-  return bench::cpu_split_json(t.cpu_seconds, callers_s, t.executor_cpu);
 }
 
 // The run as the reports give it: what was measured, and the figures derived from it.
@@ -963,7 +953,7 @@ void print_json(const Options& o, const Report& r) {
       static_cast<unsigned long long>(counters_after.bytes_down - counters_before.bytes_down),
       static_cast<unsigned long long>(counters_after.early_results - counters_before.early_results),
       double(after.cost_fixed.count()) / 1e3, after.cost_ns_per_byte * 1024.0 / 1e3,
-      r.cpu_us_per_request, r.cores_busy, cpu_split_json(r.timing, r.all.cpu_s).c_str(), o.idle_ms, r.idle_cores_busy,
+      r.cpu_us_per_request, r.cores_busy, bench::cpu_split_json(r.timing.cpu_seconds, r.all.cpu_s, r.timing.executor_cpu).c_str(), o.idle_ms, r.idle_cores_busy,
       static_cast<unsigned long long>(after.resident - before.resident),
       static_cast<unsigned long long>(after.direct - before.direct),
       static_cast<unsigned long long>(after.split - before.split),
@@ -992,7 +982,7 @@ void print_summary(const Options& o, const BatchConfig& config, std::size_t devi
                 r.submit_p50, r.submit_p99);
   std::printf("cpu         %.2f us per request, %.2f cores busy (process CPU time over the run)\n",
               r.cpu_us_per_request, r.cores_busy);
-  std::printf("cpu s       %s (by thread)\n", cpu_split_json(r.timing, r.all.cpu_s).c_str());
+  std::printf("cpu s       %s (by thread)\n", bench::cpu_split_json(r.timing.cpu_seconds, r.all.cpu_s, r.timing.executor_cpu).c_str());
   std::printf("host        %s\n", r.timing.noise.json().c_str());
   if (o.idle_ms > 0)
     std::printf("idle        %.4f cores busy over %d ms with nothing to do\n", r.idle_cores_busy, o.idle_ms);

@@ -23,24 +23,31 @@ inline double own_thread_cpu_s() {
   return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
 }
 
-// CPU seconds of every live thread of this process named `wanted` (comm keeps 15 characters).
-inline double threads_cpu_s(const std::string& wanted) {
-  double total = 0;
+// Calls each(name, cpu_seconds) for every live thread of this process (comm keeps 15 characters).
+template <typename Each>
+void for_each_thread_cpu_s(Each each) {
   DIR* dir = opendir("/proc/self/task");
-  if (!dir) return 0;
+  if (!dir) return;
   while (dirent* e = readdir(dir)) {
     if (e->d_name[0] == '.') continue;
     std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
     std::string name;
     std::getline(comm, name);
-    if (name != wanted) continue;
     const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
     // Linux's per-thread CPU clock of any thread of this process (MAKE_THREAD_CPUCLOCK).
     const clockid_t clock = static_cast<clockid_t>((~static_cast<unsigned>(tid) << 3) | 6);
     timespec ts{};
-    if (clock_gettime(clock, &ts) == 0) total += double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+    if (clock_gettime(clock, &ts) == 0) each(name, double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9);
   }
   closedir(dir);
+}
+
+// CPU seconds of every live thread of this process named `wanted`.
+inline double threads_cpu_s(const std::string& wanted) {
+  double total = 0;
+  for_each_thread_cpu_s([&](const std::string& name, double s) {
+    if (name == wanted) total += s;
+  });
   return total;
 }
 
@@ -48,12 +55,14 @@ inline double threads_cpu_s(const std::string& wanted) {
 struct ExecutorThreadsCpu {
   double strand = 0, completion = 0, packer = 0, other = 0;  // other: bulk lane, expiry, resident ring
 
-  static ExecutorThreadsCpu now() {
+  static ExecutorThreadsCpu now() {  // one pass over the process's threads
     ExecutorThreadsCpu c;
-    c.strand = threads_cpu_s("gpubatch-strand");
-    c.completion = threads_cpu_s("gpubatch-done");
-    c.packer = threads_cpu_s("gpubatch-pack");
-    c.other = threads_cpu_s("gpubatch-bulk") + threads_cpu_s("gpubatch-expiry") + threads_cpu_s("gpubatch-ring");
+    for_each_thread_cpu_s([&](const std::string& name, double s) {
+      if (name == "gpubatch-strand") c.strand += s;
+      else if (name == "gpubatch-done") c.completion += s;
+      else if (name == "gpubatch-pack") c.packer += s;
+      else if (name == "gpubatch-bulk" || name == "gpubatch-expiry" || name == "gpubatch-ring") c.other += s;
+    });
     return c;
   }
   ExecutorThreadsCpu operator-(const ExecutorThreadsCpu& o) const {

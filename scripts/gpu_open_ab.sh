@@ -10,7 +10,8 @@
 #     the default is twice max_inflight_batches)? One H100 run said 6.40 against 6.08 M/s; the
 #     twenty-sixth session's H200 found 6 no better than 4.
 # Every run is verified against the CPU reference. Bundle gpubatch-load into .gpu/ (scripts/
-# gpu_session.sh says how); on the GPU machine: bash scripts/gpu_open_ab.sh OUTDIR.
+# gpu_session.sh says how); on the GPU machine: bash scripts/gpu_open_ab.sh OUTDIR (ROUNDS=1 for
+# one round of the A/B pairs instead of two).
 # Writes results.jsonl (one JSON object a run, with "name") and a table on stdout.
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-open-ab}}
@@ -37,7 +38,7 @@ print("%-24s served %8.0f p50 %6.0f p99 %7.0f lag99 %5.0f probe99 %s cpu/req %.2
 }
 
 r crowd1024 X=1 -- --inflight 1024 --requests 6000000
-for rep in 1 2; do
+for rep in $(seq 1 "${ROUNDS:-2}"); do
   for pace in 50 100 200; do
     r "open3500k-pace$pace-$rep" X=1 -- --rate 3500000 --requests 10500000 --pace-us "$pace"
   done

@@ -17,8 +17,11 @@
 // beside each the same request straight on the null device (submit, wait, take the result: what
 // Device::run does around the GPU). The difference of the two medians is what the executor adds
 // to a lone future on any device, with no GPU's time and jitter in it.
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -104,20 +107,43 @@ void crowd(gpubatch::BatchedGpuHandle handle, const Options& o, std::size_t coun
   cpu_ns = own_cpu_ns();
 }
 
-// The same through completion handlers: the caller yields while `inflight` are outstanding (its
-// own CPU then counts its polling; the completion threads' is what this mode compares).
-void crowd_handlers(gpubatch::BatchedGpuHandle handle, const Options& o, std::size_t count, double& cpu_ns) {
-  const std::vector<float> x(o.size, 1.0f);
-  std::atomic<std::size_t> done{0};
-  for (std::size_t i = 0; i < count; ++i) {
-    while (i - done.load(std::memory_order_acquire) >= o.inflight) std::this_thread::yield();
-    handle.relu(x, [&done](std::exception_ptr, std::vector<float>) { done.fetch_add(1, std::memory_order_release); });
+// The same through completion handlers. A caller's ring of `inflight` slots holds one word per
+// outstanding request: the handler sets it to 1 and wakes the caller only when it sleeps on that
+// word (2), and the caller waits for its oldest request's word before it reuses the slot, as
+// gpubatch-load --handlers does. With the library resolving a batch newest first, a caller thus
+// wakes once per batch, as a future's caller does, and its CPU is what a caller of the handler
+// path spends (before the thirty-eighth session the callers polled with yield: their CPU was the
+// poll's). The ring outlives the executor, whose shutdown waits for every handler.
+using HandlerRing = std::unique_ptr<std::atomic<std::uint32_t>[]>;
+
+void await_word(std::atomic<std::uint32_t>& word) {
+  std::uint32_t seen;
+  while ((seen = word.load(std::memory_order_acquire)) != 1) {
+    if (seen == 0 && !word.compare_exchange_strong(seen, 2, std::memory_order_acq_rel)) continue;
+    syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_PRIVATE, 2, nullptr, nullptr, 0);
   }
-  while (done.load(std::memory_order_acquire) < count) std::this_thread::yield();
+}
+
+void crowd_handlers(gpubatch::BatchedGpuHandle handle, const Options& o, std::size_t count, double& cpu_ns,
+                    std::atomic<std::uint32_t>* ring) {
+  const std::vector<float> x(o.size, 1.0f);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::atomic<std::uint32_t>& word = ring[i % o.inflight];
+    if (i >= o.inflight) await_word(word);
+    word.store(0, std::memory_order_relaxed);
+    handle.relu(x, [&word](std::exception_ptr, std::vector<float>) {
+      if (word.exchange(1, std::memory_order_acq_rel) == 2)
+        syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+    });
+  }
+  for (std::size_t i = count > o.inflight ? count - o.inflight : 0; i < count; ++i) await_word(ring[i % o.inflight]);
   cpu_ns = own_cpu_ns();
 }
 
 void one_rep(const Options& o) {
+  std::vector<HandlerRing> rings(o.threads);  // before the executor: see crowd_handlers
+  if (o.handlers)
+    for (auto& r : rings) r = std::make_unique<std::atomic<std::uint32_t>[]>(o.inflight);
   gpubatch::BatchExecutor executor(std::make_shared<NullDevice>(std::chrono::microseconds(o.delay_us)),
                                    gpubatch::BatchConfig{});
   const auto before = executor.stats();
@@ -126,8 +152,10 @@ void one_rep(const Options& o) {
   std::vector<std::thread> threads;
   std::vector<double> callers(o.threads);
   for (std::size_t t = 0; t < o.threads; ++t)
-    threads.emplace_back(o.handlers ? crowd_handlers : crowd, executor.handle(), std::cref(o), o.requests / o.threads,
-                         std::ref(callers[t]));
+    threads.emplace_back([&, t, handle = executor.handle()] {
+      if (o.handlers) crowd_handlers(handle, o, o.requests / o.threads, callers[t], rings[t].get());
+      else crowd(handle, o, o.requests / o.threads, callers[t]);
+    });
   for (auto& t : threads) t.join();
   double caller = 0;
   for (double c : callers) caller += c;

@@ -280,8 +280,10 @@ TEST(BatchExecutor, LargeBatchesTakeHalfASlot) {
 }
 
 // The most batches of 4 MiB (2 MiB in, 2 MiB out) that one in-flight slot held at once, with the
-// device paused and four such requests asked.
-std::size_t large_batches_on_one_slot(bool host_cpu) {
+// device paused and four such requests asked: it waits for `expect` of them in flight, then 50 ms
+// more for any beyond (a fixed 50 ms alone was too short for the second batch's copy under TSan
+// on CI's loaded 2-core machine, 2026-12-07).
+std::size_t large_batches_on_one_slot(bool host_cpu, std::size_t expect) {
   auto device = std::make_shared<FakeDevice>(FakeDevice::Options{.host_cpu = host_cpu});
   BatchConfig config = BatchConfig::adaptive();
   config.max_inflight_batches = 1;
@@ -292,8 +294,8 @@ std::size_t large_batches_on_one_slot(bool host_cpu) {
   device->pause();
   std::vector<std::future<std::vector<float>>> large;
   for (int i = 0; i < 4; ++i) large.push_back(gpu.relu(std::vector<float>(512 * 1024, float(i))));
-  EXPECT_TRUE(device->wait_for_inflight(1, 30s));
-  std::this_thread::sleep_for(50ms);  // a second would be submitted by now if the slot allowed it
+  EXPECT_TRUE(device->wait_for_inflight(expect, 30s));
+  std::this_thread::sleep_for(50ms);  // one more would be submitted by now if the slot allowed it
   const std::size_t seen = device->max_inflight();
   device->resume();
   for (auto& f : large) EXPECT_TRUE(ready_within(f, 30s));
@@ -305,10 +307,10 @@ std::size_t large_batches_on_one_slot(bool host_cpu) {
 // nothing overlaps there, and more large batches in flight only spread their copies over more
 // memory. GPUBATCH_HOST_LARGE_SLOT=half keeps the half slot there.
 TEST(BatchExecutor, OnHostCoresLargeBatchesTakeAWholeSlot) {
-  EXPECT_EQ(large_batches_on_one_slot(true), 1u) << "host cores: one batch per slot";
-  EXPECT_EQ(large_batches_on_one_slot(false), 2u) << "a GPU: half a slot each";
+  EXPECT_EQ(large_batches_on_one_slot(true, 1), 1u) << "host cores: one batch per slot";
+  EXPECT_EQ(large_batches_on_one_slot(false, 2), 2u) << "a GPU: half a slot each";
   EnvGuard half("GPUBATCH_HOST_LARGE_SLOT", "half");
-  EXPECT_EQ(large_batches_on_one_slot(true), 2u) << "half: as on a GPU";
+  EXPECT_EQ(large_batches_on_one_slot(true, 2), 2u) << "half: as on a GPU";
 }
 
 // Strand runs that completion threads ran themselves: a burst of 2,000 requests through one slot

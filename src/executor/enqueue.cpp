@@ -94,7 +94,7 @@ bool ExecutorCore::backlog_outlasts(Clock::time_point deadline, Clock::time_poin
   // them forming refused a level-1 request that went out at once in the express slot;
   // DeadlineAdmission.LevelZerosFormingBatchIsNotAheadOfAHigherLevel).
   std::uint64_t ahead = forming_from_[level].load(std::memory_order_relaxed);
-  for (std::size_t l = level; l < level_count(); ++l) ahead += level_size(l);
+  for (std::size_t l = level; l < level_count(); ++l) ahead += level_queue(l).size_approx();
   if (ahead == 0) return false;  // it goes into the next batch
   // The newest requests' wait is level 0's (a higher level goes ahead of it): level 0 only.
   auto wait = drain_.wait_behind(ahead, now);
@@ -169,8 +169,7 @@ void ExecutorCore::queue_request(Request&& request, Completion&& completion, std
             static_cast<std::uint8_t>(priority), false, cancel, expiry};
   if (expiry) expiry->completion = std::move(p.completion);
   if (in_place_light_ && uses_host_buffers(p.request)) p.in_place = std::min(bytes, in_place_bytes(p.request));
-  std::size_t shard = 0;
-  auto& queue = push_queue(priority, shard);
+  auto& queue = level_queue(priority);
   std::uint64_t pos = 0;
   bool deadline_first = false;  // the wait for room ended at the request's own deadline
   // The watch holds the cell before the push, so that a request in the queue is always watched:
@@ -186,7 +185,7 @@ void ExecutorCore::queue_request(Request&& request, Completion&& completion, std
   if (r != PushResult::ok) return refuse_unqueued(p, r, deadline_first);  // p still owns it all
   if (watch && !watch_before_push_) watch_deadline(std::move(expiry));
   const bool must_wake = note_pushed(deadline != Clock::time_point::max(), priority != 0, cancel, bytes);
-  if (must_wake || pos >= wake_of(shard).load(std::memory_order_relaxed))
+  if (must_wake || pos >= wake_pos_.load(std::memory_order_relaxed))
     post_if_idle(future_call || handler_call ? InlineAsk{&queue, pos, future_call} : InlineAsk{});
 }
 
@@ -242,11 +241,9 @@ void ExecutorCore::refuse_unqueued(Pending& p, PushResult r, bool deadline_first
       reject(completion, ErrorCode::deadline_exceeded,
              describe(p.request) + ": its deadline passed while it waited for room in the queue");
     } else {
-      const auto& queues = queues_of(p.priority);
-      const std::size_t capacity = queues.size() * queues[0]->capacity();
+      const auto& queue = level_queue(p.priority);
       reject(completion, ErrorCode::queue_full,
-             describe(p.request) + ": the queue is full (" + std::to_string(capacity) + " requests" +
-                 (queues.size() > 1 ? " in " + std::to_string(queues.size()) + " shards" : std::string()) +
+             describe(p.request) + ": the queue is full (" + std::to_string(queue.capacity()) + " requests" +
                  (level_count() > 1 ? " at priority " + std::to_string(p.priority) : std::string()) +
                  ", overflow = " + std::string(to_string(config_.overflow)) + ")");
     }

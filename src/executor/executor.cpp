@@ -392,13 +392,13 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
                 static_cast<long>(std::max<std::size_t>(1, device_->watchdog_periods()))),
       await_width_(std::clamp<std::size_t>(device_->inflight_multiplier(), 1, config_.completion_threads)),
       completion_spin_(device_->runs_on_host_cpu() && !host_spin_enabled() ? std::chrono::microseconds(0) : config_.completion_spin),
-      queue_(std::max<std::size_t>(1, config_.queue_capacity_of(0) / queue_shards())),
+      queue_(config_.queue_capacity_of(0)),
       strand_(io_.get_executor()),
       timer_(strand_),
       former_(former_limits(config_)),
       count_cap_(config_.policy == FlushPolicy::adaptive ? config_.latency_batch_size : 0, config_.max_batch_size,
                  saturated_after()),
-      scanned_upto_(config_.priority_levels),
+      scanned_upto_(config_.priority_levels, 0),
       deadline_watch_on_(deadline_watch_enabled()),
       strand_leaves_expiry_(strand_leaves_expiry()),
       watch_lag_limit_ns_(watch_lag_limit().count()),
@@ -426,17 +426,8 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
   split_line_ = device_->inflight_multiplier() == 1 ? device_->split_bytes() : 0;
   for (std::size_t level = 1; level < config_.priority_levels; ++level)
     upper_queues_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(config_.queue_capacity_of(level)));
-  level_queues_.assign(config_.priority_levels, {});
-  level_queues_[0].push_back(&queue_);
-  for (std::size_t s = 1; s < queue_shards(); ++s) {
-    extra_shards_.push_back(std::make_unique<BlockingMpscQueue<Pending>>(queue_.capacity()));
-    level_queues_[0].push_back(extra_shards_.back().get());
-  }
-  if (!extra_shards_.empty()) shard_wake_ = std::make_unique<ShardWake[]>(extra_shards_.size());
-  for (std::size_t level = 1; level < config_.priority_levels; ++level) level_queues_[level].push_back(&level_queue(level));
-  for (std::size_t level = 0; level < config_.priority_levels; ++level) scanned_upto_[level].assign(queues_of(level).size(), 0);
   for (std::size_t level = 0; level < config_.priority_levels; ++level)
-    for (auto* q : queues_of(level)) q->set_timed_wait_slice(config_.block_slice);
+    level_queue(level).set_timed_wait_slice(config_.block_slice);
   for (std::size_t i = 0; i < config_.completion_threads + kCallerSlots; ++i)
     completion_stats_.push_back(std::make_unique<CompletionStats>(config_.priority_levels));
 }
@@ -640,8 +631,7 @@ void ExecutorCore::begin_shutdown(ShutdownMode mode) {
       if (!closing_) {
         closing_ = true;
         resident_closed_.store(true, std::memory_order_seq_cst);
-        for (std::size_t l = 0; l < level_count(); ++l)
-          for (auto* q : queues_of(l)) q->close();
+        for (std::size_t l = 0; l < level_count(); ++l) level_queue(l).close();
         closing_requested_.store(true, std::memory_order_seq_cst);
         post = true;
       }

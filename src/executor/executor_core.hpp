@@ -155,10 +155,6 @@ bool upper_look_enabled() noexcept;
 // GPUBATCH_WATCH_BEFORE_PUSH is not "off": a request's deadline goes to the watch before its push
 // (ExecutorCore::queue_request); "off" hands it over after, as before (side-by-side runs).
 bool watch_before_push_enabled() noexcept;
-// GPUBATCH_QUEUE_SHARDS=N (1 to kMaxQueueShards; default 1): level 0's queue in N shards, a calling
-// thread pushing into one of them (ExecutorCore::push_queue).
-std::size_t queue_shards() noexcept;
-inline constexpr std::size_t kMaxQueueShards = 64;
 // GPUBATCH_IN_PLACE_LIGHT=off: HostBuffer bytes weigh in full against max_batch_bytes, as before
 // the twenty-first session (weight_of, batch_former.hpp), for side-by-side runs.
 bool in_place_light_enabled() noexcept;
@@ -323,7 +319,6 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void expire_forming(Clock::time_point now);
   void scan_queue_deadlines(Clock::time_point now, bool from_head);
   void scan_level_deadlines(std::size_t level, Clock::time_point now, bool from_head);
-  void scan_queue_deadlines(std::size_t level, std::size_t index, Clock::time_point now, bool from_head);
   Clock::time_point next_deadline() const noexcept;
   // Expiry sweeps (forming batch and queue) run at most this often, so that many requests with
   // staggered deadlines cost one pass per interval, not one pass per request.
@@ -480,7 +475,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   static constexpr std::uint32_t kLoneStreak = 8;
   void linger(const StrandLook& look) noexcept;
   bool strand_has_work(const StrandLook& look) const noexcept;
-  std::uint64_t wake_position(std::size_t shard) const noexcept;
+  std::uint64_t wake_position() const noexcept;
   static constexpr std::uint64_t kNever = ~std::uint64_t{0};
 
   // ---- helpers: completion threads run parts of the strand's device work and of large results ----
@@ -570,7 +565,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   // 1,048,576-float relu from HostBuffers moved 22.6-26.4 GB/s where the first moved 25.3-26.9
   // (H100, sixth session of 2026-11-27, calls 4 and 5).
   bool batches_busy() const noexcept {
-    return inflight_slots_.load(std::memory_order_relaxed) != 0 || level_pushed(0) != level_popped(0);
+    return inflight_slots_.load(std::memory_order_relaxed) != 0 || queue_.pushed_approx() != queue_.popped_approx();
   }
   bool lanes_busy(const Request& request) const noexcept {
     if (batches_busy()) return true;
@@ -713,42 +708,6 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   BlockingMpscQueue<Pending>& level_queue(std::size_t level) noexcept {
     return level == 0 ? queue_ : *upper_queues_[level - 1];
   }
-  // Level 0 in shards (GPUBATCH_QUEUE_SHARDS, queue_shards.cpp): queue_ is shard 0, the others
-  // are extra_shards_, each with its own tail, so that callers on different cores stop sharing
-  // one claim counter (16 producers paid 385-609 ns a push on one tail against 196-347 with a
-  // tail each on the H100, gpubatch-queue-cost; BENCHMARKS.md thirty-eighth session). A calling
-  // thread keeps to one shard; the strand takes the shards in turn. Every level's queues are in
-  // queues_of(level): one queue above level 0, the shards at level 0.
-  std::vector<std::unique_ptr<BlockingMpscQueue<Pending>>> extra_shards_;
-  std::vector<std::vector<BlockingMpscQueue<Pending>*>> level_queues_;
-  const std::vector<BlockingMpscQueue<Pending>*>& queues_of(std::size_t level) const noexcept {
-    return level_queues_[level];
-  }
-  std::size_t shard_count() const noexcept { return level_queues_[0].size(); }
-  // The queue a request of `level` from this thread goes into; `shard` its index at level 0.
-  BlockingMpscQueue<Pending>& push_queue(std::size_t level, std::size_t& shard) noexcept;
-  // Sums over a level's queues.
-  std::uint64_t level_pushed(std::size_t level) const noexcept;
-  std::uint64_t level_popped(std::size_t level) const noexcept;
-  std::size_t level_size(std::size_t level) const noexcept;
-  bool level_drained(std::size_t level) const noexcept;
-  // The strand's turn over level 0's shards: the shard it takes from and how many in a row.
-  std::size_t pull_shard_ = 0;
-  std::size_t pull_run_ = 0;
-  bool take_level0(Clock::time_point now);
-  // Per extra shard (index - 1): its wake position, as wake_pos_ is shard 0's.
-  struct alignas(kCacheLine) ShardWake {
-    std::atomic<std::uint64_t> pos{0};
-  };
-  std::unique_ptr<ShardWake[]> shard_wake_;
-  std::atomic<std::uint64_t>& wake_of(std::size_t shard) noexcept {
-    return shard == 0 ? wake_pos_ : shard_wake_[shard - 1].pos;
-  }
-  const std::atomic<std::uint64_t>& wake_of(std::size_t shard) const noexcept {
-    return shard == 0 ? wake_pos_ : shard_wake_[shard - 1].pos;
-  }
-  void publish_wake_positions() noexcept;
-  bool some_wake_published() const noexcept;
   std::size_t level_count() const noexcept { return upper_queues_.size() + 1; }
   std::uint64_t pushed_all_levels() const noexcept;
   // What this core adds to its executor's statistics (executor_stats.cpp): summed over the shards
@@ -819,7 +778,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   CountCap<Clock> count_cap_;    // the former's count limit (latency_batch_size until saturated)
   // The earliest deadline among requests still in the queues (seen when the former was full).
   Clock::time_point queue_deadline_ = Clock::time_point::max();
-  std::vector<std::vector<std::uint64_t>> scanned_upto_;  // per level and queue: positions below were scanned
+  std::vector<std::uint64_t> scanned_upto_;  // per level: positions below were scanned
   const bool deadline_watch_on_;              // GPUBATCH_DEADLINE_WATCH is not "off"
   const bool strand_leaves_expiry_;           // GPUBATCH_STRAND_EXPIRES is not "on"
   const std::int64_t watch_lag_limit_ns_;     // GPUBATCH_WATCH_LAG_US (1 ms): leave_to_watch()

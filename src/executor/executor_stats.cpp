@@ -39,7 +39,7 @@ void ExecutorCore::add_class_stats(StatsSums& x) const {
 }
 
 std::uint64_t ExecutorCore::pushed_all_levels() const noexcept {
-  std::uint64_t n = level_pushed(0);
+  std::uint64_t n = queue_.pushed_approx();
   for (const auto& q : upper_queues_) n += q->pushed_approx();
   return n;
 }

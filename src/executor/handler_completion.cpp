@@ -112,7 +112,8 @@ void ExecutorCore::sweep_cancelled() {
       return true;
     });
   }
-  const auto sweep = [&](BlockingMpscQueue<Pending>& q) {
+  for (std::size_t level = 0; level < level_count(); ++level) {
+    auto& q = level_queue(level);
     const std::uint64_t head = q.head_position();
     for (std::uint64_t pos = head; pos < head + q.capacity(); ++pos) {
       Pending* p = q.peek(pos);
@@ -121,9 +122,7 @@ void ExecutorCore::sweep_cancelled() {
       drop_cancelled(*p);
       p->resolved = true;  // skipped when popped
     }
-  };
-  for (std::size_t level = 0; level < level_count(); ++level)
-    for (auto* q : queues_of(level)) sweep(*q);
+  }
 }
 
 // A batch about to be submitted: each request with a slot is claimed (a later signal leaves it

@@ -70,7 +70,7 @@ bool ExecutorCore::try_resident(Request& request, Completion& completion, Clock:
   // batch. The queues' head words change with every request the strand takes: 16 producers
   // reading them per request pull the strand's hottest line away from it.
   if (inflight_slots_.load(std::memory_order_relaxed) != 0) return false;
-  if (level_pushed(0) != level_popped(0)) return false;
+  if (queue_.pushed_approx() != queue_.popped_approx()) return false;
   for (const auto& q : upper_queues_)
     if (q->pushed_approx() != q->popped_approx()) return false;
   std::unique_ptr<InFlightBatch> inflight = lane_submit([&] { return device_->try_submit_resident(request); });

@@ -39,9 +39,9 @@ void ExecutorCore::run_strand(bool on_io_thread) {
     if (traced) trace_strand_run(run, on_io_thread);
     // What the last look needs of the strand's state is read before the strand is let go: from
     // then on another thread may hold it.
-    const StrandLook look{strand_finished_, blocked_on_slot_, closing_seen_, cancel_seen_, wake_position(0),
+    const StrandLook look{strand_finished_, blocked_on_slot_, closing_seen_, cancel_seen_, wake_position(),
                           timer_target_, lone_streak_ >= kLoneStreak, blocked_on_express_};
-    publish_wake_positions();
+    wake_pos_.store(look.wake, std::memory_order_relaxed);
     wants_slot_.store(look.wants_slot || look.wants_express, std::memory_order_relaxed);
     strand_awake_.store(false, std::memory_order_seq_cst);
     std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -98,37 +98,19 @@ bool ExecutorCore::post_strand_run() noexcept {
   }
 }
 
-// Where in level 0's shard `shard` the strand next needs to look, as a push position: the first
-// request of an empty batch (to start its max_wait timer, or to flush it at once with the adaptive
-// policy), the request that makes the batch full (in shards: a shard's share of the room, rounded
-// up, so that the shards' pushes together wake it no later), or the one that fills half the shard
-// (so that a full queue never waits for a sleeping strand). kNever when only a free slot can help.
-std::uint64_t ExecutorCore::wake_position(std::size_t shard) const noexcept {
+// Where in the queue the strand next needs to look, as a push position: the first request of
+// an empty batch (to start its max_wait timer, or to flush it at once with the adaptive policy),
+// the request that makes the batch full, or the one that fills half the queue (so that a full
+// queue never waits for a sleeping strand). kNever when only a free slot can help.
+std::uint64_t ExecutorCore::wake_position() const noexcept {
   if (strand_finished_) return kNever;
   if (!former_.wants(0)) return kNever;
-  const auto& queue = *queues_of(0)[shard];
-  const std::uint64_t head = queue.popped_approx();
+  const std::uint64_t head = queue_.popped_approx();
   if (former_.empty()) return head;
   const std::size_t limit = former_.count_limit();
   const std::uint64_t room = limit - std::min(former_.size(), limit - 1);
-  const std::uint64_t share = (room + shard_count() - 1) / shard_count();
-  const std::uint64_t half = std::max<std::uint64_t>(1, queue.capacity() / 2);
-  return head + std::min(share, half) - 1;
-}
-
-// Called holding the strand, before it lets go: every shard's wake position for the producers.
-void ExecutorCore::publish_wake_positions() noexcept {
-  for (std::size_t s = 0; s < shard_count(); ++s) wake_of(s).store(wake_position(s), std::memory_order_relaxed);
-}
-
-// After the strand was let go (its fence): some shard holds the request at its wake position.
-bool ExecutorCore::some_wake_published() const noexcept {
-  const auto& shards = queues_of(0);
-  for (std::size_t s = 0; s < shards.size(); ++s) {
-    const std::uint64_t w = wake_of(s).load(std::memory_order_relaxed);
-    if (w != kNever && shards[s]->published(w)) return true;
-  }
-  return false;
+  const std::uint64_t half = std::max<std::uint64_t>(1, queue_.capacity() / 2);
+  return head + std::min(room, half) - 1;
 }
 
 // Called after the strand was let go: reads only atomics and `look`, taken while it was held.
@@ -142,7 +124,7 @@ bool ExecutorCore::strand_has_work(const StrandLook& look) const noexcept {
   if (urgent_.load(std::memory_order_relaxed)) return true;
   if (cancels_.load(std::memory_order_relaxed)) return true;
   if (upper_pushed_.load(std::memory_order_relaxed)) return true;
-  return look.wake != kNever && (shard_count() == 1 ? queue_.published(look.wake) : some_wake_published());
+  return look.wake != kNever && queue_.published(look.wake);
 }
 
 // On the io thread, for events that are not pushes (timer, shutdown), noted first in atomics
@@ -234,8 +216,8 @@ void ExecutorCore::after_forming(bool urgent) {
   // what the strand took since its last look is what it can take, not what arrived.
   bool backlogged = blocked_on_slot_ && !former_.empty();
   for (std::size_t l = 0; l < level_count(); ++l) {
-    for (auto* q : queues_of(l)) q->notify_space();
-    backlogged = backlogged || level_size(l) > 0;
+    level_queue(l).notify_space();
+    backlogged = backlogged || level_queue(l).size_approx() > 0;
   }
   drain_.observe(now, drain_taken_, backlogged);
   for (std::size_t l = 0; l < level_count(); ++l) forming_from_[l].store(former_.size_from(l), std::memory_order_relaxed);
@@ -245,7 +227,7 @@ void ExecutorCore::after_forming(bool urgent) {
 // strand is finished. True then.
 bool ExecutorCore::finish_if_drained() {
   bool drained = former_.empty();
-  for (std::size_t l = 0; drained && l < level_count(); ++l) drained = level_drained(l);
+  for (std::size_t l = 0; drained && l < level_count(); ++l) drained = level_queue(l).drained();
   if (!closing_seen_ || !drained) return false;
   strand_finished_ = true;
   timer_target_ = Clock::time_point::max();
@@ -277,7 +259,6 @@ PullEnd ExecutorCore::pull_level(std::size_t level, Clock::time_point now, std::
   auto& queue = level_queue(level);
   const bool looks_up = level == 0 && express_on_ && level_count() > 1 && upper_look_;
   const auto take = [&] {
-    if (level == 0 && shard_count() > 1) return take_level0(now);
     for (;;) {
       if (queue.try_consume_quiet([&](Pending&& p) { accept_into_forming(std::move(p), now); })) return true;
       // After the close every claimed position gets published promptly; wait for it so that
@@ -290,29 +271,6 @@ PullEnd ExecutorCore::pull_level(std::size_t level, Clock::time_point now, std::
   return pull_with_looks(
       n, looks_up ? kUpperLook : 0, pass_budget_, [&] { return former_.wants(level); }, take,
       [&] { return express_due(now, n); });
-}
-
-// One request from level 0's shards, taken in turn, at most kShardRun from one before the next;
-// false when none holds a published one (after the close: once every claimed one is taken).
-bool ExecutorCore::take_level0(Clock::time_point now) {
-  static constexpr std::size_t kShardRun = 64;
-  const auto& shards = queues_of(0);
-  for (;;) {
-    for (std::size_t tried = 0; tried < shards.size(); ++tried) {
-      if (pull_run_ < kShardRun &&
-          shards[pull_shard_]->try_consume_quiet([&](Pending&& p) { accept_into_forming(std::move(p), now); })) {
-        ++pull_run_;
-        return true;
-      }
-      pull_shard_ = (pull_shard_ + 1) % shards.size();
-      pull_run_ = 0;
-    }
-    bool claimed = false;
-    for (auto* q : shards) claimed = claimed || q->has_claimed();
-    if (!closing_seen_ || !claimed) return false;
-    for (auto* q : shards) q->notify_space();  // a claimer may be waiting for a slot this round freed
-    std::this_thread::yield();
-  }
 }
 
 // In a long pull of level 0: requests pushed above it since, taken now when the express slot is
@@ -362,13 +320,9 @@ void ExecutorCore::scan_queue_deadlines(Clock::time_point now, bool from_head) {
 }
 
 void ExecutorCore::scan_level_deadlines(std::size_t level, Clock::time_point now, bool from_head) {
-  for (std::size_t i = 0; i < queues_of(level).size(); ++i) scan_queue_deadlines(level, i, now, from_head);
-}
-
-void ExecutorCore::scan_queue_deadlines(std::size_t level, std::size_t index, Clock::time_point now, bool from_head) {
-  auto& q = *queues_of(level)[index];
+  auto& q = level_queue(level);
   const std::uint64_t head = q.head_position();
-  std::uint64_t pos = from_head ? head : std::max(head, scanned_upto_[level][index]);
+  std::uint64_t pos = from_head ? head : std::max(head, scanned_upto_[level]);
   auto earliest = queue_deadline_;
   for (; pos < head + q.capacity(); ++pos) {
     Pending* p = q.peek(pos);
@@ -386,7 +340,7 @@ void ExecutorCore::scan_queue_deadlines(std::size_t level, std::size_t index, Cl
       earliest = std::min(earliest, p->deadline);
     }
   }
-  scanned_upto_[level][index] = pos;
+  scanned_upto_[level] = pos;
   queue_deadline_ = earliest;
 }
 
@@ -420,8 +374,8 @@ void ExecutorCore::apply_latency_target(Clock::time_point now) {
 void ExecutorCore::note_arrivals(Clock::time_point now) {
   std::uint64_t positions = 0, popped = 0;
   for (std::size_t level = 0; level < level_count(); ++level) {
-    positions += level_pushed(level);
-    popped += level_popped(level);
+    positions += level_queue(level).pushed_approx();
+    popped += level_queue(level).popped_approx();
   }
   if (arrival_window_ == Clock::time_point{}) {
     arrival_window_ = now;
@@ -614,7 +568,8 @@ void ExecutorCore::cancel_everything() {
   };
   former_.for_each(cancel);
   former_.clear();
-  const auto drain = [&](BlockingMpscQueue<Pending>& queue) {
+  for (std::size_t level = 0; level < level_count(); ++level) {
+    auto& queue = level_queue(level);
     for (;;) {
       const bool got = queue.try_consume_quiet([&](Pending&& p) {
         bump(strand_stats_.pulled);
@@ -629,9 +584,7 @@ void ExecutorCore::cancel_everything() {
       break;
     }
     queue.notify_space();
-  };
-  for (std::size_t level = 0; level < level_count(); ++level)
-    for (auto* q : queues_of(level)) drain(*q);
+  }
 }
 
 // One timer: the former's next look (max_wait, or a deadline's early flush) unless it waits for

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: slice34b thr34 slice34 line33 open33 row33 crowd33 early33 l1lone32 cpuspeed32 pin32 cpu32 lonepc32 lonepc31 parts31c pause31 parts31b parts31 lone31 lone30 ab30 host30 targets29 irq29 final29 open27 adm26b adm26 steps26 open26b open26 dl26 pause26 step26 crowdtrace26 lonesys26 loneprof26b loneprof26 final26 sat26c sat26b sat26 depth26 gen25 batch25 open25b final25b final25 open25 openprof25 prio25 dlalloc25 handl25 pool25 jem25 dlprof25c dlprof25b dlprof25 dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: final39 slice34b thr34 slice34 line33 open33 row33 crowd33 early33 l1lone32 cpuspeed32 pin32 cpu32 lonepc32 lonepc31 parts31c pause31 parts31b parts31 lone31 lone30 ab30 host30 targets29 irq29 final29 open27 adm26b adm26 steps26 open26b open26 dl26 pause26 step26 crowdtrace26 lonesys26 loneprof26b loneprof26 final26 sat26c sat26b sat26 depth26 gen25 batch25 open25b final25b final25 open25 openprof25 prio25 dlalloc25 handl25 pool25 jem25 dlprof25c dlprof25b dlprof25 dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -6196,4 +6196,38 @@ if on sat11; then
   o="--device 0 --threads 16 --op relu --size 256 --rate 4000000 --requests 8000000"
   load st-open4m gpubatch-load $o
   load st-open4m-off env GPUBATCH_PACKER=off -- gpubatch-load $o
+fi
+
+# Every issue's rows with the build that lands in the thirty-ninth session (shards taken out), on
+# one machine in one call: the lone caller beside the synchronous path, the crowd, large requests
+# from vectors and HostBuffers beside --unbatched and the copy rate, and issue 14's loads (the
+# latency target, the priority mix idle and at 3 M/s, deadlines with large requests, block_for,
+# 64 threads with 10 % of 1,000,000 floats).
+if on final39; then
+  P="--device 0 --host-probe"
+  have gpubatch-copy-rate && timeout 60 "$run" gpubatch-copy-rate --bytes 262144,4194304,67108864 >> "$out/results.jsonl" 2>> "$out/log.txt"
+  lone="--device 0 --threads 1 --inflight 1 --op relu --size 256 --requests 20000"
+  for rep in 1 2; do
+    load f39-lone-$rep gpubatch-load $lone
+    load f39-lone-unb-$rep gpubatch-load --unbatched $lone
+  done
+  load f39-lone-res gpubatch-load --resident $lone
+  load f39-crowd1024 gpubatch-load --device 0 --threads 16 --inflight 1024 --requests 8000000 --op relu --size 256
+  for spec in 65536:60000 1048576:3000; do
+    n=${spec%:*}; r=${spec#*:}
+    big="--device 0 --threads 16 --inflight 8 --op relu --size $n --requests $r"
+    load f39-$n-hb gpubatch-load --host-buffers $big
+    load f39-$n-vec gpubatch-load $big
+    load f39-$n-unb gpubatch-load --unbatched --device 0 --threads 16 --inflight 1 --op relu --size $n --requests $((r / 4))
+  done
+  for r in 1000000 2000000; do
+    load f39-p99t500-$r gpubatch-mix --threads 16 --size 256 --target-p99-us 500 --rate $r --requests $((r * 3)) $P
+  done
+  load f39-mixidle gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 10000 --requests 30000 $P
+  for rep in 1 2; do
+    load f39-mixsat-$rep gpubatch-mix --threads 16 --high 0.1 --size 256 --rate 3000000 --requests 6000000 $P
+  done
+  load f39-deadline-large gpubatch-mix --threads 16 --size 256 --deadline-us 2000 --deadline-fraction 0.5 --large 0.01 --rate 300000 --requests 900000 $P
+  load f39-blockfor gpubatch-mix --threads 16 --size 256 --block-for-us 300 --queue-capacity 4096 --rate 3000000 --requests 4500000 $P
+  load f39-m64 gpubatch-mix --device 0 --threads 64 --size 256 --large 0.1 --large-size 1000000 --rate 20000 --requests 60000 --host-probe
 fi

@@ -30,12 +30,20 @@ def run_json_lines(command):
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
+def sweep_modes(presets, depths):
+    """(mode name, preset, depth) for every batched run, then unbatched (one outstanding a caller)."""
+    named = [(p if len(depths) == 1 else f"{p}@{d}", p, d) for p in presets for d in depths]
+    return named + [("unbatched", None, 1)]
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", required=True, help="folder holding gpubatch-load and gpubatch-copy-rate")
     p.add_argument("--out", required=True)
     p.add_argument("--threads", type=int, default=16)
-    p.add_argument("--inflight", type=int, default=8, help="requests each thread keeps outstanding (batched)")
+    p.add_argument("--inflight", default="8",
+                   help="requests each thread keeps outstanding (batched); a list (1,8) runs each preset at each "
+                        "depth, its mode then named preset@depth, so that \"best batched\" takes the best depth too")
     p.add_argument("--sizes", default=",".join(map(str, SIZES)), help="floats per request")
     p.add_argument("--presets", default="latency,balanced,throughput,adaptive")
     p.add_argument("--op", default="relu")
@@ -47,6 +55,7 @@ def main():
     load = [os.path.join(a.bin, "gpubatch-load")]
     probe = [os.path.join(a.bin, "gpubatch-copy-rate")]
     sizes = [int(s) for s in a.sizes.split(",")]
+    modes = sweep_modes(a.presets.split(","), [int(d) for d in a.inflight.split(",")])
 
     with open(a.out, "w") as f:
         # The yardstick first, at the sizes of the sweep (64 MiB too: the bus's own rate).
@@ -58,19 +67,19 @@ def main():
                   flush=True)
         for size in sizes:
             requests = int(min(a.max_requests, max(a.min_requests, a.bytes_per_run / (4 * size))))
-            for mode in a.presets.split(",") + ["unbatched"]:
+            for mode, preset, depth in modes:
                 flags = ["--op", a.op, "--size", str(size), "--threads", str(a.threads), "--requests", str(requests)]
-                flags += ["--unbatched"] if mode == "unbatched" else ["--preset", mode, "--inflight", str(a.inflight)]
+                flags += ["--unbatched"] if preset is None else ["--preset", preset, "--inflight", str(depth)]
                 flags += a.extra.split()
                 r = run_json_lines(load + flags + ["--json"])[-1]
                 if not r.get("verified") or r.get("lost") or r.get("errors"):
                     raise SystemExit(f"size {size} {mode}: verified={r.get('verified')} lost={r.get('lost')} "
                                      f"errors={r.get('errors')}")
-                r.update(sweep="request_size", mode=mode, input_gbps=r["throughput_rps"] * 4 * size / 1e9,
+                r.update(sweep="request_size", mode=mode, inflight=depth, input_gbps=r["throughput_rps"] * 4 * size / 1e9,
                          command=" ".join(load + flags + ["--json"]))
                 f.write(json.dumps(r) + "\n")
                 f.flush()
-                print(f"{size:>8d} floats  {mode:10s} {r['input_gbps']:8.3f} GB/s  {r['throughput_rps']:12.0f} req/s  "
+                print(f"{size:>8d} floats  {mode:14s} {r['input_gbps']:8.3f} GB/s  {r['throughput_rps']:12.0f} req/s  "
                       f"batch {r.get('mean_batch_size', 0):7.1f}", flush=True)
 
 

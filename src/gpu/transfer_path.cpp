@@ -80,6 +80,13 @@ std::uint64_t env_line(const char* name, std::uint64_t unset) {
 }
 }  // namespace
 
+std::uint64_t copy_part_bytes() {
+  const std::uint64_t bytes = env_bytes("GPUBATCH_COPY_PART_BYTES").value_or(256 * 1024);
+  if (bytes < 4096 || bytes == kNever)
+    throw Error(ErrorCode::invalid_config, "GPUBATCH_COPY_PART_BYTES must be a byte count of at least 4096");
+  return bytes;
+}
+
 std::uint64_t near_upload_bytes() { return env_line("GPUBATCH_NEAR_UPLOAD_BYTES", 64 * 1024); }
 std::uint64_t near_lone_bytes() { return env_line("GPUBATCH_NEAR_LONE_BYTES", kNever); }
 

@@ -104,7 +104,14 @@ struct PathRules {
   bool upload_wait_on_host = false;          // upload_wait_on_host()
   bool early_results = false;                // early_results() (early_results.hpp)
   SplitRule split;                           // split_rule()
+  std::uint64_t copy_part_bytes = 0;         // copy_part_bytes()
 };
+
+// A batch's input copy is shared out among the submitting thread and idle completion threads
+// (ParallelRunner) only in parts of at least this many bytes: below it a helper's wake-up costs
+// more than its share of the copy saves. GPUBATCH_COPY_PART_BYTES (bytes, at least 4 KiB), else
+// 256 KiB; for side-by-side runs (BENCHMARKS.md, thirty-ninth session).
+std::uint64_t copy_part_bytes();
 
 // Where a direct-path batch's tables and inputs go (`has_near`: MemoryPool::has_near_upload()).
 enum class UploadPlace { near, write_combined, cached };

@@ -267,12 +267,13 @@ inline void prefetch_source(const CopyOp& c) noexcept {
 }
 
 // Copies a batch's inputs into staging. One thread writing write-combined memory stays far below
-// what the memory takes, so a batch with enough input bytes is cut into equal byte ranges (a large
-// input split across ranges) that `parallel`'s threads copy at once.
-void copy_inputs(const std::vector<CopyOp>& copies, std::size_t total, detail::ParallelRunner& parallel) {
-  constexpr std::size_t kBytesPerPart = 256 * 1024;  // below this a helper costs more than it saves
+// what the memory takes, so a batch with enough input bytes is cut into equal byte ranges of at
+// least `part_bytes` (copy_part_bytes(); a large input split across ranges) that `parallel`'s
+// threads copy at once.
+void copy_inputs(const std::vector<CopyOp>& copies, std::size_t total, std::uint64_t part_bytes,
+                 detail::ParallelRunner& parallel) {
   constexpr std::size_t kAhead = 2;
-  const std::size_t parts = std::min(parallel.width(), total / kBytesPerPart);
+  const std::size_t parts = std::min<std::size_t>(parallel.width(), total / part_bytes);
   if (parts <= 1) {
     for (std::size_t i = 0; i < copies.size(); ++i) {
       if (i + kAhead < copies.size()) prefetch_source(copies[i + kAhead]);
@@ -733,7 +734,8 @@ VulkanBatchDevice::VulkanBatchDevice(std::shared_ptr<detail::DeviceIdentity> ide
             ew_vector_kernels(context->info().type == "cpu"),
             upload_wait_on_host(),
             early_results(),
-            split_rule(*context, identity_->options())};
+            split_rule(*context, identity_->options()),
+            copy_part_bytes()};
   // Inputs go into one staging allocation and outputs into one readback allocation; leave room
   // for the tables beside them.
   const std::uint64_t device_limit = context->max_allocation_bytes() - (1u << 20);
@@ -823,7 +825,7 @@ std::unique_ptr<detail::InFlightBatch> VulkanBatchDevice::submit(std::span<const
   // 2. Encode: tables into staging, the inputs copied once (on `parallel`'s threads when large).
   Encoder encoder(*frame, staging, ctx);
   encoder.run(requests);
-  copy_inputs(frame->copies, encoder.copy_bytes(), parallel);
+  copy_inputs(frame->copies, encoder.copy_bytes(), rules_.copy_part_bytes, parallel);
   if (staging.cached) staging.cached->flush();
   std::uint64_t upload_value =
       staging.copy_engine ? frame->transfer.upload(*ctx, encoder.end(), frame->host_in) : 0;

@@ -11,6 +11,7 @@
 #include "gpu/context.hpp"
 #include "gpu/vulkan_batch_device.hpp"
 #include "gpubatch/batch_device.hpp"
+#include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
 #include "gpubatch/reference.hpp"
 #include "support/random_data.hpp"
@@ -160,6 +161,36 @@ TEST(BatchDevice, InputsCopiedOnSeveralThreadsLandWhereTheyBelong) {
   EXPECT_EQ(runner.parts_run, 4u) << "about 3.5 MB of input: one range per thread";
   ASSERT_TRUE(in_flight->wait_for(std::chrono::seconds(60)));
   ASSERT_TRUE(every_result_matches(*in_flight, requests));
+}
+
+// GPUBATCH_COPY_PART_BYTES (read when a device opens) sets the smallest share of a batch's input
+// copy a helper thread gets: 200 KiB of inputs stay on the submitting thread with the default
+// 256 KiB and go out in three parts at 64 KiB, with the same results; a bad value is typed.
+TEST(BatchDevice, CopyPartBytesSetsHowTheInputCopyIsShared) {
+  std::mt19937 rng(13);
+  std::vector<Request> requests;
+  for (int i = 0; i < 200; ++i) requests.push_back(Request::relu(random_floats(256, rng)));
+  std::vector<const Request*> pointers;
+  for (auto& r : requests) pointers.push_back(&r);
+  for (const char* part : {"", "65536"}) {
+    if (*part) ::setenv("GPUBATCH_COPY_PART_BYTES", part, 1);
+    Device device;
+    ThreadedRunner runner(4);
+    auto in_flight = device.batch_device()->submit(pointers, runner);
+    EXPECT_EQ(runner.parts_run, *part ? 3u : 0u) << "GPUBATCH_COPY_PART_BYTES=" << part;
+    ASSERT_TRUE(in_flight->wait_for(std::chrono::seconds(60)));
+    EXPECT_TRUE(every_result_matches(*in_flight, requests)) << "GPUBATCH_COPY_PART_BYTES=" << part;
+  }
+  for (const char* bad : {"1024", "never", "lots"}) {
+    ::setenv("GPUBATCH_COPY_PART_BYTES", bad, 1);
+    try {
+      Device device;
+      ADD_FAILURE() << "GPUBATCH_COPY_PART_BYTES=" << bad << " was accepted";
+    } catch (const gpubatch::Error& e) {
+      EXPECT_EQ(e.code(), gpubatch::ErrorCode::invalid_config) << bad;
+    }
+  }
+  ::unsetenv("GPUBATCH_COPY_PART_BYTES");
 }
 
 TEST(BatchDevice, LargeResultsCopiedOnSeveralThreadsMatch) {

@@ -8,7 +8,7 @@
 # machine"): gpubatch-load, gpubatch-copy-rate, gpubatch_tests, gpubatch_integration_tests, and
 # optionally gpubatch-load-prev (the previous build) and latency (shared/probes/vk-latency).
 # There:  bash scripts/gpu_session.sh OUTDIR [sections]
-#   sections: sweep39 big39 final39 slice34b thr34 slice34 line33 open33 row33 crowd33 early33 l1lone32 cpuspeed32 pin32 cpu32 lonepc32 lonepc31 parts31c pause31 parts31b parts31 lone31 lone30 ab30 host30 targets29 irq29 final29 open27 adm26b adm26 steps26 open26b open26 dl26 pause26 step26 crowdtrace26 lonesys26 loneprof26b loneprof26 final26 sat26c sat26b sat26 depth26 gen25 batch25 open25b final25b final25 open25 openprof25 prio25 dlalloc25 handl25 pool25 jem25 dlprof25c dlprof25b dlprof25 dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
+#   sections: part39 sweep39 big39 final39 slice34b thr34 slice34 line33 open33 row33 crowd33 early33 l1lone32 cpuspeed32 pin32 cpu32 lonepc32 lonepc31 parts31c pause31 parts31b parts31 lone31 lone30 ab30 host30 targets29 irq29 final29 open27 adm26b adm26 steps26 open26b open26 dl26 pause26 step26 crowdtrace26 lonesys26 loneprof26b loneprof26 final26 sat26c sat26b sat26 depth26 gen25 batch25 open25b final25b final25 open25 openprof25 prio25 dlalloc25 handl25 pool25 jem25 dlprof25c dlprof25b dlprof25 dlwake24 dlbud24b dlbud24 dlmemo24 dlall24 adm24 dw24 cpu24 dl24 split24 exdue23 x2open23 x2lbs23 confirm23 sweeps23 sus23 final23 hold23 prio23 lbs23b lbs23 cap23 ct22 sweeps22 tail22 gate22 perfstart22 rtcrowd22 sysp22 shard22 malloc22 trace22 pace22 x2set21b x2set21 final21 ewk21 inplace21 strided21 wide21 duplex21c duplex21b duplex21 final20c nearbig20 nearall20 nearlone20 nearline20c nearline20b nearline20 final20b crowdhold20 final20 ptrace20 split20 near20 bar20 sat13 hold13c hold13b hold13 expr13 prioq13 final13 dlstall13 dlwatch13b dlwatch13 x2crowd12 dllarge12 m64ab12 m64x12 crowd12 tool12 take12 final12b final12 upper12 rt12 fence12 crowdann12 sat11 packmin11 packall11 packone11 packab11 crowdprof11 final11 prioab11 priotrace11 slowmode11b slowmode11 slice11 nr10 final10b adm10e adm10d adm10c final10 watch10 admit10b admit10 dlpath10 crowd16set9 resset9 dlprof9 lonedev9 final9 shard9 snap9 twoproc9 poll9 runs9 tp9 cores9 spread8 final8 setbus2 setbus multibus strandab strandprof hostbw lanesab sweep6 lanedepth lanewait lanes6 bigeven xinline r1 final5b expressq prio h200t final4 helpers churn poollock bulktrace bulk leave dlcollapse sweeps thinkers handlergap handlerload handlerinline sparse slowmode mixed64 targets14 crowdhist growab why warmab regress mmcheck prepmem episodes tplift tailab tp99 crowdshape nofence ops28 ops28hb final27 steady sweep27 chunks2 chunks bigout lonebig crowdsplit directline directcheck directfinal direct streamcopy ntcopy copythreads vectrace vecdepth vecbus doneword pollpause lonewait handlers firstb s2final s2b s2 dlab final5 final4 targets dlperf sweep14 reserve spans2 storm storm2 spans openx runq stalls2 engine vec4 bus bus2 bus3 bus4 bus5 bus6 final3 stalls assign rule recheck import pcie small probe own final openab express mixprobe express2 nice crowdnice final2 deadlines graph lone crowd large bytes depth open trace multi slice sweep tests
 # `load` runs take an environment prefix: load NAME env VAR=VALUE ... -- BINARY ARGS (A/B switches).
 set -uo pipefail
 out=${1:-${OUT:-/tmp/gpu-session}}
@@ -6257,4 +6257,24 @@ if on sweep39 && have gpubatch-copy-rate && command -v python3 >/dev/null; then
   echo "== sweep39" >&2
   timeout 500 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep-39.jsonl" --threads 16 \
     --inflight 1,8 --presets latency,adaptive --bytes-per-run ${SWEEP_BYTES:-1e9} --max-requests 100000 > "$out/sweep-39.txt" 2>&1 || true
+fi
+
+# The strand copies a batch's inputs alone below 2 x 256 KiB; at the open loop's knee (2.5 M/s on
+# the H200 of the thirty-ninth session, batches of ~376 requests of 1 KiB) it used 0.35 us of CPU a
+# request, 88 % of its core. GPUBATCH_COPY_PART_BYTES=65536 (parts of 64 KiB shared with idle
+# completion threads) against the default, interleaved: the open loop at 2 and 2.5 M/s, the crowd.
+if on part39; then
+  P="--device 0 --host-probe"
+  for rep in 1 2 3; do
+    for part in 262144 65536; do
+      for r in 2000000 2500000; do
+        load p39-open$r-$part-$rep env GPUBATCH_COPY_PART_BYTES=$part -- gpubatch-load --threads 16 --op relu --size 256 --rate $r --requests $((r * 3)) $P
+      done
+    done
+  done
+  for rep in 1 2; do
+    for part in 262144 65536; do
+      load p39-crowd-$part-$rep env GPUBATCH_COPY_PART_BYTES=$part -- gpubatch-load --device 0 --threads 16 --inflight 2048 --requests 8000000 --op relu --size 256
+    done
+  done
 fi

@@ -36,6 +36,15 @@ load() {
   [[ $line == "{"* ]] && echo "{\"name\": \"$name\", \"wall_s\": $wall, ${line:1}" >> "$out/results.jsonl"
 }
 on() { [[ " $sections " == *" $1 "* ]]; }
+# make_wrappers: /tmp/gpubatch-wrap/{gpubatch-load,gpubatch-copy-rate} run the bundled binaries
+# through $run, so that bench/size_sweep.py (--bin /tmp/gpubatch-wrap) finds them by name.
+make_wrappers() {
+  mkdir -p /tmp/gpubatch-wrap
+  for b in gpubatch-load gpubatch-copy-rate; do
+    printf '#!/usr/bin/env bash\nexec %s/%s %s "$@"\n' "$PWD" "$run" "$b" > /tmp/gpubatch-wrap/$b
+    chmod +x /tmp/gpubatch-wrap/$b
+  done
+}
 # alternate REP A B: "A B" in odd rounds, "B A" in even ones (interleaved A/B runs, order swapped).
 alternate() { if [ $(( $1 % 2 )) = 1 ]; then echo "$2 $3"; else echo "$3 $2"; fi; }
 # off_irq: sets $slow to the CPU that takes the GPU's first interrupt vector and $others to every
@@ -1163,11 +1172,7 @@ if on trace; then
 fi
 
 if on sweep && have gpubatch-copy-rate && command -v python3 >/dev/null; then
-  mkdir -p /tmp/gpubatch-wrap
-  for b in gpubatch-load gpubatch-copy-rate; do
-    printf '#!/usr/bin/env bash\nexec %s/%s %s "$@"\n' "$PWD" "$run" "$b" > /tmp/gpubatch-wrap/$b
-    chmod +x /tmp/gpubatch-wrap/$b
-  done
+  make_wrappers
   echo "== sweep" >&2
   timeout 300 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep.jsonl" --threads 16 \
     --inflight 8 --presets ${SWEEP_PRESETS:-adaptive,throughput} --bytes-per-run ${SWEEP_BYTES:-2.5e8} --max-requests 200000 \
@@ -1178,11 +1183,7 @@ fi
 # each in flight (three presets and unbatched), and one caller with one in flight (adaptive and
 # unbatched), every size, beside gpubatch-copy-rate.
 if on sweep27 && have gpubatch-copy-rate && command -v python3 >/dev/null; then
-  mkdir -p /tmp/gpubatch-wrap
-  for b in gpubatch-load gpubatch-copy-rate; do
-    printf '#!/usr/bin/env bash\nexec %s/%s %s "$@"\n' "$PWD" "$run" "$b" > /tmp/gpubatch-wrap/$b
-    chmod +x /tmp/gpubatch-wrap/$b
-  done
+  make_wrappers
   echo "== sweep27" >&2
   timeout 400 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep-16.jsonl" --threads 16 \
     --inflight 8 --presets latency,throughput,adaptive --bytes-per-run ${SWEEP_BYTES:-1e9} --max-requests 200000 > "$out/sweep-16.txt" 2>&1 || true
@@ -2679,11 +2680,7 @@ fi
 # (every default) and --unbatched, with 8 requests in flight per caller (the sweep's depth so
 # far) and with 1 (the unbatched path's own depth), 3 GB of input a run; the copy rate first.
 if on sweep6 && have gpubatch-copy-rate && command -v python3 >/dev/null; then
-  mkdir -p /tmp/gpubatch-wrap
-  for b in gpubatch-load gpubatch-copy-rate; do
-    printf '#!/usr/bin/env bash\nexec %s/%s %s "$@"\n' "$PWD" "$run" "$b" > /tmp/gpubatch-wrap/$b
-    chmod +x /tmp/gpubatch-wrap/$b
-  done
+  make_wrappers
   for d in 8 1; do
     echo "== sweep6 depth $d" >&2
     timeout 280 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep-d$d.jsonl" --threads 16 \
@@ -6249,11 +6246,7 @@ fi
 # requests outstanding a caller (bench/size_sweep.py --inflight 1,8: "best batched" takes the best
 # depth as well as the best preset), --unbatched, and gpubatch-copy-rate, every size.
 if on sweep39 && have gpubatch-copy-rate && command -v python3 >/dev/null; then
-  mkdir -p /tmp/gpubatch-wrap
-  for b in gpubatch-load gpubatch-copy-rate; do
-    printf '#!/usr/bin/env bash\nexec %s/%s %s "$@"\n' "$PWD" "$run" "$b" > /tmp/gpubatch-wrap/$b
-    chmod +x /tmp/gpubatch-wrap/$b
-  done
+  make_wrappers
   echo "== sweep39" >&2
   timeout 500 python3 bench/size_sweep.py --bin /tmp/gpubatch-wrap --out "$out/size-sweep-39.jsonl" --threads 16 \
     --inflight 1,8 --presets latency,adaptive --bytes-per-run ${SWEEP_BYTES:-1e9} --max-requests 100000 > "$out/sweep-39.txt" 2>&1 || true

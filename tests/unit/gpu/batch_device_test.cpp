@@ -13,7 +13,6 @@
 #include "gpubatch/batch_device.hpp"
 #include "gpubatch/error.hpp"
 #include "gpubatch/reference.hpp"
-#include "gpubatch/reference.hpp"
 #include "support/random_data.hpp"
 #include "test_device.hpp"
 

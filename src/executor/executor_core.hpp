@@ -38,6 +38,7 @@
 #include <boost/asio/strand.hpp>
 
 #include "executor/batch_former.hpp"
+#include "executor/backlog_trend.hpp"
 #include "executor/cost_model.hpp"
 #include "executor/count_cap.hpp"
 #include "executor/deadline_watch.hpp"
@@ -314,6 +315,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   void apply_latency_target(Clock::time_point now);
   void note_taken(std::size_t n, Clock::time_point now) noexcept;
   void note_arrivals(Clock::time_point now);
+  std::uint64_t queued_depth() noexcept;
   // express: an express batch (take_upper); level0_only: a regular batch of level 0 alone.
   void flush(FlushReason reason, Clock::time_point now, bool express = false, bool level0_only = false);
   void expire_forming(Clock::time_point now);
@@ -822,6 +824,8 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   double arriving_bytes_per_s_ = 0.0;
   std::uint64_t queued_before_ = 0;   // requests in the queues at the last window
   std::uint32_t growing_windows_ = 0;  // windows in a row in which the queues grew
+  BacklogTrend backlog_trend_{2 * batch_time_budget(config_)};  // slow growth (backlog_trend.hpp)
+  std::uint64_t trend_taken_ = 0;      // drain_taken_ at its last look
   // The former's count limit (count_cap_), for the completion threads' polls_batch() and stats.
   std::atomic<std::size_t> count_limit_{0};
   std::atomic<std::size_t> target_cap_{0};  // the cap the strand set last (0: none yet), for stats

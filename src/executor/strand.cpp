@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -363,12 +364,27 @@ BatchFormer<Pending>::Decision ExecutorCore::decide(Clock::time_point now) const
 void ExecutorCore::apply_latency_target(Clock::time_point now) {
   if (config_.target_p99.count() <= 0) return;
   note_arrivals(now);
+  backlog_trend_.observe(now, queued_depth(), drain_taken_ - trend_taken_);
+  trend_taken_ = drain_taken_;
   // The offered load counts only while the queues keep growing: a closed loop (callers waiting for
-  // their results) never outruns the device, and there the cap is what bounds a batch.
+  // their results) never outruns the device, and there the cap is what bounds a batch. Slow
+  // growth (backlog_trend.hpp) lifts the cap until the backlog drained, and scales it after.
   const double arriving = growing_windows_ >= 2 ? arriving_bytes_per_s_ : 0.0;
-  const std::size_t cap = cost_.byte_budget(batch_time_budget(config_), 1, arriving);
+  const std::size_t cap = backlog_trend_.outrun()
+                              ? std::numeric_limits<std::size_t>::max()
+                              : backlog_trend_.scaled(cost_.byte_budget(batch_time_budget(config_), 1, arriving));
   former_.set_byte_limit(cap);
   target_cap_.store(cap, std::memory_order_relaxed);
+}
+
+// Requests waiting in the queues (claimed positions not yet taken by the strand).
+std::uint64_t ExecutorCore::queued_depth() noexcept {
+  std::uint64_t positions = 0, popped = 0;
+  for (std::size_t level = 0; level < level_count(); ++level) {
+    positions += level_queue(level).pushed_approx();
+    popped += level_queue(level).popped_approx();
+  }
+  return positions - std::min(positions, popped);
 }
 
 void ExecutorCore::note_arrivals(Clock::time_point now) {

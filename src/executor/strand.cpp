@@ -364,7 +364,7 @@ BatchFormer<Pending>::Decision ExecutorCore::decide(Clock::time_point now) const
 void ExecutorCore::apply_latency_target(Clock::time_point now) {
   if (config_.target_p99.count() <= 0) return;
   note_arrivals(now);
-  backlog_trend_.observe(now, queued_depth(), drain_taken_ - trend_taken_);
+  if (backlog_trend_on_) backlog_trend_.observe(now, queued_depth(), drain_taken_ - trend_taken_);
   trend_taken_ = drain_taken_;
   // The offered load counts only while the queues keep growing: a closed loop (callers waiting for
   // their results) never outruns the device, and there the cap is what bounds a batch. Slow

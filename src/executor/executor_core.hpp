@@ -314,8 +314,11 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   BatchFormer<Pending>::Decision decide(Clock::time_point now) const;
   void apply_latency_target(Clock::time_point now);
   void note_taken(std::size_t n, Clock::time_point now) noexcept;
-  void note_arrivals(Clock::time_point now);
-  std::uint64_t queued_depth() noexcept;
+  struct QueueCounts {
+    std::uint64_t positions = 0, depth = 0;
+  };
+  QueueCounts queue_counts() noexcept;
+  void note_arrivals(Clock::time_point now, QueueCounts queues);
   // express: an express batch (take_upper); level0_only: a regular batch of level 0 alone.
   void flush(FlushReason reason, Clock::time_point now, bool express = false, bool level0_only = false);
   void expire_forming(Clock::time_point now);

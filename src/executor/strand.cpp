@@ -363,8 +363,9 @@ BatchFormer<Pending>::Decision ExecutorCore::decide(Clock::time_point now) const
 // says why). At least one byte's worth, so that a batch always goes.
 void ExecutorCore::apply_latency_target(Clock::time_point now) {
   if (config_.target_p99.count() <= 0) return;
-  note_arrivals(now);
-  if (backlog_trend_on_) backlog_trend_.observe(now, queued_depth(), drain_taken_ - trend_taken_);
+  const QueueCounts queues = queue_counts();
+  note_arrivals(now, queues);
+  if (backlog_trend_on_) backlog_trend_.observe(now, queues.depth, drain_taken_ - trend_taken_);
   trend_taken_ = drain_taken_;
   // The offered load counts only while the queues keep growing: a closed loop (callers waiting for
   // their results) never outruns the device, and there the cap is what bounds a batch. Slow
@@ -377,22 +378,19 @@ void ExecutorCore::apply_latency_target(Clock::time_point now) {
   target_cap_.store(cap, std::memory_order_relaxed);
 }
 
-// Requests waiting in the queues (claimed positions not yet taken by the strand).
-std::uint64_t ExecutorCore::queued_depth() noexcept {
+// Positions claimed in the queues so far (every push, accepted or waiting), and the requests
+// waiting there (claimed, not yet taken by the strand).
+ExecutorCore::QueueCounts ExecutorCore::queue_counts() noexcept {
   std::uint64_t positions = 0, popped = 0;
   for (std::size_t level = 0; level < level_count(); ++level) {
     positions += level_queue(level).pushed_approx();
     popped += level_queue(level).popped_approx();
   }
-  return positions - std::min(positions, popped);
+  return {positions, positions - std::min(positions, popped)};
 }
 
-void ExecutorCore::note_arrivals(Clock::time_point now) {
-  std::uint64_t positions = 0, popped = 0;
-  for (std::size_t level = 0; level < level_count(); ++level) {
-    positions += level_queue(level).pushed_approx();
-    popped += level_queue(level).popped_approx();
-  }
+void ExecutorCore::note_arrivals(Clock::time_point now, QueueCounts queues) {
+  const std::uint64_t positions = queues.positions;
   if (arrival_window_ == Clock::time_point{}) {
     arrival_window_ = now;
     arrival_positions_ = positions;
@@ -405,7 +403,7 @@ void ExecutorCore::note_arrivals(Clock::time_point now) {
   arriving_bytes_per_s_ = arriving_bytes_per_s_ == 0.0 ? sample : 0.7 * arriving_bytes_per_s_ + 0.3 * sample;
   // Growing: the queues hold more than a window ago, by more than a quarter of what was taken
   // meanwhile (and 64 requests): what arrives outruns what is served.
-  const std::uint64_t depth = positions - std::min(positions, popped);
+  const std::uint64_t depth = queues.depth;
   const bool growing = depth > queued_before_ + std::max<std::uint64_t>(64, taken_requests_ / 4);
   growing_windows_ = growing ? growing_windows_ + 1 : 0;
   queued_before_ = depth;

@@ -1,6 +1,7 @@
 // BacklogTrend on synthetic depths with time passed in, and the latency target on a fake device
 // whose capped batches serve less than an open loop offers, a few requests a millisecond more.
 #include "executor/backlog_trend.hpp"
+#include "executor/cost_model.hpp"
 
 #include <gtest/gtest.h>
 
@@ -135,13 +136,17 @@ TEST(LatencyTarget, ACapThatFallsBehindASlowlyGrowingQueueIsLifted) {
     EXPECT_EQ(got[0], std::max(0.0f, -1.0f + float(i % kEach % 3))) << i;
   }
   const std::vector<std::size_t> sizes = device->batch_sizes();
-  const Stats s = executor.stats();
-  ASSERT_GT(sizes.size(), 40u);
-  EXPECT_GT(s.target_batch_bytes, 0u);
-  // Past the warm-up (whose batches grow to about 30 uncapped), the capped batches hold about
-  // 10; a lifted cap let at least one batch take the backlog.
-  const std::size_t largest_later = *std::max_element(sizes.begin() + 30, sizes.end());
-  EXPECT_GE(largest_later, 30u) << "the cap held while the queue grew";
+  EXPECT_GT(executor.stats().target_batch_bytes, 0u);
+  // Past the warm-up (whose batches grow to about 30 uncapped) the cap holds batches to about 10;
+  // after the first such batch, a lifted cap let at least one batch take the backlog. The last
+  // batches (the run's tail) are no sign of a cap. Under TSan on a loaded 2-core machine one run
+  // made 35 batches in all (about 50 requests each), so that no cap need have applied: then there
+  // is nothing to check.
+  ASSERT_GT(sizes.size(), detail::CostModel::kWarmUp + 3);
+  const auto capped = std::find_if(sizes.begin() + detail::CostModel::kWarmUp, sizes.end() - 3,
+                                   [](std::size_t n) { return n <= 12; });
+  if (capped == sizes.end() - 3) GTEST_SKIP() << "the model capped no batch on this machine";
+  EXPECT_GE(*std::max_element(capped, sizes.end()), 30u) << "the cap held while the queue grew";
 }
 
 }  // namespace

@@ -124,12 +124,16 @@ TEST(LatencyTarget, ACapThatFallsBehindASlowlyGrowingQueueIsLifted) {
   auto gpu = executor.handle();
   std::vector<std::future<std::vector<float>>> all;
   constexpr int kRounds = 300, kEach = 6;
-  auto next = std::chrono::steady_clock::now();
+  const auto begin = std::chrono::steady_clock::now();
+  auto next = begin;
   for (int r = 0; r < kRounds; ++r) {
     for (int i = 0; i < kEach; ++i) all.push_back(gpu.relu(std::vector<float>(256, -1.0f + float(i % 3))));
     next += 2ms;
     std::this_thread::sleep_until(next);
   }
+  // A sender that lost its core for long (sanitizers, a loaded machine) offered less than the
+  // capped batches serve, and then no queue grew.
+  const bool offered = std::chrono::steady_clock::now() - begin < kRounds * 2ms * 3 / 2;
   for (std::size_t i = 0; i < all.size(); ++i) {
     const std::vector<float> got = all[i].get();
     ASSERT_EQ(got.size(), 256u);
@@ -146,6 +150,7 @@ TEST(LatencyTarget, ACapThatFallsBehindASlowlyGrowingQueueIsLifted) {
   const auto capped = std::find_if(sizes.begin() + detail::CostModel::kWarmUp, sizes.end() - 3,
                                    [](std::size_t n) { return n <= 12; });
   if (capped == sizes.end() - 3) GTEST_SKIP() << "the model capped no batch on this machine";
+  if (!offered) GTEST_SKIP() << "the sender fell behind its 3,000 requests/s";
   EXPECT_GE(*std::max_element(capped, sizes.end()), 30u) << "the cap held while the queue grew";
 }
 

@@ -409,6 +409,7 @@ ExecutorCore::ExecutorCore(std::shared_ptr<BatchDevice> device, BatchConfig conf
                       [this](const DeadlineWatch::Round& round) { trace_expiry_round(round); }) {
   check_poll_pause();
   backlog_trend_on_ = !env_is("GPUBATCH_BACKLOG_TREND", "off");
+  target_age_lift_ = !env_is("GPUBATCH_TARGET_AGE_LIFT", "off");
   former_.set_count_limit(count_cap_.limit());
   count_limit_.store(count_cap_.limit(), std::memory_order_relaxed);
   // The direct lane lifts the strand's serial copy off a GPU's large requests. On a device of

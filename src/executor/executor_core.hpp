@@ -829,6 +829,7 @@ class ExecutorCore : public std::enable_shared_from_this<ExecutorCore> {
   std::uint32_t growing_windows_ = 0;  // windows in a row in which the queues grew
   BacklogTrend backlog_trend_{2 * batch_time_budget(config_)};  // slow growth (backlog_trend.hpp)
   bool backlog_trend_on_ = true;  // GPUBATCH_BACKLOG_TREND=off: side-by-side runs (set at construction)
+  bool target_age_lift_ = true;  // GPUBATCH_TARGET_AGE_LIFT=off: side-by-side runs (strand.cpp apply_latency_target)
   std::uint64_t trend_taken_ = 0;      // drain_taken_ at its last look
   // The former's count limit (count_cap_), for the completion threads' polls_batch() and stats.
   std::atomic<std::size_t> count_limit_{0};

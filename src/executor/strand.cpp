@@ -371,9 +371,17 @@ void ExecutorCore::apply_latency_target(Clock::time_point now) {
   // their results) never outruns the device, and there the cap is what bounds a batch. Slow
   // growth (backlog_trend.hpp) lifts the cap until the backlog drained, and scales it after.
   const double arriving = growing_windows_ >= 2 ? arriving_bytes_per_s_ : 0.0;
-  const std::size_t cap = backlog_trend_.outrun()
+  // A backlog that is new (backlog_trend.hpp drained_lately: the capped queue emptied lately; a
+  // stall, a burst) and whose oldest request has waited half the target already misses it in
+  // capped batches, each taking its turn and its fixed cost: the cap is lifted for it, so that
+  // one batch takes it (docs/DESIGN.md "A latency target"). A closed loop's standing queue does
+  // not empty under the cap, and keeps it.
+  const bool behind = target_age_lift_ && backlog_trend_on_ && backlog_trend_.drained_lately() &&
+                      now - former_.oldest() >= config_.target_p99 / 2;
+  const std::size_t cap = behind || backlog_trend_.outrun()
                               ? std::numeric_limits<std::size_t>::max()
                               : backlog_trend_.scaled(cost_.byte_budget(batch_time_budget(config_), 1, arriving));
+  if (cap == std::numeric_limits<std::size_t>::max()) backlog_trend_.note_uncapped();
   former_.set_byte_limit(cap);
   target_cap_.store(cap, std::memory_order_relaxed);
 }

@@ -119,6 +119,13 @@ TEST(LatencyTarget, CapsBatchesAtWhatTheDeviceServesInAThirdOfTheTarget) {
       for (auto& f : window) f.get();
     });
   }
+  // The cap while the loop runs (as it winds down the queue drains, and a last backlog whose
+  // oldest waited half the target goes uncapped: strand.cpp apply_latency_target).
+  std::vector<std::size_t> caps;
+  while (executor.stats().completed < static_cast<std::uint64_t>(kThreads * kEach * 3 / 4)) {
+    caps.push_back(executor.stats().target_batch_bytes);
+    std::this_thread::sleep_for(2ms);
+  }
   for (auto& t : threads) t.join();
   const Stats s = executor.stats();
   EXPECT_EQ(s.completed, static_cast<std::uint64_t>(kThreads * kEach));
@@ -127,7 +134,8 @@ TEST(LatencyTarget, CapsBatchesAtWhatTheDeviceServesInAThirdOfTheTarget) {
   EXPECT_GT(s.cost_ns_per_byte, 20.0);
   EXPECT_LT(s.cost_ns_per_byte, 500.0);
   EXPECT_GT(s.target_batch_bytes, 0u);
-  EXPECT_LT(s.target_batch_bytes, 400u * 1024);
+  ASSERT_FALSE(caps.empty());
+  EXPECT_LT(caps.back(), 400u * 1024);
   const std::string text = to_prometheus(s);
   EXPECT_NE(text.find("gpubatch_target_batch_bytes " + std::to_string(s.target_batch_bytes) + "\n"),
             std::string::npos) << text;

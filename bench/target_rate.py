@@ -9,8 +9,9 @@ highest rate that allows it, and that rate reported").
 Runs `gpubatch-mix --target-p99-us T` open loop (256-float relu from --threads senders; every
 result verified against the CPU reference) at rising offered rates, --factor apart from --start,
 until a rate fails (or, when --start fails, falling by --factor until one holds), then halves the
-gap (geometric mean) --refine times between the highest rate that held and the lowest that failed. A rate holds when, in each of its --repeat runs, p99 <= T,
-the executor served >= 95 % of what was offered, and every request succeeded, verified, none lost.
+gap (geometric mean) --refine times between the highest rate that held and the lowest that failed. A run holds when p99 <= T,
+the executor served >= 95 % of what was offered, and every request succeeded, verified, none lost;
+a rate holds when each of its --repeat runs does, or (--majority-of K) when most of up to K do.
 With --beside, each rate also runs without a target (`target_p99_us` 0, the configuration's own
 behaviour) right after the run with it: the side-by-side comparison. The search assumes that a
 rate above one that failed fails too; the table shows every run, so a machine's noise is visible.
@@ -31,6 +32,27 @@ def held(record, target_us):
             and record.get("ok") == record.get("requests")  # no error of any kind
             and record["latency_us"]["all"]["p99"] <= target_us
             and record["completed_per_s"] >= SERVED_SHARE * record["offered_rate"])
+
+
+def decide_rate(run_once, repeat=1, majority_of=1):
+    """Whether a rate holds, from `run_once() -> bool` (one run held the target).
+
+    With `repeat` N every one of N runs must hold (all N run, so that the table shows each). With
+    `majority_of` K (odd) the rate holds when most of K runs do; runs stop once the verdict is
+    known (two holds, or two failures, of three): one run's episode on a noisy machine neither
+    ends the rise nor passes a rate that fails in most runs."""
+    if repeat < 1 or majority_of < 1 or majority_of % 2 == 0 or (repeat > 1 and majority_of > 1):
+        raise ValueError("need repeat >= 1, an odd majority_of >= 1, and not both above 1")
+    if majority_of == 1:
+        return all([run_once() for _ in range(repeat)])
+    need = majority_of // 2 + 1
+    good = bad = 0
+    while good < need and bad < need:
+        if run_once():
+            good += 1
+        else:
+            bad += 1
+    return good >= need
 
 
 def search(holds, start, factor, max_rate, refine, min_rate=None):
@@ -148,6 +170,8 @@ def main():
     p.add_argument("--factor", type=float, default=1.5)
     p.add_argument("--refine", type=int, default=3, help="bisections after the first failing rate")
     p.add_argument("--repeat", type=int, default=1, help="runs a rate; it holds only if every run does")
+    p.add_argument("--majority-of", type=int, default=1,
+                   help="K (odd): a rate holds when most of up to K runs do (stops once decided)")
     p.add_argument("--beside", action="store_true", help="also run each rate without a target")
     p.add_argument("--seconds", type=float, default=2.0, help="offered seconds of each run")
     p.add_argument("--threads", type=int, default=16)
@@ -172,22 +196,28 @@ def main():
             with open(a.out, "a") as f:
                 f.write(json.dumps(r) + "\n")
 
+    def run_once(rate):
+        r = run_mix(a.bin, rate, a, target)
+        keep(r)
+        if a.beside:
+            keep(run_mix(a.bin, rate, a, 0))
+        return held(r, target)
+
     def holds(rate):
-        ok = True
-        for _ in range(a.repeat):
-            r = run_mix(a.bin, rate, a, target)
-            keep(r)
-            ok = ok and held(r, target)
-            if a.beside:
-                keep(run_mix(a.bin, rate, a, 0))
-        return ok
+        return decide_rate(lambda: run_once(rate), a.repeat, a.majority_of)
+
+    try:  # bad --repeat / --majority-of: refused before any run
+        decide_rate(lambda: True, a.repeat, a.majority_of)
+    except ValueError as e:
+        p.error(str(e))
 
     best, probed = search(holds, a.start, a.factor, a.max_rate, a.refine, a.min_rate)
     best = None if best is None else round(best)
     if a.out:
         with open(a.out, "a") as f:
             f.write(json.dumps({"summary": "target_rate", "target_p99_us": target, "highest_rate": best,
-                                "probed": [round(x) for x in probed], "repeat": a.repeat}) + "\n")
+                                "probed": [round(x) for x in probed], "repeat": a.repeat,
+                                "majority_of": a.majority_of}) + "\n")
     report(records, target, best, a.plot)
 
 

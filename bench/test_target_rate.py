@@ -53,6 +53,45 @@ class Search(unittest.TestCase):
                 target_rate.search(holds_below(1, []), *args)
 
 
+def runs(*results):
+    """run_once() giving `results` in turn, and the list of those it gave."""
+    given = []
+
+    def run_once():
+        given.append(results[len(given)])
+        return given[-1]
+    return run_once, given
+
+
+class DecideRate(unittest.TestCase):
+    def test_repeat_runs_all_and_needs_every_one(self):
+        once, given = runs(True, False, True)
+        self.assertFalse(target_rate.decide_rate(once, repeat=3))
+        self.assertEqual(len(given), 3)
+        once, given = runs(True, True)
+        self.assertTrue(target_rate.decide_rate(once, repeat=2))
+
+    def test_majority_stops_once_decided(self):
+        for results, verdict, ran in (((True, True), True, 2), ((False, False), False, 2),
+                                      ((False, True, True), True, 3), ((True, False, False), False, 3),
+                                      ((False, True, False, True, True), True, 5)):
+            with self.subTest(results=results):
+                once, given = runs(*results)
+                k = 5 if len(results) == 5 else 3
+                self.assertEqual(target_rate.decide_rate(once, majority_of=k), verdict)
+                self.assertEqual(len(given), ran)
+
+    def test_one_run_by_default(self):
+        once, given = runs(False)
+        self.assertFalse(target_rate.decide_rate(once))
+        self.assertEqual(len(given), 1)
+
+    def test_bad_arguments_are_refused(self):
+        for kw in (dict(repeat=0), dict(majority_of=2), dict(majority_of=0), dict(repeat=2, majority_of=3)):
+            with self.subTest(**kw), self.assertRaises(ValueError):
+                target_rate.decide_rate(lambda: True, **kw)
+
+
 def record(p99=400, served=1000, offered=1000, ok=100, requests=100, verified=True, lost=0):
     return {"latency_us": {"all": {"p99": p99}}, "completed_per_s": served, "offered_rate": offered,
             "ok": ok, "requests": requests, "verified": verified, "lost": lost}

@@ -6258,7 +6258,7 @@ fi
 if on rate40 && have gpubatch-mix && command -v python3 >/dev/null; then
   echo "== rate40" >&2
   timeout 400 python3 bench/target_rate.py --bin "$run gpubatch-mix" --extra "--device 0 --host-probe" \
-    --target-p99-us 500 --start 500000 --factor 1.5 --refine 3 --beside \
+    --target-p99-us 500 --start 500000 --factor 1.5 --refine 3 --beside --majority-of ${RATE_MAJORITY:-1} \
     --out "$out/target-rate-40.jsonl" > "$out/target-rate-40.txt" 2>> "$out/log.txt" || true
   tail -3 "$out/target-rate-40.txt" >&2
 fi

@@ -95,10 +95,7 @@ TEST(CostModel, NeverPredictsNegativeCosts) {
 // 50 ms); with target_p99 = 30 ms and one batch in flight a batch is capped at what takes 15 ms
 // (target / (1 + 1)): about 140 KiB, 70 requests.
 TEST(LatencyTarget, CapsBatchesAtWhatTheDeviceServesInAThirdOfTheTarget) {
-  FakeDevice::Options o;
-  o.delay = 1ms;
-  o.delay_per_kib = 100us;
-  auto device = std::make_shared<FakeDevice>(o);
+  auto device = slow_fake_device(1ms, 100us);
   BatchConfig c = BatchConfig::adaptive();
   c.max_inflight_batches = 1;
   c.target_p99 = 30ms;

@@ -411,4 +411,13 @@ class FakeDevice : public detail::BatchDevice {
   std::optional<float> fail_marker_;
 };
 
+// A device whose batch completes `delay` plus `per_kib` a KiB of input and output after its submit
+// (the latency target's tests: slow on purpose, so a loaded machine's scheduling noise stays small).
+inline std::shared_ptr<FakeDevice> slow_fake_device(std::chrono::microseconds delay, std::chrono::nanoseconds per_kib) {
+  FakeDevice::Options o;
+  o.delay = delay;
+  o.delay_per_kib = per_kib;
+  return std::make_shared<FakeDevice>(o);
+}
+
 }  // namespace gpubatch::testing
